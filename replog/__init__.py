@@ -1,0 +1,1 @@
+"""replog: a Kafka-compatible, replicated log broker."""

@@ -1,0 +1,183 @@
+"""Broker configuration: a server.properties-style file plus `--override key=value`, Kafka's key names.
+
+Unknown keys are reported (not fatal, as in Kafka, which logs them); malformed values are fatal.
+"""
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from replog.log.config import LogConfig
+
+_HOUR_MS = 3600 * 1000
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+
+def parse_listeners(value: str) -> list[Listener]:
+    listeners = []
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        parsed = urlsplit(item)
+        if not parsed.scheme or parsed.port is None:
+            raise ValueError(f"listener {item!r} is not of the form NAME://host:port")
+        listeners.append(Listener(parsed.scheme.upper(), parsed.hostname or "0.0.0.0", parsed.port))
+    if not listeners:
+        raise ValueError("no listeners configured")
+    return listeners
+
+
+def _bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return lowered == "true"
+
+
+# key -> (attribute, parser). Aliases map several Kafka keys onto one attribute.
+_KEYS: dict[str, tuple[str, object]] = {
+    "node.id": ("node_id", int),
+    "broker.id": ("node_id", int),
+    "listeners": ("listeners", parse_listeners),
+    "advertised.listeners": ("advertised_listeners", parse_listeners),
+    "log.dirs": ("log_dirs", lambda v: [Path(p.strip()) for p in v.split(",") if p.strip()]),
+    "log.dir": ("log_dirs", lambda v: [Path(v.strip())]),
+    "cluster.id": ("cluster_id", str),
+    "num.partitions": ("num_partitions", int),
+    "default.replication.factor": ("default_replication_factor", int),
+    "auto.create.topics.enable": ("auto_create_topics_enable", _bool),
+    "min.insync.replicas": ("min_insync_replicas", int),
+    "unclean.leader.election.enable": ("unclean_leader_election_enable", _bool),
+    "log.segment.bytes": ("log_segment_bytes", int),
+    "log.roll.ms": ("log_roll_ms", int),
+    "log.roll.hours": ("log_roll_ms", lambda v: int(v) * _HOUR_MS),
+    "log.retention.ms": ("log_retention_ms", int),
+    "log.retention.minutes": ("log_retention_ms", lambda v: int(v) * 60 * 1000),
+    "log.retention.hours": ("log_retention_ms", lambda v: int(v) * _HOUR_MS),
+    "log.retention.bytes": ("log_retention_bytes", int),
+    "log.retention.check.interval.ms": ("log_retention_check_interval_ms", int),
+    "log.index.interval.bytes": ("log_index_interval_bytes", int),
+    "log.index.size.max.bytes": ("log_index_size_max_bytes", int),
+    "log.flush.offset.checkpoint.interval.ms": ("log_flush_offset_checkpoint_interval_ms", int),
+    "message.max.bytes": ("message_max_bytes", int),
+    "socket.request.max.bytes": ("socket_request_max_bytes", int),
+    "max.connections": ("max_connections", int),
+    "queued.max.requests": ("queued_max_requests", int),
+    "max.inflight.requests.per.connection": ("max_inflight_requests_per_connection", int),
+    "fetch.sendfile.enable": ("fetch_sendfile_enable", _bool),
+    "fetch.purgatory.max.size": ("fetch_purgatory_max_size", int),
+    "producer.purgatory.max.size": ("producer_purgatory_max_size", int),
+    "replica.lag.time.max.ms": ("replica_lag_time_max_ms", int),
+    "replica.high.watermark.checkpoint.interval.ms": ("replica_high_watermark_checkpoint_interval_ms", int),
+    "controlled.shutdown.timeout.ms": ("shutdown_drain_timeout_ms", int),
+}
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    node_id: int = 1
+    listeners: list[Listener] = field(default_factory=lambda: parse_listeners("PLAINTEXT://127.0.0.1:9092"))
+    advertised_listeners: list[Listener] | None = None
+    log_dirs: list[Path] = field(default_factory=lambda: [Path("/tmp/replog-logs")])
+    cluster_id: str = "replog-cluster"
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    auto_create_topics_enable: bool = True
+    min_insync_replicas: int = 1
+    unclean_leader_election_enable: bool = False
+    log_segment_bytes: int = 1 << 30
+    log_roll_ms: int = 7 * 24 * _HOUR_MS
+    log_retention_ms: int = 7 * 24 * _HOUR_MS
+    log_retention_bytes: int = -1
+    log_retention_check_interval_ms: int = 300_000
+    log_index_interval_bytes: int = 4096
+    log_index_size_max_bytes: int = 10 * 1024 * 1024
+    log_flush_offset_checkpoint_interval_ms: int = 60_000
+    message_max_bytes: int = 1_048_588
+    socket_request_max_bytes: int = 104_857_600
+    max_connections: int = 1000
+    queued_max_requests: int = 500
+    max_inflight_requests_per_connection: int = 100
+    fetch_sendfile_enable: bool = True
+    fetch_purgatory_max_size: int = 10_000
+    producer_purgatory_max_size: int = 10_000
+    replica_lag_time_max_ms: int = 30_000
+    replica_high_watermark_checkpoint_interval_ms: int = 5000
+    shutdown_drain_timeout_ms: int = 10_000
+    unknown_keys: tuple[str, ...] = ()
+
+    @property
+    def advertised(self) -> Listener:
+        return (self.advertised_listeners or self.listeners)[0]
+
+    def log_config(self) -> LogConfig:
+        return LogConfig(
+            segment_bytes=self.log_segment_bytes,
+            segment_ms=self.log_roll_ms,
+            retention_ms=self.log_retention_ms,
+            retention_bytes=self.log_retention_bytes,
+            index_interval_bytes=self.log_index_interval_bytes,
+            segment_index_bytes=self.log_index_size_max_bytes,
+            max_message_bytes=self.message_max_bytes,
+        )
+
+    def validate(self) -> None:
+        if self.socket_request_max_bytes <= 0:
+            raise ValueError("socket.request.max.bytes must be positive")
+        if self.num_partitions <= 0 or self.default_replication_factor <= 0:
+            raise ValueError("num.partitions and default.replication.factor must be positive")
+        if not self.log_dirs:
+            raise ValueError("log.dirs is empty")
+        if self.max_inflight_requests_per_connection <= 0:
+            raise ValueError("max.inflight.requests.per.connection must be positive")
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java .properties subset: key=value or key:value lines, # and ! comments."""
+    props = {}
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep <= 0:
+            raise ValueError(f"line {lineno}: expected key=value, got {raw!r}")
+        props[line[:sep].strip()] = line[sep + 1 :].strip()
+    return props
+
+
+def load_config(path: str | Path | None, overrides: list[str]) -> BrokerConfig:
+    props = parse_properties(Path(path).read_text()) if path else {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--override expects key=value, got {item!r}")
+        props[key.strip()] = value.strip()
+    return config_from_properties(props)
+
+
+def config_from_properties(props: dict[str, str]) -> BrokerConfig:
+    values: dict[str, object] = {}
+    unknown = []
+    for key, raw in props.items():
+        if key not in _KEYS:
+            unknown.append(key)
+            continue
+        attribute, parser = _KEYS[key]
+        try:
+            values[attribute] = parser(raw)  # type: ignore[operator]
+        except ValueError as e:
+            raise ValueError(f"invalid value for {key}: {raw!r} ({e})") from e
+    config = BrokerConfig(**values, unknown_keys=tuple(sorted(unknown)))  # type: ignore[arg-type]
+    config.validate()
+    return config
+
+
+def report_unknown_keys(config: BrokerConfig) -> None:
+    for key in config.unknown_keys:
+        print(f"replog: unknown config key {key!r} ignored", file=sys.stderr)

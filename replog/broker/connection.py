@@ -1,0 +1,178 @@
+"""One client connection: frames in through a BufferedProtocol, responses out in request order.
+
+Requests are dispatched as they arrive (so produce requests are appended in order); responses may finish
+out of order (a parked fetch, an acks=all produce) but are written strictly in order. At most
+max_inflight requests are outstanding per connection: past that the connection stops reading, which is
+the backpressure a client feels. Reading also pauses while the socket's unsent bytes are above a limit.
+"""
+
+import asyncio
+import collections
+import logging
+
+from replog.protocol.frames import FrameDecoder, FrameError
+
+from .dispatch import CloseConnection, Dispatcher, is_awaitable
+from .writer import SocketWriter
+
+log = logging.getLogger(__name__)
+
+WRITE_HIGH_WATER_BYTES = 64 * 1024 * 1024
+
+
+class _Slot:
+    """A response position in the in-order queue."""
+
+    __slots__ = ("parts", "done")
+
+    def __init__(self) -> None:
+        self.parts = None
+        self.done = False
+
+
+class BrokerConnection(asyncio.BufferedProtocol):
+    def __init__(self, server, dispatcher: Dispatcher, *, max_frame_bytes: int, max_inflight: int,
+                 use_sendfile: bool) -> None:
+        self._server = server
+        self._dispatcher = dispatcher
+        self._decoder = FrameDecoder(max_frame_bytes)
+        self._max_inflight = max_inflight
+        self._use_sendfile = use_sendfile
+        self._slots: collections.deque[_Slot] = collections.deque()
+        self._tasks: set[asyncio.Task] = set()
+        self._transport: asyncio.Transport | None = None
+        self._writer: SocketWriter | None = None
+        self._reading_paused = False
+        self._closed = False
+        self.peer = "?"
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+    # asyncio callbacks
+    def connection_made(self, transport) -> None:
+        self._transport = transport
+        sock = transport.get_extra_info("socket")
+        self.peer = "%s:%s" % (transport.get_extra_info("peername") or ("?", "?"))[:2]
+        self._writer = SocketWriter(
+            asyncio.get_running_loop(), sock.fileno(), use_sendfile=self._use_sendfile,
+            on_error=self._on_write_error, on_drained=self._maybe_resume_reading,
+        )
+        self._server.connection_opened(self)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._decoder.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            self._decoder.buffer_updated(nbytes)
+        except FrameError as e:
+            self._abort(f"bad frame: {e}")
+            return
+        self._process_frames()
+
+    def eof_received(self) -> bool:
+        return False  # close our side too; Kafka has no half-closed connections
+
+    def connection_lost(self, exc) -> None:
+        self._closed = True
+        for task in self._tasks:
+            task.cancel()
+        if self._writer is not None:
+            self._writer.close()
+        self._slots.clear()
+        self.idle.set()
+        self._server.connection_closed(self)
+
+    # request flow
+    def _process_frames(self) -> None:
+        while not self._closed and len(self._slots) < self._max_inflight:
+            frame = self._decoder.next_frame()
+            if frame is None:
+                break
+            self._handle(frame)
+        self._update_reading()
+
+    def _handle(self, frame: bytearray) -> None:
+        try:
+            result = self._dispatcher.dispatch(frame, self.peer, self.close)
+        except CloseConnection as e:
+            self._abort(str(e))
+            return
+        except Exception:
+            log.exception("request from %s failed; closing the connection", self.peer)
+            self._abort("internal error")
+            return
+        if result is None and not self._slots:
+            return  # acks=0 and nothing queued before it: nothing to order
+        slot = _Slot()
+        self._slots.append(slot)
+        self.idle.clear()
+        if is_awaitable(result):
+            task = asyncio.ensure_future(result)
+            self._tasks.add(task)
+            task.add_done_callback(lambda t, s=slot: self._on_response_ready(t, s))
+        else:
+            slot.parts, slot.done = result, True
+            self._write_ready_responses()
+
+    def _on_response_ready(self, task: asyncio.Task, slot: _Slot) -> None:
+        self._tasks.discard(task)
+        if task.cancelled() or self._closed:
+            return
+        error = task.exception()
+        if error is not None:
+            if isinstance(error, CloseConnection):
+                self._abort(str(error))
+            else:
+                log.error("delayed request from %s failed", self.peer, exc_info=error)
+                self._abort("internal error")
+            return
+        slot.parts, slot.done = task.result(), True
+        self._write_ready_responses()
+        self._process_frames()
+
+    def _write_ready_responses(self) -> None:
+        while self._slots and self._slots[0].done:
+            parts = self._slots.popleft().parts
+            if parts is not None:
+                self._writer.write(parts)
+        if not self._slots:
+            self.idle.set()
+
+    # backpressure
+    def _update_reading(self) -> None:
+        should_pause = (
+            len(self._slots) >= self._max_inflight
+            or self._writer.buffered_bytes > WRITE_HIGH_WATER_BYTES
+            or self._server.shutting_down
+        )
+        if should_pause and not self._reading_paused and not self._closed:
+            self._transport.pause_reading()
+            self._reading_paused = True
+        elif not should_pause and self._reading_paused and not self._closed:
+            self._transport.resume_reading()
+            self._reading_paused = False
+
+    def _maybe_resume_reading(self) -> None:
+        if self._reading_paused:
+            self._process_frames()
+
+    # closing
+    def _on_write_error(self, error: BaseException) -> None:
+        self._abort(f"write failed: {error}")
+
+    def _abort(self, reason: str) -> None:
+        if self._closed:
+            return
+        log.info("closing connection from %s: %s", self.peer, reason)
+        self._closed = True
+        self._transport.abort()
+
+    def close(self) -> None:
+        self._abort("closed by the broker")
+
+    def stop_reading(self) -> None:
+        """Graceful shutdown: take no new requests; in-flight ones still get their responses."""
+        if not self._closed and not self._reading_paused:
+            self._transport.pause_reading()
+            self._reading_paused = True

@@ -1,0 +1,101 @@
+"""Turns a request frame into a framed response: header checks, version gate, handler registry lookup.
+
+Handlers return the response body as a list of parts, an awaitable of that list (delayed operations), or
+None when no response is sent (acks=0). Anything malformed raises CloseConnection, as Kafka closes the
+connection on a request it cannot parse.
+"""
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from replog.protocol.apis import SUPPORTED_APIS, ApiKey, response_header_version
+from replog.protocol.fetch import RecordsPart, part_length
+from replog.protocol.frames import size_prefix
+from replog.protocol.headers import RequestHeader, decode_request_header, encode_response_header, peek_request_ids
+from replog.protocol.primitives import DecodeError
+
+log = logging.getLogger(__name__)
+
+Body = list[RecordsPart]
+HandlerResult = Body | Awaitable[Body | None] | None
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered; the connection is closed."""
+
+
+@dataclass(slots=True)
+class RequestContext:
+    header: RequestHeader
+    frame: bytearray
+    peer: str
+    close_connection: Callable[[], None]
+
+    @property
+    def api_version(self) -> int:
+        return self.header.api_version
+
+    @property
+    def body_offset(self) -> int:
+        return self.header.body_offset
+
+
+Handler = Callable[[RequestContext], HandlerResult]
+
+
+class Dispatcher:
+    def __init__(self, handlers: dict[int, Handler], unsupported_api_versions: Callable[[], Body]) -> None:
+        assert set(handlers) <= set(SUPPORTED_APIS)
+        self._handlers = handlers
+        self._unsupported_api_versions = unsupported_api_versions
+
+    def dispatch(self, frame: bytearray, peer: str, close: Callable[[], None]) -> Any:
+        """Framed response parts, an awaitable of them, or None."""
+        try:
+            api_key, api_version, correlation_id = peek_request_ids(frame)
+        except DecodeError as e:
+            raise CloseConnection(str(e)) from e
+        spec = SUPPORTED_APIS.get(api_key)
+        if spec is None or api_key not in self._handlers:
+            raise CloseConnection(f"unknown API key {api_key}")
+        if not spec.supports(api_version):
+            if api_key == ApiKey.API_VERSIONS:
+                # KIP-511: answer with a v0-encoded body carrying UNSUPPORTED_VERSION and our versions.
+                return frame_response(correlation_id, 0, self._unsupported_api_versions())
+            raise CloseConnection(f"unsupported version {api_version} of API {api_key}")
+        try:
+            header = decode_request_header(frame)
+        except DecodeError as e:
+            raise CloseConnection(f"malformed request header: {e}") from e
+        result = self._call(header, frame, peer, close)
+        header_version = response_header_version(api_key, api_version)
+        if result is None:
+            return None
+        if isinstance(result, list):
+            return frame_response(correlation_id, header_version, result)
+        return _framed_later(result, correlation_id, header_version)
+
+    def _call(self, header: RequestHeader, frame: bytearray, peer: str, close) -> HandlerResult:
+        context = RequestContext(header, frame, peer, close)
+        try:
+            return self._handlers[header.api_key](context)
+        except DecodeError as e:
+            raise CloseConnection(f"malformed {ApiKey(header.api_key).name} v{header.api_version}: {e}") from e
+
+
+def frame_response(correlation_id: int, header_version: int, body: Body) -> Body:
+    head = encode_response_header(correlation_id, header_version)
+    size = len(head) + sum(part_length(p) for p in body)
+    return [size_prefix(size) + head, *body]
+
+
+async def _framed_later(result: Awaitable[Body | None], correlation_id: int, header_version: int):
+    body = await result
+    return None if body is None else frame_response(correlation_id, header_version, body)
+
+
+def is_awaitable(value: Any) -> bool:
+    return asyncio.isfuture(value) or asyncio.iscoroutine(value)

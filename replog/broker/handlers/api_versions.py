@@ -1,0 +1,23 @@
+"""ApiVersions (key 18), v0-3: the APIs and version ranges this broker supports."""
+
+from kio.schema.errors import ErrorCode
+
+from replog.protocol.apis import SUPPORTED_APIS, ApiKey
+from replog.protocol.messages import decode_request, encode_response
+
+
+def _api_keys() -> list[dict]:
+    return [{"api_key": s.key, "min_version": s.min_version, "max_version": s.max_version}
+            for s in SUPPORTED_APIS.values()]
+
+
+def handle(ctx, broker) -> list:
+    decode_request(ApiKey.API_VERSIONS, ctx.api_version, ctx.frame, ctx.body_offset)
+    body = {"error_code": ErrorCode.none, "api_keys": _api_keys(), "throttle_time": 0}
+    return [encode_response(ApiKey.API_VERSIONS, ctx.api_version, body)]
+
+
+def unsupported_version_body() -> list:
+    """KIP-511: a v0 body naming our versions, so a client that asked for too new a version can retry."""
+    body = {"error_code": ErrorCode.unsupported_version, "api_keys": _api_keys()}
+    return [encode_response(ApiKey.API_VERSIONS, 0, body)]

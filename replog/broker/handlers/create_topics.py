@@ -1,0 +1,72 @@
+"""CreateTopics (key 19), v2-7."""
+
+from kio.schema.errors import ErrorCode
+
+from replog.log.config import LogConfig
+from replog.protocol.apis import ApiKey
+from replog.protocol.messages import decode_request, encode_response
+
+from ..local_controller import TopicCreationError
+from ..metadata import TOPIC_CONFIG_KEYS, topic_name_error
+
+CONFIG_SOURCE_TOPIC = 1  # DescribeConfigs' TOPIC_CONFIG source
+
+
+def handle(ctx, broker) -> list:
+    request = decode_request(ApiKey.CREATE_TOPICS, ctx.api_version, ctx.frame, ctx.body_offset)
+    seen: set[str] = set()
+    results = []
+    for topic in request.topics:
+        if topic.name in seen:
+            results.append(_error(topic.name, ErrorCode.invalid_request, "topic named twice in one request"))
+            continue
+        seen.add(topic.name)
+        results.append(_create(broker, topic, request.validate_only))
+    body = {"throttle_time": 0, "topics": results}
+    return [encode_response(ApiKey.CREATE_TOPICS, ctx.api_version, body)]
+
+
+def _create(broker, topic, validate_only: bool) -> dict:
+    invalid = topic_name_error(topic.name)
+    if invalid is not None:
+        return _error(topic.name, ErrorCode.invalid_topic_exception, invalid)
+    if topic.assignments:
+        return _error(topic.name, ErrorCode.invalid_request, "manual replica assignment is not supported yet")
+    configs = {c.name: c.value for c in topic.configs if c.value is not None}
+    config_error = _config_error(broker, configs)
+    if config_error is not None:
+        return _error(topic.name, ErrorCode.invalid_config, config_error)
+    partitions = broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+    replication = broker.config.default_replication_factor if topic.replication_factor == -1 \
+        else topic.replication_factor
+    try:
+        created = broker.create_topic(topic.name, partitions, replication, configs, validate_only=validate_only)
+    except TopicCreationError as e:
+        return _error(topic.name, e.error_code, str(e))
+    return {
+        "name": topic.name, "topic_id": created.topic_id, "error_code": ErrorCode.none, "error_message": None,
+        "num_partitions": partitions, "replication_factor": replication,
+        "configs": [{"name": k, "value": v, "read_only": False, "config_source": CONFIG_SOURCE_TOPIC,
+                     "is_sensitive": False} for k, v in sorted(configs.items())],
+    }
+
+
+def _config_error(broker, configs: dict[str, str]) -> str | None:
+    unknown = sorted(set(configs) - TOPIC_CONFIG_KEYS)
+    if unknown:
+        return f"unknown topic configs: {', '.join(unknown)}"
+    if configs.get("cleanup.policy", "delete") != "delete":
+        return "only cleanup.policy=delete is supported"
+    try:
+        LogConfig.from_topic_configs(configs, broker.config.log_config())
+        min_isr = int(configs.get("min.insync.replicas", "1"))
+    except ValueError as e:
+        return str(e)
+    if min_isr < 1:
+        return "min.insync.replicas must be at least 1"
+    return None
+
+
+def _error(name: str, code: ErrorCode, message: str) -> dict:
+    return {"name": name, "topic_id": None, "error_code": code, "error_message": message,
+            "num_partitions": -1, "replication_factor": -1, "configs": None}

@@ -1,0 +1,30 @@
+"""DeleteTopics (key 20), v1-6 (v6 names topics by name or id)."""
+
+from kio.schema.errors import ErrorCode
+
+from replog.protocol.apis import ApiKey
+from replog.protocol.messages import decode_request, encode_response
+
+
+def handle(ctx, broker) -> list:
+    request = decode_request(ApiKey.DELETE_TOPICS, ctx.api_version, ctx.frame, ctx.body_offset)
+    if ctx.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(name, None) for name in request.topic_names]
+    results = [_delete(broker, name, topic_id) for name, topic_id in wanted]
+    body = {"throttle_time": 0, "responses": results}
+    return [encode_response(ApiKey.DELETE_TOPICS, ctx.api_version, body)]
+
+
+def _delete(broker, name: str | None, topic_id) -> dict:
+    if name is None and topic_id is not None:
+        name = next((t.name for t in broker.image.topics.values() if t.topic_id == topic_id), None)
+        if name is None:
+            return {"name": None, "topic_id": topic_id, "error_code": ErrorCode.unknown_topic_id,
+                    "error_message": "no topic has that id"}
+    topic = broker.delete_topic(name) if name is not None else None
+    if topic is None:
+        return {"name": name, "topic_id": topic_id, "error_code": ErrorCode.unknown_topic_or_partition,
+                "error_message": f"topic {name!r} does not exist"}
+    return {"name": name, "topic_id": topic.topic_id, "error_code": ErrorCode.none, "error_message": None}

@@ -1,0 +1,139 @@
+"""Fetch (key 1), v4-12: read whole batches as file slices, bounded by HW for consumers.
+
+KIP-74 limits: the response's max_bytes and each partition's max bytes, except that the first partition
+with data returns at least one whole batch. The response is sent at once if max_wait <= 0, min_bytes is
+met, or any partition has an error (facts §5); otherwise a DelayedFetch parks on the partitions and is
+woken by appends, re-reading everything when it completes.
+"""
+
+import asyncio
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+
+from replog.protocol.apis import ApiKey
+from replog.protocol.fetch import FetchPartitionResult, FetchResponseData, FetchTopicResult, encode_fetch_response
+from replog.protocol.messages import decode_request, millis
+
+from ..purgatory import DelayedOperation
+
+CONSUMER_REPLICA_IDS = (-1, -2)  # -1 consumer, -2 debugging consumer
+
+
+@dataclass(slots=True)
+class FetchPartitionParams:
+    topic: str
+    partition: int
+    fetch_offset: int
+    current_leader_epoch: int
+    max_bytes: int
+
+
+@dataclass(slots=True)
+class FetchParams:
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    partitions: list[FetchPartitionParams]
+
+    @property
+    def from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+def handle(ctx, broker):
+    request = decode_request(ApiKey.FETCH, ctx.api_version, ctx.frame, ctx.body_offset)
+    params = FetchParams(
+        replica_id=request.replica_id,
+        max_wait_ms=millis(request.max_wait),
+        min_bytes=request.min_bytes,
+        max_bytes=request.max_bytes,
+        partitions=[
+            FetchPartitionParams(t.topic, p.partition, p.fetch_offset, getattr(p, "current_leader_epoch", -1),
+                                 p.partition_max_bytes)
+            for t in request.topics for p in t.partitions
+        ],
+    )
+    if params.from_follower:
+        # Replication arrives with the replication data plane; until then no broker may fetch as a replica.
+        return [_encode(ctx.api_version, params, _all_errors(params, ErrorCode.cluster_authorization_failed))]
+    results, readable_bytes, has_error = read_all(broker, params)
+    if params.max_wait_ms <= 0 or not params.partitions or readable_bytes >= params.min_bytes or has_error:
+        return _encode(ctx.api_version, params, results)
+    op = DelayedFetch(broker, params)
+    keys = [(p.topic, p.partition) for p in params.partitions]
+    broker.replica_manager.fetch_purgatory.try_complete_else_watch(op, keys)
+    return _encode_later(op.future, ctx.api_version, params)
+
+
+def read_all(broker, params: FetchParams) -> tuple[list[FetchPartitionResult], int, bool]:
+    results, total, has_error = [], 0, False
+    for p in params.partitions:
+        budget = params.max_bytes - total
+        read = broker.replica_manager.read_partition(
+            p.topic, p.partition, p.fetch_offset, current_leader_epoch=p.current_leader_epoch,
+            max_bytes=max(0, min(budget, p.max_bytes)), from_follower=params.from_follower,
+            min_one_batch=total == 0)
+        result = FetchPartitionResult(p.partition, read.error_code, read.high_watermark, read.high_watermark,
+                                      read.log_start_offset)
+        if read.result is not None:
+            result.records = read.result.slice
+            total += read.result.slice.length if read.result.slice is not None else 0
+        has_error = has_error or read.error_code != ErrorCode.none
+        results.append(result)
+    return results, total, has_error
+
+
+def _all_errors(params: FetchParams, code: ErrorCode) -> list[FetchPartitionResult]:
+    return [FetchPartitionResult(p.partition, code) for p in params.partitions]
+
+
+def _encode(version: int, params: FetchParams, results: list[FetchPartitionResult]) -> list:
+    topics: list[FetchTopicResult] = []
+    for p, result in zip(params.partitions, results, strict=True):
+        if not topics or topics[-1].topic != p.topic:
+            topics.append(FetchTopicResult(p.topic))
+        topics[-1].partitions.append(result)
+    return encode_fetch_response(version, FetchResponseData(topics=topics))
+
+
+async def _encode_later(future: asyncio.Future, version: int, params: FetchParams) -> list:
+    return _encode(version, params, await future)
+
+
+class DelayedFetch(DelayedOperation):
+    """Completes early on Kafka's conditions (facts §5) without reading data: leadership lost or partition
+    gone (A-C), fenced epoch (E), fetch offset past the end or on an older segment (F), or min_bytes of
+    data available, counted from log positions (G). Then it reads afresh."""
+
+    def __init__(self, broker, params: FetchParams) -> None:
+        super().__init__(params.max_wait_ms)
+        self._broker = broker
+        self._params = params
+        self.future = asyncio.get_running_loop().create_future()
+
+    def try_complete(self) -> bool:
+        accumulated = 0
+        for p in self._params.partitions:
+            partition = self._broker.replica_manager.get_partition(p.topic, p.partition)
+            if partition is None or not partition.is_leader:
+                return self.force_complete()
+            if partition.check_leader_epoch(p.current_leader_epoch) != ErrorCode.none:
+                return self.force_complete()
+            end_offset = partition.end_offset_for_fetch(self._params.from_follower)
+            if p.fetch_offset > end_offset:
+                return self.force_complete()
+            if p.fetch_offset == end_offset:
+                continue
+            start = partition.log.position_of(p.fetch_offset)
+            available = start.bytes_until(partition.log.position_of(end_offset))
+            if available is None:
+                return self.force_complete()  # the end is on a later segment
+            accumulated += min(available, p.max_bytes)
+        return accumulated >= self._params.min_bytes and self.force_complete()
+
+    def on_complete(self) -> None:
+        results, _, _ = read_all(self._broker, self._params)
+        if not self.future.done():
+            self.future.set_result(results)

@@ -1,0 +1,35 @@
+"""OffsetForLeaderEpoch (key 23), v2-4: the end offset of a leader epoch, from the leader-epoch cache.
+
+Clients use it after a leader change to detect log truncation (KIP-320); followers use it to find where
+their log diverges from the leader's (KIP-101, KIP-279).
+"""
+
+from kio.schema.errors import ErrorCode
+
+from replog.protocol.apis import ApiKey
+from replog.protocol.messages import decode_request, encode_response
+
+
+def handle(ctx, broker) -> list:
+    request = decode_request(ApiKey.OFFSET_FOR_LEADER_EPOCH, ctx.api_version, ctx.frame, ctx.body_offset)
+    topics = []
+    for t in request.topics:
+        partitions = [_end_offset(broker, t.topic, p.partition, p.current_leader_epoch, p.leader_epoch)
+                      for p in t.partitions]
+        topics.append({"topic": t.topic, "partitions": partitions})
+    body = {"throttle_time": 0, "topics": topics}
+    return [encode_response(ApiKey.OFFSET_FOR_LEADER_EPOCH, ctx.api_version, body)]
+
+
+def _end_offset(broker, topic: str, index: int, current_leader_epoch: int, leader_epoch: int) -> dict:
+    partition = broker.replica_manager.get_partition(topic, index)
+    if partition is None:
+        error = ErrorCode.unknown_topic_or_partition
+    elif not partition.is_leader:
+        error = ErrorCode.not_leader_or_follower
+    else:
+        error = partition.check_leader_epoch(current_leader_epoch)
+    if error != ErrorCode.none:
+        return {"error_code": error, "partition": index, "leader_epoch": -1, "end_offset": -1}
+    epoch, end_offset = partition.log.epoch_cache.end_offset_for(leader_epoch, partition.log.log_end_offset)
+    return {"error_code": ErrorCode.none, "partition": index, "leader_epoch": epoch, "end_offset": end_offset}

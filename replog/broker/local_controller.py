@@ -1,0 +1,81 @@
+"""The controller of a single broker that has no controller quorum configured: it owns the topic metadata,
+assigns every replica to itself, and persists its state atomically in the first log directory so a restart
+keeps topic ids, leader epochs and producer ids.
+"""
+
+import json
+import uuid
+from pathlib import Path
+
+from kio.schema.errors import ErrorCode
+
+from replog.log.checkpoint import write_atomically
+
+from .metadata import MetadataImage, PartitionMetadata, TopicMetadata
+
+STATE_FILE = "replog-controller-state.json"
+PRODUCER_ID_BLOCK = 1000
+
+
+class TopicCreationError(Exception):
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+class LocalController:
+    def __init__(self, directory: Path, image: MetadataImage, node_id: int) -> None:
+        self._path = directory / STATE_FILE
+        self.image = image
+        self.node_id = node_id
+        self._next_producer_id = 0
+        self._producer_id_limit = 0  # ids below this are reserved on disk
+        self._load()
+
+    def _load(self) -> None:
+        if not self._path.exists():
+            return
+        state = json.loads(self._path.read_text())
+        for data in state["topics"]:
+            topic = TopicMetadata.from_json(data)
+            self.image.topics[topic.name] = topic
+        # Resume after the whole reserved block: ids handed out before a crash are never reused.
+        self._next_producer_id = self._producer_id_limit = state["producer_id_limit"]
+
+    def _persist(self) -> None:
+        state = {"topics": [t.to_json() for t in self.image.topics.values()],
+                 "producer_id_limit": self._producer_id_limit}
+        write_atomically(self._path, json.dumps(state, indent=1).encode())
+
+    def create_topic(self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str],
+                     *, validate_only: bool = False) -> TopicMetadata:
+        if name in self.image.topics:
+            raise TopicCreationError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
+        if num_partitions <= 0:
+            raise TopicCreationError(ErrorCode.invalid_partitions, "number of partitions must be positive")
+        live = len(self.image.brokers)
+        if replication_factor <= 0 or replication_factor > live:
+            raise TopicCreationError(
+                ErrorCode.invalid_replication_factor,
+                f"replication factor {replication_factor} is not between 1 and the {live} live broker(s)")
+        topic = TopicMetadata(name, uuid.uuid4(), {
+            i: PartitionMetadata(self.node_id, 0, 0, [self.node_id], [self.node_id]) for i in range(num_partitions)
+        }, dict(configs))
+        if not validate_only:
+            self.image.topics[name] = topic
+            self._persist()
+        return topic
+
+    def delete_topic(self, name: str) -> TopicMetadata | None:
+        topic = self.image.topics.pop(name, None)
+        if topic is not None:
+            self._persist()
+        return topic
+
+    def allocate_producer_id(self) -> int:
+        if self._next_producer_id >= self._producer_id_limit:
+            self._producer_id_limit = self._next_producer_id + PRODUCER_ID_BLOCK
+            self._persist()
+        producer_id = self._next_producer_id
+        self._next_producer_id += 1
+        return producer_id

@@ -1,0 +1,83 @@
+"""The cluster metadata a broker acts on: brokers, topics, partition leadership and topic configs."""
+
+import re
+import uuid
+from dataclasses import dataclass, field
+
+from .config import Listener
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+# Topic configs replog understands (Kafka's names); anything else is INVALID_CONFIG.
+TOPIC_CONFIG_KEYS = frozenset({
+    "segment.bytes", "segment.ms", "retention.ms", "retention.bytes", "max.message.bytes",
+    "index.interval.bytes", "min.insync.replicas", "unclean.leader.election.enable", "cleanup.policy",
+    "compression.type", "message.timestamp.type",
+})
+
+
+def topic_name_error(name: str) -> str | None:
+    """Why a topic name is illegal (Kafka's Topic.validate rules), or None."""
+    if not name or name in (".", ".."):
+        return f"topic name {name!r} is illegal"
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        return f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters"
+    if not _LEGAL_TOPIC_NAME.match(name):
+        return f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
+@dataclass(slots=True)
+class PartitionMetadata:
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    replicas: list[int]
+    isr: list[int]
+
+    def to_json(self) -> dict:
+        return {"leader": self.leader, "leader_epoch": self.leader_epoch, "partition_epoch": self.partition_epoch,
+                "replicas": self.replicas, "isr": self.isr}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "PartitionMetadata":
+        return cls(data["leader"], data["leader_epoch"], data["partition_epoch"], list(data["replicas"]),
+                   list(data["isr"]))
+
+
+@dataclass(slots=True)
+class TopicMetadata:
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionMetadata]
+    configs: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "topic_id": str(self.topic_id), "configs": self.configs,
+                "partitions": {str(i): p.to_json() for i, p in self.partitions.items()}}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "TopicMetadata":
+        partitions = {int(i): PartitionMetadata.from_json(p) for i, p in data["partitions"].items()}
+        return cls(data["name"], uuid.UUID(data["topic_id"]), partitions, dict(data["configs"]))
+
+
+@dataclass(slots=True)
+class BrokerEndpoint:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+    @classmethod
+    def from_listener(cls, node_id: int, listener: Listener) -> "BrokerEndpoint":
+        return cls(node_id, listener.host, listener.port)
+
+
+@dataclass(slots=True)
+class MetadataImage:
+    cluster_id: str
+    controller_id: int
+    brokers: dict[int, BrokerEndpoint] = field(default_factory=dict)
+    topics: dict[str, TopicMetadata] = field(default_factory=dict)

@@ -1,0 +1,166 @@
+"""The broker process: wires storage, replica manager, handlers and the listener; runs until SIGTERM.
+
+Shutdown is staged like uvicorn's: stop accepting, stop reading new requests, let in-flight ones finish
+(bounded by a timeout), answer parked operations, close connections, then flush the logs, write the
+checkpoints and the clean-shutdown marker so the next start skips recovery.
+"""
+
+import asyncio
+import logging
+import signal
+import sys
+import time
+
+from replog.log.log_manager import LogManager
+
+from .config import BrokerConfig, load_config, report_unknown_keys
+from .connection import BrokerConnection
+from .dispatch import Dispatcher
+from .handlers import build_handlers
+from .handlers.api_versions import unsupported_version_body
+from .local_controller import LocalController
+from .metadata import BrokerEndpoint, MetadataImage, TopicMetadata
+from .replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+
+def clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.image = MetadataImage(config.cluster_id, config.node_id)
+        self.image.brokers[config.node_id] = BrokerEndpoint.from_listener(config.node_id, config.advertised)
+        self.connections: set[BrokerConnection] = set()
+        self.shutting_down = False
+        self._server: asyncio.AbstractServer | None = None
+        self._periodic: list[asyncio.Task] = []
+        self.log_manager: LogManager | None = None
+        self.controller: LocalController | None = None
+        self.replica_manager: ReplicaManager | None = None
+
+    async def start(self) -> None:
+        config = self.config
+        for directory in config.log_dirs:
+            directory.mkdir(parents=True, exist_ok=True)
+        self.log_manager = LogManager(config.log_dirs, config.log_config(), clock_ms=clock_ms)
+        self.controller = LocalController(config.log_dirs[0], self.image, config.node_id)
+        self.replica_manager = ReplicaManager(
+            config.node_id, self.log_manager, config.log_config(), config.min_insync_replicas,
+            fetch_purgatory_size=config.fetch_purgatory_max_size,
+            produce_purgatory_size=config.producer_purgatory_max_size)
+        self.replica_manager.apply_metadata(self.image)
+        dispatcher = Dispatcher(build_handlers(self), unsupported_version_body)
+        listener = config.listeners[0]
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: BrokerConnection(self, dispatcher, max_frame_bytes=config.socket_request_max_bytes,
+                                     max_inflight=config.max_inflight_requests_per_connection,
+                                     use_sendfile=config.fetch_sendfile_enable),
+            listener.host, listener.port, reuse_address=True, backlog=1024)
+        self._periodic = [
+            asyncio.create_task(self._every(config.replica_high_watermark_checkpoint_interval_ms,
+                                            self.log_manager.checkpoint_high_watermarks)),
+            asyncio.create_task(self._every(config.log_retention_check_interval_ms, self._cleanup_retention)),
+            asyncio.create_task(self._every(config.log_flush_offset_checkpoint_interval_ms,
+                                            self._checkpoint_offsets)),
+        ]
+        log.info("replog broker %d listening on %s:%d", config.node_id, listener.host, self.port)
+
+    @property
+    def port(self) -> int:
+        return self._server.sockets[0].getsockname()[1]
+
+    # topic administration (single node: the local controller decides, the replica manager acts)
+    def create_topic(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str], *,
+                     validate_only: bool = False) -> TopicMetadata:
+        topic = self.controller.create_topic(name, partitions, replication_factor, configs,
+                                             validate_only=validate_only)
+        if not validate_only:
+            self.replica_manager.apply_metadata(self.image)
+        return topic
+
+    def delete_topic(self, name: str) -> TopicMetadata | None:
+        topic = self.controller.delete_topic(name)
+        if topic is not None:
+            self.replica_manager.apply_metadata(self.image)
+        return topic
+
+    # connections
+    def connection_opened(self, connection: BrokerConnection) -> None:
+        if self.shutting_down or len(self.connections) >= self.config.max_connections:
+            log.warning("refusing connection from %s: %d connections open", connection.peer, len(self.connections))
+            connection.close()
+            return
+        self.connections.add(connection)
+
+    def connection_closed(self, connection: BrokerConnection) -> None:
+        self.connections.discard(connection)
+
+    # background work
+    async def _every(self, interval_ms: int, action) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                action()
+            except OSError:
+                log.exception("periodic %s failed", getattr(action, "__name__", action))
+
+    def _cleanup_retention(self) -> None:
+        deleted = self.log_manager.cleanup_retention()
+        if deleted:
+            log.info("retention deleted %d segment(s)", deleted)
+
+    def _checkpoint_offsets(self) -> None:
+        self.log_manager.checkpoint_recovery_points()
+        self.log_manager.checkpoint_log_start_offsets()
+
+    async def stop(self) -> None:
+        self.shutting_down = True
+        self._server.close()
+        for connection in list(self.connections):
+            connection.stop_reading()
+        # Parked operations answer now with what they have, so in-flight responses can drain.
+        self.replica_manager.shutdown()
+        drains = [asyncio.ensure_future(c.idle.wait()) for c in self.connections]
+        if drains:
+            await asyncio.wait(drains, timeout=self.config.shutdown_drain_timeout_ms / 1000)
+        for task in drains:
+            task.cancel()
+        for connection in list(self.connections):
+            connection.close()
+        for task in self._periodic:
+            task.cancel()
+        self.log_manager.shutdown()
+        log.info("replog broker %d stopped cleanly", self.config.node_id)
+
+
+async def serve(config: BrokerConfig) -> None:
+    broker = Broker(config)
+    await broker.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await broker.stop()
+
+
+def run_broker(config_path: str | None, overrides: list[str]) -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = load_config(config_path, overrides)
+    except (OSError, ValueError) as e:
+        print(f"replog: bad broker configuration: {e}", file=sys.stderr)
+        return 2
+    report_unknown_keys(config)
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(serve(config))
+    else:
+        uvloop.run(serve(config))
+    return 0

@@ -1,0 +1,138 @@
+"""Writes responses to a socket we own the write side of: byte parts with sendmsg, log file slices with
+os.sendfile (zero-copy) or, when that is switched off, pread + send (the copy path).
+
+uvloop implements neither loop.sendfile nor add_writer on a transport's own socket, so the connection keeps
+reading through its transport and writes through a dup of the socket fd; the transport never writes, so the
+two paths cannot interleave. Parts go out strictly in order.
+"""
+
+import asyncio
+import collections
+import os
+import socket
+from collections.abc import Callable
+
+from replog.protocol.fetch import RecordsPart
+
+MAX_IOVECS = 512
+COPY_CHUNK_BYTES = 1 << 20
+
+
+class SliceTruncatedError(OSError):
+    """The segment under a file slice shrank while it was being sent (truncation); the frame is broken."""
+
+
+class SocketWriter:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        sock_fd: int,
+        *,
+        use_sendfile: bool,
+        on_error: Callable[[BaseException], None],
+        on_drained: Callable[[], None],
+    ) -> None:
+        self._loop = loop
+        self._sock = socket.socket(fileno=os.dup(sock_fd))
+        self._sock.setblocking(False)
+        self._use_sendfile = use_sendfile
+        self._on_error = on_error
+        self._on_drained = on_drained
+        self._queue: collections.deque[RecordsPart] = collections.deque()
+        self._slice_sent = 0  # bytes of the head slice already sent
+        self._waiting_writable = False
+        self._closed = False
+        self.buffered_bytes = 0
+
+    def write(self, parts: list[RecordsPart]) -> None:
+        if self._closed:
+            return
+        for part in parts:
+            self._queue.append(part)
+            self.buffered_bytes += _length(part)
+        if not self._waiting_writable:
+            self._flush()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._waiting_writable:
+            self._loop.remove_writer(self._sock.fileno())
+        self._queue.clear()
+        self._sock.close()
+
+    def _flush(self) -> None:
+        try:
+            while self._queue:
+                head = self._queue[0]
+                sent_all = self._send_slice(head) if _is_slice(head) else self._send_bytes()
+                if not sent_all:
+                    self._wait_writable()
+                    return
+        except OSError as e:
+            self.close()
+            self._on_error(e)
+            return
+        self._on_drained()
+
+    def _send_bytes(self) -> bool:
+        """Send the leading run of byte parts with one sendmsg; True if all of them went out."""
+        run = []
+        for part in self._queue:
+            if _is_slice(part) or len(run) == MAX_IOVECS:
+                break
+            run.append(part)
+        try:
+            sent = self._sock.sendmsg(run)
+        except BlockingIOError:
+            return False
+        self.buffered_bytes -= sent
+        complete = sent == sum(len(p) for p in run)
+        while sent:
+            head = self._queue[0]
+            if sent >= len(head):
+                sent -= len(head)
+                self._queue.popleft()
+            else:
+                self._queue[0] = memoryview(head)[sent:]
+                sent = 0
+        return complete
+
+    def _send_slice(self, file_slice) -> bool:
+        remaining = file_slice.length - self._slice_sent
+        while remaining:
+            position = file_slice.position + self._slice_sent
+            try:
+                if self._use_sendfile:
+                    sent = os.sendfile(self._sock.fileno(), file_slice.file.fileno(), position, remaining)
+                else:
+                    chunk = os.pread(file_slice.file.fileno(), min(remaining, COPY_CHUNK_BYTES), position)
+                    sent = self._sock.send(chunk) if chunk else 0
+            except BlockingIOError:
+                return False
+            if sent == 0:
+                raise SliceTruncatedError(f"log segment ended {remaining} bytes early")
+            self._slice_sent += sent
+            self.buffered_bytes -= sent
+            remaining -= sent
+        self._queue.popleft()
+        self._slice_sent = 0
+        return True
+
+    def _wait_writable(self) -> None:
+        self._waiting_writable = True
+        self._loop.add_writer(self._sock.fileno(), self._on_writable)
+
+    def _on_writable(self) -> None:
+        self._loop.remove_writer(self._sock.fileno())
+        self._waiting_writable = False
+        self._flush()
+
+
+def _is_slice(part: RecordsPart) -> bool:
+    return not isinstance(part, (bytes, bytearray, memoryview))
+
+
+def _length(part: RecordsPart) -> int:
+    return len(part) if not _is_slice(part) else part.length

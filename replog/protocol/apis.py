@@ -1,0 +1,59 @@
+"""The APIs replog speaks, their version ranges, and which versions are flexible (KIP-482)."""
+
+import enum
+from dataclasses import dataclass
+
+
+class ApiKey(enum.IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec:
+    key: ApiKey
+    min_version: int
+    max_version: int
+    first_flexible_version: int  # from Kafka's message JSON "flexibleVersions"
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+    def is_flexible(self, version: int) -> bool:
+        return version >= self.first_flexible_version
+
+
+# Version floors follow the issue's contract; every client we test negotiates within them.
+SUPPORTED_APIS: dict[int, ApiSpec] = {
+    spec.key: spec
+    for spec in (
+        ApiSpec(ApiKey.PRODUCE, 3, 9, 9),
+        ApiSpec(ApiKey.FETCH, 4, 12, 12),
+        ApiSpec(ApiKey.LIST_OFFSETS, 1, 7, 6),
+        ApiSpec(ApiKey.METADATA, 1, 12, 9),
+        ApiSpec(ApiKey.API_VERSIONS, 0, 3, 3),
+        ApiSpec(ApiKey.CREATE_TOPICS, 2, 7, 5),
+        ApiSpec(ApiKey.DELETE_TOPICS, 1, 6, 4),
+        ApiSpec(ApiKey.INIT_PRODUCER_ID, 0, 4, 2),
+        ApiSpec(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, 4),
+    )
+}
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    """Header v2 (with tagged fields) for flexible request versions, v1 otherwise."""
+    return 2 if SUPPORTED_APIS[api_key].is_flexible(api_version) else 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    # ApiVersions always answers with header v0 so a client can parse it before it knows our versions.
+    if api_key == ApiKey.API_VERSIONS:
+        return 0
+    return 1 if SUPPORTED_APIS[api_key].is_flexible(api_version) else 0

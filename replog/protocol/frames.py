@@ -1,0 +1,105 @@
+"""Sans-IO framing of the Kafka wire protocol: a 4-byte big-endian size, then that many bytes.
+
+The decoder follows asyncio's BufferedProtocol shape (get_buffer / buffer_updated) so a connection can
+receive straight into memory the decoder owns: small frames are cut out of a staging buffer, and a large
+frame gets its own bytearray, allocated only after its size was checked against the limit
+(socket.request.max.bytes), which the socket then fills directly with no further copy.
+Frames come out as bytearrays because the broker stamps offsets into produce requests in place.
+"""
+
+from collections import deque
+
+SIZE_PREFIX_BYTES = 4
+STAGING_BYTES = 64 * 1024
+
+
+class FrameError(Exception):
+    """The peer sent a frame that cannot be accepted; the connection must be closed."""
+
+
+class FrameDecoder:
+    def __init__(self, max_frame_bytes: int, staging_bytes: int = STAGING_BYTES) -> None:
+        assert max_frame_bytes > 0
+        assert staging_bytes >= SIZE_PREFIX_BYTES
+        self.max_frame_bytes = max_frame_bytes
+        self._staging = bytearray(staging_bytes)
+        self._staged = 0  # bytes of the staging buffer holding unparsed data
+        self._large: bytearray | None = None  # the frame being filled directly, if any
+        self._large_filled = 0
+        self._frames: deque[bytearray] = deque()
+
+    def get_buffer(self) -> memoryview:
+        """Where the next bytes from the socket should go."""
+        if self._large is not None:
+            return memoryview(self._large)[self._large_filled :]
+        return memoryview(self._staging)[self._staged :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """Account for nbytes written into the last get_buffer(); cut out complete frames."""
+        assert nbytes >= 0
+        if self._large is not None:
+            self._large_filled += nbytes
+            assert self._large_filled <= len(self._large)
+            if self._large_filled == len(self._large):
+                self._frames.append(self._large)
+                self._large = None
+            return
+        self._staged += nbytes
+        assert self._staged <= len(self._staging)
+        self._parse_staging()
+
+    def feed(self, data: bytes) -> None:
+        """Copying convenience for tests and clients: push bytes through get_buffer/buffer_updated."""
+        view = memoryview(data)
+        while view:
+            target = self.get_buffer()
+            n = min(len(target), len(view))
+            target[:n] = view[:n]
+            view = view[n:]
+            self.buffer_updated(n)
+
+    def next_frame(self) -> bytearray | None:
+        return self._frames.popleft() if self._frames else None
+
+    @property
+    def queued_frames(self) -> int:
+        return len(self._frames)
+
+    def _parse_staging(self) -> None:
+        staging = self._staging
+        pos = 0
+        while self._staged - pos >= SIZE_PREFIX_BYTES:
+            size = int.from_bytes(staging[pos : pos + SIZE_PREFIX_BYTES], "big", signed=True)
+            self._check_size(size)
+            body_start = pos + SIZE_PREFIX_BYTES
+            available = self._staged - body_start
+            if available >= size:
+                self._frames.append(staging[body_start : body_start + size])
+                pos = body_start + size
+                continue
+            if size > len(staging) - SIZE_PREFIX_BYTES:
+                # Too big for staging: give it its own buffer and let the socket fill it.
+                self._large = bytearray(size)
+                self._large[:available] = staging[body_start : self._staged]
+                self._large_filled = available
+                pos = self._staged
+            break
+        self._compact(pos)
+
+    def _check_size(self, size: int) -> None:
+        if size < 0:
+            raise FrameError(f"negative frame size {size}")
+        if size > self.max_frame_bytes:
+            raise FrameError(f"frame of {size} bytes exceeds the limit of {self.max_frame_bytes}")
+
+    def _compact(self, consumed: int) -> None:
+        if consumed == 0:
+            return
+        remaining = self._staged - consumed
+        self._staging[:remaining] = self._staging[consumed : self._staged]
+        self._staged = remaining
+
+
+def size_prefix(size: int) -> bytes:
+    assert 0 <= size < 2**31
+    return size.to_bytes(SIZE_PREFIX_BYTES, "big")

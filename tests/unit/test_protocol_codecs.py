@@ -1,0 +1,135 @@
+import uuid
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from replog.protocol.apis import ApiKey, request_header_version, response_header_version
+from replog.protocol.fetch import (
+    FetchPartitionResult,
+    FetchResponseData,
+    FetchTopicResult,
+    decode_fetch_response,
+    encode_fetch_response,
+)
+from replog.protocol.headers import decode_request_header, encode_request_header, encode_response_header
+from replog.protocol.messages import decode_request, decode_response, encode_request, encode_response
+from replog.protocol.primitives import DecodeError, Reader, Writer
+from replog.protocol.produce import (
+    ProducePartitionData,
+    ProduceRequestData,
+    ProduceTopicData,
+    decode_produce_request,
+    encode_produce_request,
+)
+
+
+def test_request_header_v1_exact_bytes():
+    data = encode_request_header(ApiKey.METADATA, 1, 7, "cli")
+    assert data == b"\x00\x03\x00\x01\x00\x00\x00\x07\x00\x03cli"
+    header = decode_request_header(bytearray(data))
+    assert (header.api_key, header.api_version, header.correlation_id, header.client_id) == (3, 1, 7, "cli")
+    assert header.body_offset == len(data)
+
+
+def test_request_header_v2_has_tagged_fields_and_legacy_client_id():
+    data = encode_request_header(ApiKey.METADATA, 12, 9, None)
+    assert data == b"\x00\x03\x00\x0c\x00\x00\x00\x09\xff\xff\x00"
+    assert decode_request_header(bytearray(data)).client_id is None
+
+
+def test_response_header_versions():
+    assert encode_response_header(5, 0) == b"\x00\x00\x00\x05"
+    assert encode_response_header(5, 1) == b"\x00\x00\x00\x05\x00"
+    assert response_header_version(ApiKey.API_VERSIONS, 3) == 0  # always v0 (KIP-511)
+    assert response_header_version(ApiKey.METADATA, 9) == 1
+    assert request_header_version(ApiKey.FETCH, 11) == 1
+    assert request_header_version(ApiKey.FETCH, 12) == 2
+
+
+@pytest.mark.parametrize("version", [3, 7, 8, 9])
+def test_produce_request_round_trip_keeps_records_as_writable_views(version):
+    records = bytearray(b"R" * 100)
+    request = ProduceRequestData(None, -1, 30000, [ProduceTopicData("t", [ProducePartitionData(2, memoryview(records))])])
+    frame = bytearray(b"".join(bytes(p) for p in encode_produce_request(version, request)))
+    decoded = decode_produce_request(version, frame, 0)
+    assert decoded.acks == -1 and decoded.timeout_ms == 30000
+    view = decoded.topics[0].partitions[0].records
+    assert bytes(view) == bytes(records)
+    view[0] = ord("S")  # stamping in place writes into the frame, no copy
+    assert frame[frame.index(b"SRR")] == ord("S")
+    # kio, an independent codec, reads the same bytes the same way
+    kio_request = decode_request(ApiKey.PRODUCE, version, bytes(frame), 0)
+    assert kio_request.topic_data[0].partition_data[0].index == 2
+
+
+def test_produce_request_trailing_bytes_rejected():
+    request = ProduceRequestData(None, 1, 1000, [])
+    frame = bytearray(b"".join(bytes(p) for p in encode_produce_request(9, request)) + b"\x00")
+    with pytest.raises(DecodeError):
+        decode_produce_request(9, frame, 0)
+
+
+@pytest.mark.parametrize("version", [4, 5, 7, 11, 12])
+def test_fetch_response_matches_kio(version):
+    partition = FetchPartitionResult(3, 0, 100, 100, 5, b"records!",
+                                     diverging_epoch=(4, 90) if version >= 12 else None)
+    data = FetchResponseData(topics=[FetchTopicResult("topic", [partition])])
+    encoded = b"".join(bytes(p) for p in encode_fetch_response(version, data))
+    kio_view = decode_response(ApiKey.FETCH, version, encoded, 0).responses[0].partitions[0]
+    assert kio_view.records == b"records!"
+    assert kio_view.high_watermark == 100
+    if version >= 12:
+        assert (kio_view.diverging_epoch.epoch, kio_view.diverging_epoch.end_offset) == (4, 90)
+    ours = decode_fetch_response(version, encoded, 0).topics[0].partitions[0]
+    assert bytes(ours.records) == b"records!"
+    assert ours.diverging_epoch == partition.diverging_epoch
+
+
+def test_fetch_response_omits_default_tagged_fields():
+    data = FetchResponseData(topics=[FetchTopicResult("t", [FetchPartitionResult(0, records=None)])])
+    encoded = b"".join(bytes(p) for p in encode_fetch_response(12, data))
+    # partition tagged-field section is a single zero count byte, then topic and top-level counts
+    assert encoded.endswith(b"\x00\x00\x00\x00")
+
+
+def test_kio_glue_drops_fields_a_version_lacks():
+    body = {"throttle_time": 0, "brokers": [{"node_id": 1, "host": "h", "port": 9, "rack": None}],
+            "cluster_id": "c", "controller_id": 1,
+            "topics": [{"error_code": ErrorCode.none, "name": "t", "topic_id": uuid.uuid4(), "partitions": [
+                {"error_code": 0, "partition_index": 0, "leader_id": 1, "leader_epoch": 3, "replica_nodes": [1],
+                 "isr_nodes": [1], "offline_replicas": []}]}]}
+    v1 = decode_response(ApiKey.METADATA, 1, encode_response(ApiKey.METADATA, 1, body), 0)
+    v12 = decode_response(ApiKey.METADATA, 12, encode_response(ApiKey.METADATA, 12, body), 0)
+    assert v1.topics[0].partitions[0].leader_id == 1
+    assert v12.topics[0].partitions[0].leader_epoch == 3
+
+
+def test_kio_decode_rejects_trailing_and_truncated_bytes():
+    data = encode_request(ApiKey.METADATA, 12, {"topics": None, "allow_auto_topic_creation": True,
+                                               "include_topic_authorized_operations": False})
+    assert decode_request(ApiKey.METADATA, 12, data, 0).topics is None
+    with pytest.raises(DecodeError):
+        decode_request(ApiKey.METADATA, 12, data + b"\x00", 0)
+    with pytest.raises(DecodeError):
+        decode_request(ApiKey.METADATA, 12, data[:-1], 0)
+
+
+def test_reader_bounds_array_lengths_by_remaining_bytes():
+    w = Writer()
+    w.int32(2**31 - 1)
+    with pytest.raises(DecodeError):
+        Reader(bytes(w.buf)).array_length(compact=False)
+    with pytest.raises(DecodeError):
+        Reader(b"\xff\xff\xff\xfe").nullable_bytes(compact=False)  # length -2
+
+
+def test_reader_rejects_overlong_varint():
+    with pytest.raises(DecodeError):
+        Reader(b"\x80\x80\x80\x80\x80\x01").uvarint()
+
+
+@pytest.mark.parametrize("value", [0, 1, 127, 128, 16383, 16384, 2**31 - 1])
+def test_uvarint_round_trip(value):
+    w = Writer()
+    w.uvarint(value)
+    assert Reader(bytes(w.buf)).uvarint() == value
