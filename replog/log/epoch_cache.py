@@ -1,0 +1,121 @@
+"""Leader epoch -> start offset cache (Kafka's LeaderEpochFileCache).
+
+Entries are strictly increasing in both epoch and start offset. Every change
+is persisted to `leader-epoch-checkpoint` before the method returns.
+"""
+
+from __future__ import annotations
+
+import bisect
+from pathlib import Path
+from typing import NamedTuple
+
+from replog.log.checkpoint import LeaderEpochCheckpointFile
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+
+
+class EpochEntry(NamedTuple):
+    epoch: int
+    start_offset: int
+
+
+class LeaderEpochCache:
+    def __init__(self, checkpoint_path: Path) -> None:
+        self._checkpoint = LeaderEpochCheckpointFile(checkpoint_path)
+        self._entries = [EpochEntry(epoch, start) for epoch, start in self._checkpoint.read()]
+        self._check_monotonic()
+
+    def _check_monotonic(self) -> None:
+        for earlier, later in zip(self._entries, self._entries[1:], strict=False):
+            assert earlier.epoch < later.epoch, (earlier, later)
+            assert earlier.start_offset < later.start_offset, (earlier, later)
+
+    def _persist(self) -> None:
+        self._check_monotonic()
+        self._checkpoint.write(self._entries)
+
+    @property
+    def latest_entry(self) -> EpochEntry | None:
+        return self._entries[-1] if self._entries else None
+
+    @property
+    def earliest_entry(self) -> EpochEntry | None:
+        return self._entries[0] if self._entries else None
+
+    @property
+    def latest_epoch(self) -> int:
+        return self._entries[-1].epoch if self._entries else UNDEFINED_EPOCH
+
+    def entries(self) -> tuple[EpochEntry, ...]:
+        return tuple(self._entries)
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record that `epoch` starts at `start_offset`; returns whether anything changed.
+
+        An older epoch, or the latest epoch at a later offset, is ignored. The
+        latest epoch at an earlier offset, like any newer epoch, first drops
+        every entry it contradicts (epoch or start offset not below the new
+        one), as Kafka does, so the cache stays monotonic in both fields.
+        """
+        assert epoch >= 0
+        assert start_offset >= 0
+        latest = self.latest_entry
+        if latest is not None:
+            if epoch < latest.epoch:
+                return False
+            if epoch == latest.epoch and start_offset >= latest.start_offset:
+                return False
+        while self._entries and (
+            self._entries[-1].epoch >= epoch or self._entries[-1].start_offset >= start_offset
+        ):
+            self._entries.pop()
+        self._entries.append(EpochEntry(epoch, start_offset))
+        self._persist()
+        return True
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        """The epoch of the entry with the largest start offset <= offset."""
+        index = bisect.bisect_right(self._entries, offset, key=lambda e: e.start_offset)
+        return self._entries[index - 1].epoch if index > 0 else None
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """(epoch, end offset) answered to OffsetForLeaderEpoch (facts section 2 table)."""
+        if requested_epoch == UNDEFINED_EPOCH or not self._entries:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if requested_epoch == self._entries[-1].epoch:
+            return requested_epoch, log_end_offset
+        higher = bisect.bisect_right(self._entries, requested_epoch, key=lambda e: e.epoch)
+        if higher == len(self._entries):
+            # Newer than anything we know (and not the latest): undefined.
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        next_start = self._entries[higher].start_offset
+        if higher == 0:
+            return requested_epoch, next_start
+        return self._entries[higher - 1].epoch, next_start
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Drop entries starting at or after `end_offset` (log truncated there)."""
+        assert end_offset >= 0
+        keep = bisect.bisect_left(self._entries, end_offset, key=lambda e: e.start_offset)
+        if keep < len(self._entries):
+            del self._entries[keep:]
+            self._persist()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log now starts at `start_offset`: the entry covering it moves up to it."""
+        assert start_offset >= 0
+        covered = bisect.bisect_right(self._entries, start_offset, key=lambda e: e.start_offset)
+        if covered == 0:
+            return
+        floor = self._entries[covered - 1]
+        if covered == 1 and floor.start_offset == start_offset:
+            return
+        self._entries[:covered] = [EpochEntry(floor.epoch, start_offset)]
+        self._persist()
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._persist()

@@ -1,0 +1,258 @@
+"""Sparse, mmapped segment indexes: offset -> file position and timestamp -> offset.
+
+Files are preallocated to their maximum size and trimmed to the valid entries
+when the segment rolls or closes. On open the valid entry count is the
+position of the last nonzero byte, rounded up to whole entries: that reads a
+trimmed file and a preallocated one (left by a crash) the same way. It works
+because no valid entry after the first can be all zeros (offsets strictly
+increase), and a lone all-zero first entry carries no information: a lookup
+with no entry answers with the segment start anyway. Truncation therefore
+zeroes the entries it drops. Indexes carry no checksum; a file that fails the
+sanity check raises CorruptIndexError and the segment rebuilds it.
+"""
+
+from __future__ import annotations
+
+import abc
+import io
+import mmap
+import os
+import struct
+from pathlib import Path
+
+from replog.log.errors import CorruptIndexError
+
+INT32_MAX = (1 << 31) - 1
+NO_TIMESTAMP = -1
+
+
+class _MmapIndex(abc.ABC):
+    """A file of fixed-size (key, value) entries, sorted by key, mapped into memory."""
+
+    ENTRY: struct.Struct
+    ENTRY_CODES: str
+
+    def __init__(self, path: Path, base_offset: int, max_bytes: int) -> None:
+        assert base_offset >= 0
+        assert max_bytes >= self.ENTRY.size
+        self.path = Path(path)
+        self.base_offset = base_offset
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._file = io.FileIO(fd, "r+")
+        self._mm: mmap.mmap | None = None
+        self._entries = 0
+        try:
+            self._open(max_bytes)
+        except BaseException:
+            self._file.close()
+            raise
+
+    def _open(self, max_bytes: int) -> None:
+        size = os.fstat(self._file.fileno()).st_size
+        if size % self.ENTRY.size != 0:
+            raise CorruptIndexError(f"{self.path}: size {size} is not a multiple of {self.ENTRY.size}")
+        if size == 0:
+            self._remap(self._round(max_bytes))  # new file: preallocated, no entries
+            return
+        self._remap(size)
+        self._entries = self._count_entries()
+        self._sanity_check()
+
+    def _round(self, max_bytes: int) -> int:
+        return max_bytes // self.ENTRY.size * self.ENTRY.size
+
+    def _remap(self, size: int) -> None:
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        os.ftruncate(self._file.fileno(), size)
+        if size > 0:
+            self._mm = mmap.mmap(self._file.fileno(), size)
+
+    def _count_entries(self) -> int:
+        if self._mm is None:
+            return 0
+        used = len(self._mm[:].rstrip(b"\0"))
+        return -(-used // self.ENTRY.size)
+
+    def _unpack_all(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        if self._entries == 0:
+            return (), ()
+        assert self._mm is not None
+        flat = struct.unpack_from(">" + self.ENTRY_CODES * self._entries, self._mm, 0)
+        return flat[0::2], flat[1::2]
+
+    @abc.abstractmethod
+    def _sanity_check(self) -> None:
+        """Raise CorruptIndexError unless the entries are ordered as the index requires."""
+
+    @property
+    def entries(self) -> int:
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        return 0 if self._mm is None else len(self._mm) // self.ENTRY.size
+
+    @property
+    def is_full(self) -> bool:
+        return self._entries >= self.max_entries
+
+    def _entry(self, slot: int) -> tuple[int, int]:
+        assert 0 <= slot < self._entries
+        assert self._mm is not None
+        return self.ENTRY.unpack_from(self._mm, slot * self.ENTRY.size)
+
+    def _write_entry(self, key: int, value: int) -> None:
+        assert not self.is_full
+        assert self._mm is not None
+        self.ENTRY.pack_into(self._mm, self._entries * self.ENTRY.size, key, value)
+        self._entries += 1
+
+    def _floor_slot(self, target: int, field: int) -> int:
+        """Slot of the last entry whose `field` is <= target, or -1."""
+        low, high = 0, self._entries
+        while low < high:
+            mid = (low + high) // 2
+            if self._entry(mid)[field] <= target:
+                low = mid + 1
+            else:
+                high = mid
+        return low - 1
+
+    def _truncate_entries(self, keep: int) -> None:
+        assert 0 <= keep <= self._entries
+        if keep == self._entries:
+            return
+        assert self._mm is not None
+        start, end = keep * self.ENTRY.size, self._entries * self.ENTRY.size
+        self._mm[start:end] = bytes(end - start)  # zeroed: see the module docstring
+        self._entries = keep
+
+    def reset(self) -> None:
+        self._truncate_entries(0)
+
+    def trim_to_valid_size(self) -> None:
+        self._remap(self._entries * self.ENTRY.size)
+
+    def resize(self, max_bytes: int) -> None:
+        """Grow (or shrink, never below the entries) the preallocated file."""
+        size = max(self._round(max_bytes), self._entries * self.ENTRY.size)
+        self._remap(size)
+
+    def flush(self) -> None:
+        if self._mm is not None:
+            self._mm.flush()
+
+    def close(self) -> None:
+        self.trim_to_valid_size()
+        self._file.close()
+
+    def delete(self) -> None:
+        """Unmap and unlink; the fd closes once no flush ticket holds the file object."""
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        self._entries = 0
+        self.path.unlink(missing_ok=True)
+
+    @property
+    def file(self) -> io.FileIO:
+        return self._file
+
+
+class OffsetIndex(_MmapIndex):
+    """8-byte entries: offset relative to the segment base (int32), file position (int32)."""
+
+    ENTRY = struct.Struct(">ii")
+    ENTRY_CODES = "ii"
+
+    def _sanity_check(self) -> None:
+        relative, positions = self._unpack_all()
+        if self._entries and (relative[0] < 0 or positions[0] < 0):
+            raise CorruptIndexError(f"{self.path}: negative first entry")
+        if not all(map(int.__lt__, relative, relative[1:])):
+            raise CorruptIndexError(f"{self.path}: offsets are not strictly increasing")
+        if not all(map(int.__lt__, positions, positions[1:])):
+            raise CorruptIndexError(f"{self.path}: positions are not strictly increasing")
+
+    def append(self, offset: int, position: int) -> None:
+        relative = offset - self.base_offset
+        assert 0 <= relative <= INT32_MAX
+        assert 0 <= position <= INT32_MAX
+        if self._entries:
+            last_relative, last_position = self._entry(self._entries - 1)
+            assert relative > last_relative, (offset, self.base_offset + last_relative)
+            assert position > last_position, (position, last_position)
+        self._write_entry(relative, position)
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """Floor entry (offset, position); (base_offset, 0) if there is none."""
+        slot = self._floor_slot(offset - self.base_offset, 0)
+        if slot < 0:
+            return self.base_offset, 0
+        relative, position = self._entry(slot)
+        return self.base_offset + relative, position
+
+    @property
+    def last_entry(self) -> tuple[int, int]:
+        if not self._entries:
+            return self.base_offset, 0
+        relative, position = self._entry(self._entries - 1)
+        return self.base_offset + relative, position
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries for offsets >= `offset`."""
+        self._truncate_entries(self._floor_slot(offset - self.base_offset - 1, 0) + 1)
+
+
+class TimeIndex(_MmapIndex):
+    """12-byte entries: timestamp (int64), offset relative to the segment base (int32).
+
+    An entry (t, o) says no record at an offset <= o has a timestamp above t.
+    """
+
+    ENTRY = struct.Struct(">qi")
+    ENTRY_CODES = "qi"
+
+    def _sanity_check(self) -> None:
+        timestamps, relative = self._unpack_all()
+        if self._entries and relative[0] < 0:
+            raise CorruptIndexError(f"{self.path}: negative first offset")
+        if not all(map(int.__lt__, timestamps, timestamps[1:])):
+            raise CorruptIndexError(f"{self.path}: timestamps are not strictly increasing")
+        if not all(map(int.__le__, relative, relative[1:])):
+            raise CorruptIndexError(f"{self.path}: offsets decrease")
+
+    @property
+    def last_entry(self) -> tuple[int, int]:
+        if not self._entries:
+            return NO_TIMESTAMP, self.base_offset
+        timestamp, relative = self._entry(self._entries - 1)
+        return timestamp, self.base_offset + relative
+
+    def maybe_append(self, timestamp: int, offset: int) -> bool:
+        """Append only if `timestamp` is newer than the last entry's."""
+        relative = offset - self.base_offset
+        assert 0 <= relative <= INT32_MAX
+        if self._entries:
+            last_timestamp, last_relative = self._entry(self._entries - 1)
+            if timestamp <= last_timestamp:
+                return False
+            assert relative >= last_relative, (offset, self.base_offset + last_relative)
+        if self.is_full:
+            return False
+        self._write_entry(timestamp, relative)
+        return True
+
+    def lookup(self, timestamp: int) -> tuple[int, int]:
+        """Largest entry with timestamp <= target; (-1, base_offset) if none."""
+        slot = self._floor_slot(timestamp, 0)
+        if slot < 0:
+            return NO_TIMESTAMP, self.base_offset
+        found_timestamp, relative = self._entry(slot)
+        return found_timestamp, self.base_offset + relative
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries for offsets >= `offset`."""
+        self._truncate_entries(self._floor_slot(offset - self.base_offset - 1, 1) + 1)

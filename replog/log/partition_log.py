@@ -1,0 +1,598 @@
+"""One partition's log: ordered segments, offsets, high watermark, recovery.
+
+Plays the part of Kafka's LocalLog + UnifiedLog. Not thread-safe: every
+method runs on the event loop thread, except FlushTicket.fsync, which only
+touches file objects it holds references to.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from sortedcontainers import SortedDict
+
+from replog.log.checkpoint import fsync_directory, write_atomically
+from replog.log.config import LogConfig
+from replog.log.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from replog.log.errors import (
+    CorruptCheckpointError,
+    InconsistentTopicIdError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from replog.log.producer_state import ProducerStateManager
+from replog.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, FileSlice, LogSegment
+from replog.protocol.records import BatchHeader, InvalidRecordError, RecordBatch, decode_records, iter_batches
+
+PARTITION_METADATA = "partition.metadata"
+# Without producer snapshots, producer state is rebuilt from the batch headers
+# of this many trailing segments; producers idle for longer are forgotten.
+PRODUCER_STATE_SCAN_SEGMENTS = 2
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+def parse_topic_partition(directory: Path) -> TopicPartition:
+    """`<topic>-<partition>`; topic names may themselves contain '-'."""
+    topic, sep, partition = Path(directory).name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        raise ValueError(f"{directory} is not named <topic>-<partition>")
+    return TopicPartition(topic, int(partition))
+
+
+@dataclass(frozen=True, slots=True)
+class LogPosition:
+    """An offset with the physical place of its batch (Kafka's LogOffsetMetadata)."""
+
+    offset: int
+    segment_base_offset: int
+    position: int
+
+    def bytes_until(self, other: LogPosition) -> int | None:
+        """Bytes from here to `other` without I/O; None across segments."""
+        if other.segment_base_offset != self.segment_base_offset:
+            return None
+        return other.position - self.position
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    log_append_time: int
+    log_start_offset: int
+    duplicate: bool
+    # What this call appended: 0 and 0 for a duplicate.
+    num_batches: int
+    num_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogReadResult:
+    slice: FileSlice | None
+    start: LogPosition
+    log_end_offset: int
+    high_watermark: int
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class FlushTicket:
+    """What to fsync off the event loop; `offset` becomes the recovery point."""
+
+    offset: int
+    generation: int
+    directory: Path
+    files: tuple
+
+    def fsync(self) -> None:
+        for file in self.files:
+            try:
+                os.fsync(file.fileno())
+            except ValueError:
+                continue  # closed by a concurrent close(): nothing left to persist
+        fsync_directory(self.directory)
+
+
+def _read_topic_id(directory: Path, topic_id: uuid.UUID | None) -> uuid.UUID | None:
+    path = directory / PARTITION_METADATA
+    if not path.exists():
+        if topic_id is not None:
+            write_atomically(path, f"version: 0\ntopic_id: {topic_id}\n".encode())
+        return topic_id
+    fields = dict(line.split(": ", 1) for line in path.read_text().splitlines() if ": " in line)
+    try:
+        assert fields.get("version") == "0", fields
+        stored = uuid.UUID(fields["topic_id"])
+    except (AssertionError, KeyError, ValueError) as exc:
+        raise CorruptCheckpointError(f"{path}: malformed partition metadata") from exc
+    if topic_id is not None and topic_id != stored:
+        raise InconsistentTopicIdError(f"{path}: stored topic id {stored}, given {topic_id}")
+    return stored
+
+
+class PartitionLog:
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        clock_ms: Callable[[], int],
+        topic_id: uuid.UUID | None,
+    ) -> None:
+        self.directory = Path(directory)
+        self.topic_partition = parse_topic_partition(self.directory)
+        self._config = config
+        self._clock_ms = clock_ms
+        self._topic_id = topic_id
+        self._segments: SortedDict = SortedDict()
+        self._epoch_cache = LeaderEpochCache(self.directory / LEADER_EPOCH_CHECKPOINT)
+        self._producer_state = ProducerStateManager()
+        self._log_end_offset = 0
+        self._log_start_offset = 0
+        self._high_watermark = 0
+        self._recovery_point = 0
+        # Bumped by every truncation so a flush prepared before it is ignored.
+        self._generation = 0
+
+    # ---------------------------------------------------------------- loading
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        clock_ms: Callable[[], int],
+        recovery_point: int = 0,
+        clean_shutdown: bool,
+        topic_id: uuid.UUID | None = None,
+        log_start_offset: int = 0,
+    ) -> PartitionLog:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        log = cls(directory, config, clock_ms, _read_topic_id(directory, topic_id))
+        log._load_segments()
+        if not log._segments:
+            log._add_segment(log_start_offset)
+        log._recover(recovery_point, clean_shutdown)
+        log._finish_load(recovery_point, log_start_offset)
+        return log
+
+    def _load_segments(self) -> None:
+        for path in sorted(self.directory.iterdir()):
+            if path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and not path.with_suffix(LOG_SUFFIX).exists():
+                path.unlink()  # orphaned index of a deleted segment
+        for path in sorted(self.directory.glob("*" + LOG_SUFFIX)):
+            if path.stem.isdigit():
+                self._add_segment(int(path.stem))
+
+    def _add_segment(self, base_offset: int) -> LogSegment:
+        assert base_offset not in self._segments
+        segment = LogSegment(
+            self.directory,
+            base_offset,
+            index_interval_bytes=self._config.index_interval_bytes,
+            max_index_bytes=self._config.segment_index_bytes,
+            created_ms=self._clock_ms(),
+        )
+        self._segments[base_offset] = segment
+        return segment
+
+    def _recover(self, recovery_point: int, clean_shutdown: bool) -> None:
+        """Recover segments from the recovery point on (after a crash) and any
+        whose index was missing or corrupt; a truncated one ends the log."""
+        first_unflushed = self._floor_segment_base(recovery_point)
+        for base_offset, segment in list(self._segments.items()):
+            if not (segment.needs_recovery or (not clean_shutdown and base_offset >= first_unflushed)):
+                continue
+            truncated = segment.recover(self._config.max_message_bytes, self._assign_epoch_from)
+            if truncated:
+                for later in list(self._segments.irange(minimum=base_offset, inclusive=(False, True))):
+                    self._segments.pop(later).delete()
+                return
+
+    def _finish_load(self, recovery_point: int, log_start_offset: int) -> None:
+        active = self.active_segment
+        active.resize_indexes(self._config.segment_index_bytes)
+        self._log_end_offset = active.next_offset
+        first_base = self._segments.peekitem(0)[0]
+        self._log_start_offset = min(max(log_start_offset, first_base), self._log_end_offset)
+        self._high_watermark = self._log_start_offset
+        self._recovery_point = min(max(recovery_point, self._log_start_offset), self._log_end_offset)
+        self._epoch_cache.truncate_from_end(self._log_end_offset)
+        self._epoch_cache.truncate_from_start(self._log_start_offset)
+        for segment in list(self._segments.values())[-PRODUCER_STATE_SCAN_SEGMENTS:]:
+            for _, header in segment.scan_headers_from(segment.base_offset):
+                self._producer_state.record(header)
+
+    def _floor_segment_base(self, offset: int) -> int:
+        index = self._segments.bisect_right(offset) - 1
+        return self._segments.peekitem(max(index, 0))[0]
+
+    # ------------------------------------------------------------- properties
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    def update_config(self, config: LogConfig) -> None:
+        """New settings apply to later rolls, retention passes and appends."""
+        self._config = config
+        self.active_segment.index_interval_bytes = config.index_interval_bytes
+
+    @property
+    def topic_id(self) -> uuid.UUID | None:
+        return self._topic_id
+
+    def assign_topic_id(self, topic_id: uuid.UUID) -> None:
+        self._topic_id = _read_topic_id(self.directory, topic_id)
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments.values())
+
+    @property
+    def segments(self):
+        """Read-only, ordered view of the segments."""
+        return self._segments.values()
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments.peekitem(-1)[1]
+
+    @property
+    def epoch_cache(self) -> LeaderEpochCache:
+        return self._epoch_cache
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        return self._producer_state
+
+    # ----------------------------------------------------------------- append
+
+    def _validate_batches(
+        self, records: memoryview | bytes | bytearray, *, leader: bool
+    ) -> tuple[memoryview, list[RecordBatch]]:
+        view = records if isinstance(records, memoryview) else memoryview(records)
+        if len(view) == 0:
+            raise InvalidRecordError("append carries no record batches")
+        batches = list(iter_batches(view))
+        for batch in batches:
+            batch.ensure_valid()
+            if leader and batch.size_in_bytes > self._config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {batch.size_in_bytes} bytes exceeds max.message.bytes {self._config.max_message_bytes}"
+                )
+            if leader and (batch.records_count < 1 or batch.last_offset_delta != batch.records_count - 1):
+                raise InvalidRecordError(
+                    f"batch has {batch.records_count} records but lastOffsetDelta {batch.last_offset_delta}"
+                )
+        return view, batches
+
+    def append_as_leader(self, records: memoryview, *, leader_epoch: int) -> AppendInfo:
+        """Validate, dedupe, assign offsets and epoch in place, then append.
+
+        The buffer must be writable: offsets and epoch are stamped into it.
+        """
+        assert leader_epoch >= 0
+        view, batches = self._validate_batches(records, leader=True)
+        duplicate = self._producer_state.check_append(batch.header for batch in batches)
+        if duplicate is not None:
+            return AppendInfo(
+                duplicate.first_offset, duplicate.last_offset, duplicate.timestamp, -1,
+                self._log_start_offset, True, 0, 0,
+            )  # fmt: skip
+        next_offset = self._log_end_offset
+        for batch in batches:
+            batch.stamp(base_offset=next_offset, partition_leader_epoch=leader_epoch)
+            next_offset = batch.next_offset
+        return self._append(view, batches)
+
+    def append_as_follower(self, records: memoryview) -> AppendInfo:
+        """Append the leader's batches as they are (offsets and epochs kept)."""
+        view, batches = self._validate_batches(records, leader=False)
+        expected = self._log_end_offset
+        for batch in batches:
+            if batch.base_offset != expected:
+                raise UnexpectedAppendOffsetError(
+                    f"{self.topic_partition}: batch starts at {batch.base_offset}, expected {expected}"
+                )
+            expected = batch.next_offset
+        return self._append(view, batches)
+
+    def _append(self, view: memoryview, batches: list[RecordBatch]) -> AppendInfo:
+        """Write the whole request (the batches tile `view` exactly) in one segment write."""
+        first, last = batches[0], batches[-1]
+        assert first.base_offset == self._log_end_offset
+        assert sum(batch.size_in_bytes for batch in batches) == len(view)
+        max_batch = max(batches, key=lambda b: b.max_timestamp)
+        self._maybe_roll(len(view), last.last_offset)
+        self.active_segment.append(last.last_offset, view, max_batch.max_timestamp, max_batch.last_offset)
+        self._log_end_offset = last.next_offset
+        for batch in batches:
+            self._assign_epoch_from(batch.header)
+            self._producer_state.record(batch.header)
+        assert self._log_end_offset == self.active_segment.next_offset
+        return AppendInfo(
+            first.base_offset, last.last_offset, max_batch.max_timestamp, -1, self._log_start_offset,
+            False, len(batches), len(view),
+        )  # fmt: skip
+
+    def _assign_epoch_from(self, header: BatchHeader) -> None:
+        if header.partition_leader_epoch > self._epoch_cache.latest_epoch:
+            self._epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+
+    # ------------------------------------------------------------------- roll
+
+    def maybe_roll(self, incoming_size: int, max_offset: int | None = None) -> bool:
+        """Roll if the active segment is full, old, or cannot index `max_offset`."""
+        return self._maybe_roll(incoming_size, self._log_end_offset if max_offset is None else max_offset)
+
+    def _maybe_roll(self, incoming_size: int, max_offset: int) -> bool:
+        active = self.active_segment
+        if not active.should_roll(incoming_size, self._clock_ms(), self._config, max_offset=max_offset):
+            return False
+        active.seal()
+        self._add_segment(self._log_end_offset)
+        return True
+
+    def roll(self) -> None:
+        """Force a new active segment (no-op if the active one is empty)."""
+        if self.active_segment.size > 0:
+            self.active_segment.seal()
+            self._add_segment(self._log_end_offset)
+
+    # ------------------------------------------------------------------- read
+
+    def _check_in_range(self, offset: int) -> None:
+        if offset < self._log_start_offset or offset > self._log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"{self.topic_partition}: offset {offset} outside [{self._log_start_offset}, {self._log_end_offset}]"
+            )
+
+    def _segments_from(self, offset: int) -> Iterable[LogSegment]:
+        return self._segments.values()[max(self._segments.bisect_right(offset) - 1, 0) :]
+
+    def position_of(self, offset: int) -> LogPosition:
+        """Where the batch holding `offset` starts (index lookup plus a short header scan)."""
+        self._check_in_range(offset)
+        active = self.active_segment
+        if offset == self._log_end_offset:
+            return LogPosition(offset, active.base_offset, active.size)
+        for segment in self._segments_from(offset):
+            location = segment.translate_offset(offset)
+            if location is not None:
+                return LogPosition(offset, segment.base_offset, location.position)
+        raise AssertionError(f"offset {offset} < LEO {self._log_end_offset} but in no segment")
+
+    def read(
+        self, offset: int, *, max_bytes: int, upper_bound: int, min_one_batch: bool = True
+    ) -> LogReadResult:
+        """Whole batches from the one holding `offset`, all with last offset < upper_bound.
+
+        Reads one segment at most, like Kafka. `upper_bound` is the HW for
+        consumers and the LEO for followers.
+        """
+        assert max_bytes >= 0
+        self._check_in_range(offset)
+        upper_bound = min(upper_bound, self._log_end_offset)
+        for segment in self._segments_from(offset) if offset < upper_bound else ():
+            if segment.base_offset >= upper_bound:
+                break
+            max_position = None
+            if upper_bound < segment.next_offset:
+                bound = segment.translate_offset(upper_bound)
+                max_position = bound.position if bound is not None else None
+            file_slice = segment.read(offset, max_bytes, max_position, min_one_batch)
+            if file_slice is not None:
+                return self._read_result(
+                    file_slice, LogPosition(offset, segment.base_offset, file_slice.position)
+                )
+            if offset < segment.next_offset:
+                break  # the offset is here but nothing fits max_bytes
+        return self._read_result(None, self.position_of(offset))
+
+    def _read_result(self, file_slice: FileSlice | None, start: LogPosition) -> LogReadResult:
+        return LogReadResult(
+            file_slice, start, self._log_end_offset, self._high_watermark, self._log_start_offset
+        )
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= `timestamp`."""
+        assert timestamp >= 0
+        for segment in self._segments.values():
+            if segment.max_timestamp_so_far >= timestamp:
+                found = self._find_by_timestamp(segment, timestamp)
+                if found is not None:
+                    return found
+        return None
+
+    def _find_by_timestamp(self, segment: LogSegment, timestamp: int) -> tuple[int, int] | None:
+        # Entries with a timestamp strictly below the target bound every record
+        # before their offset, so the scan can start there.
+        _, indexed_offset = segment.time_index.lookup(timestamp - 1)
+        start_offset = max(indexed_offset, self._log_start_offset)
+        for position, header in segment.scan_headers_from(start_offset):
+            if header.max_timestamp < timestamp or header.last_offset < start_offset:
+                continue
+            for record in decode_records(segment.read_batch(position, header)):
+                if record.timestamp >= timestamp and record.offset >= start_offset:
+                    return record.offset, record.timestamp
+        return None
+
+    # --------------------------------------------------------- high watermark
+
+    def update_high_watermark(self, value: int) -> int:
+        """Set the HW clamped to [log start, LEO] (load, truncation)."""
+        self._high_watermark = min(max(value, self._log_start_offset), self._log_end_offset)
+        return self._high_watermark
+
+    def maybe_increment_high_watermark(self, value: int) -> bool:
+        """Leader: the HW only moves forward, and never past the LEO."""
+        assert value <= self._log_end_offset, (value, self._log_end_offset)
+        if value <= self._high_watermark:
+            return False
+        self._high_watermark = value
+        return True
+
+    def maybe_update_high_watermark(self, value: int) -> bool:
+        """Follower: take the leader's HW, capped at the local LEO."""
+        new_value = min(value, self._log_end_offset)
+        if new_value == self._high_watermark:
+            return False
+        self._high_watermark = new_value
+        return True
+
+    # --------------------------------------------------------------- truncate
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every offset >= `offset`. A batch straddling it goes whole, so
+        the LEO may land below `offset`. Returns whether anything was removed."""
+        assert offset >= 0
+        if offset >= self._log_end_offset:
+            return False
+        if offset <= self._segments.peekitem(0)[0]:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        while self._segments.peekitem(-1)[0] >= offset:
+            self._segments.popitem(-1)[1].delete()
+        active = self.active_segment
+        active.truncate_to(offset)
+        active.resize_indexes(self._config.segment_index_bytes)
+        self._log_end_offset = active.next_offset
+        self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
+        self._high_watermark = min(self._high_watermark, self._log_end_offset)
+        self._recovery_point = min(self._recovery_point, self._log_end_offset)
+        self._epoch_cache.truncate_from_end(self._log_end_offset)
+        self._producer_state.truncate_to(self._log_end_offset)
+        self._generation += 1
+        assert self._log_end_offset <= offset
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop all data; the log restarts empty at `offset`."""
+        assert offset >= 0
+        for segment in self._segments.values():
+            segment.delete()
+        self._segments.clear()
+        self._add_segment(offset)
+        self._log_end_offset = offset
+        self._log_start_offset = offset
+        self._high_watermark = offset
+        self._recovery_point = offset
+        self._epoch_cache.clear()
+        self._producer_state.clear()
+        self._generation += 1
+
+    # -------------------------------------------------------------- retention
+
+    def delete_retention_segments(self) -> int:
+        """Delete leading segments past retention.ms / retention.bytes or below
+        the log start offset; never the active one nor any reaching the HW."""
+        now = self._clock_ms()
+        config = self._config
+        remaining_bytes = self.size_in_bytes
+        segments = list(self._segments.values())
+        deletable = []
+        for segment, following in zip(segments, segments[1:], strict=False):
+            if following.base_offset > self._high_watermark:
+                break
+            expired = config.retention_ms >= 0 and now - segment.max_timestamp_so_far > config.retention_ms
+            oversized = (
+                config.retention_bytes >= 0 and remaining_bytes - segment.size >= config.retention_bytes
+            )
+            below_start = following.base_offset <= self._log_start_offset
+            if not (expired or oversized or below_start):
+                break
+            deletable.append(segment)
+            remaining_bytes -= segment.size
+        for segment in deletable:
+            del self._segments[segment.base_offset]
+            segment.delete()
+        if deletable:
+            self._log_start_offset = max(self._log_start_offset, self._segments.peekitem(0)[0])
+            self._epoch_cache.truncate_from_start(self._log_start_offset)
+        assert self._segments
+        return len(deletable)
+
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """DeleteRecords / follower sync: move the log start up, never past the HW."""
+        if offset > self._high_watermark:
+            raise OffsetOutOfRangeError(
+                f"{self.topic_partition}: log start {offset} would pass the high watermark {self._high_watermark}"
+            )
+        if offset <= self._log_start_offset:
+            return False
+        self._log_start_offset = offset
+        self._epoch_cache.truncate_from_start(offset)
+        return True
+
+    # ------------------------------------------------------------------ flush
+
+    def prepare_flush(self) -> FlushTicket:
+        """Files holding offsets in [recovery point, LEO), for fsync in an executor."""
+        files = []
+        for segment in reversed(self._segments.values()):
+            if segment.next_offset <= self._recovery_point:
+                break
+            files += [segment.file, segment.offset_index.file, segment.time_index.file]
+        return FlushTicket(self._log_end_offset, self._generation, self.directory, tuple(files))
+
+    def complete_flush(self, ticket: FlushTicket) -> bool:
+        """Advance the recovery point; a ticket from before a truncation is ignored."""
+        if ticket.generation != self._generation:
+            return False
+        assert ticket.offset <= self._log_end_offset
+        if ticket.offset <= self._recovery_point:
+            return False
+        self._recovery_point = ticket.offset
+        return True
+
+    def flush(self) -> None:
+        ticket = self.prepare_flush()
+        ticket.fsync()
+        self.complete_flush(ticket)
+
+    def close(self) -> None:
+        self.flush()
+        for segment in self._segments.values():
+            segment.close()
+
+    def delete(self) -> None:
+        for segment in self._segments.values():
+            segment.delete()
+        self._segments.clear()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({self.topic_partition.topic}-{self.topic_partition.partition}, "
+            f"start={self._log_start_offset}, hw={self._high_watermark}, leo={self._log_end_offset})"
+        )

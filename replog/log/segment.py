@@ -1,0 +1,345 @@
+"""One log segment: `<20-digit base offset>.log` plus its offset and time indexes.
+
+The segment knows only its own files. Batches arrive already validated and
+stamped; the segment appends them, keeps its sparse indexes, answers reads
+with file slices (never copying data), and rebuilds itself after a crash.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from replog.log.config import LogConfig
+from replog.log.errors import CorruptIndexError, StorageError
+from replog.log.index import INT32_MAX, NO_TIMESTAMP, OffsetIndex, TimeIndex
+from replog.protocol.records import (
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+    CorruptRecordError,
+    RecordBatch,
+    parse_header,
+)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    assert base_offset >= 0
+    return f"{base_offset:020d}{suffix}"
+
+
+@dataclass(frozen=True, slots=True)
+class FileSlice:
+    """Bytes [position, position+length) of an open file, for sendfile or pread.
+
+    Holding the file object keeps its fd open even after the segment is
+    deleted: deletion unlinks paths but never closes the log file, so CPython
+    closes the fd when the last in-flight slice is dropped. That is replog's
+    stand-in for Kafka's file.delete.delay.ms.
+    """
+
+    file: io.FileIO
+    position: int
+    length: int
+
+    def read_bytes(self) -> bytes:
+        data = os.pread(self.file.fileno(), self.length, self.position)
+        if len(data) != self.length:
+            raise StorageError(f"file shrank under a slice: wanted {self.length} bytes, got {len(data)}")
+        return data
+
+
+class BatchLocation(NamedTuple):
+    base_offset: int
+    last_offset: int
+    position: int
+    size: int
+
+
+class LogSegment:
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_bytes: int,
+        created_ms: int,
+    ) -> None:
+        assert base_offset >= 0
+        assert index_interval_bytes >= 0
+        self.directory = Path(directory)
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.created_ms = created_ms
+        self.log_path = self.directory / segment_file_name(base_offset, LOG_SUFFIX)
+        fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self._file = io.FileIO(fd, "r+")
+        self._size = os.fstat(fd).st_size
+        # True when an index was missing or corrupt: the caller must recover().
+        self.needs_recovery = False
+        self.offset_index = self._open_index(OffsetIndex, INDEX_SUFFIX, max_index_bytes)
+        self.time_index = self._open_index(TimeIndex, TIME_INDEX_SUFFIX, max_index_bytes)
+        if self.offset_index.last_entry[1] >= max(self._size, 1):
+            self.needs_recovery = True
+        self._next_offset = base_offset
+        self._max_timestamp = NO_TIMESTAMP
+        self._offset_of_max_timestamp = base_offset
+        self._bytes_since_index = 0
+        if not self.needs_recovery:
+            self._load_tail_state()
+
+    def _open_index(self, kind: type[OffsetIndex] | type[TimeIndex], suffix: str, max_bytes: int):
+        path = self.directory / segment_file_name(self.base_offset, suffix)
+        if not path.exists() and self._size > 0:
+            self.needs_recovery = True
+        try:
+            return kind(path, self.base_offset, max_bytes)
+        except CorruptIndexError:
+            self.needs_recovery = True
+            path.unlink()
+            return kind(path, self.base_offset, max_bytes)
+
+    def _load_tail_state(self) -> None:
+        """Next offset and max timestamp: last index entries, then scan the tail.
+
+        The tail after the last offset index entry is about index_interval_bytes,
+        so this reads a bounded number of headers.
+        """
+        self._max_timestamp, self._offset_of_max_timestamp = self.time_index.last_entry
+        last_indexed, position = self.offset_index.last_entry
+        self._next_offset = last_indexed + 1 if self.offset_index.entries else self.base_offset
+        for _, header in self._scan_headers(position, self._size, tolerant=True):
+            self._next_offset = header.next_offset
+            if header.max_timestamp > self._max_timestamp:
+                self._max_timestamp = header.max_timestamp
+                self._offset_of_max_timestamp = header.last_offset
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def next_offset(self) -> int:
+        return self._next_offset
+
+    @property
+    def largest_offset(self) -> int:
+        return self._next_offset - 1
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        return self._max_timestamp
+
+    @property
+    def offset_of_max_timestamp(self) -> int:
+        return self._offset_of_max_timestamp
+
+    @property
+    def file(self) -> io.FileIO:
+        return self._file
+
+    def _scan_headers(
+        self, start: int, end: int, *, tolerant: bool = False
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch in [start, end), reading headers only."""
+        position = start
+        while position + RECORD_BATCH_OVERHEAD <= end:
+            raw = os.pread(self._file.fileno(), RECORD_BATCH_OVERHEAD, position)
+            try:
+                header = parse_header(raw) if len(raw) == RECORD_BATCH_OVERHEAD else None
+            except CorruptRecordError:
+                if not tolerant:
+                    raise
+                header = None
+            if header is None or position + header.size_in_bytes > end:
+                return
+            yield position, header
+            position += header.size_in_bytes
+
+    def _index_batch(self, header: BatchHeader, position: int) -> None:
+        """Per-batch bookkeeping shared by append and recover."""
+        assert header.base_offset >= self._next_offset
+        if header.max_timestamp > self._max_timestamp:
+            self._max_timestamp = header.max_timestamp
+            self._offset_of_max_timestamp = header.last_offset
+        if self._bytes_since_index > self.index_interval_bytes and not self.offset_index.is_full:
+            self.offset_index.append(header.last_offset, position)
+            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+            self._bytes_since_index = 0
+        self._bytes_since_index += header.size_in_bytes
+        self._next_offset = header.next_offset
+
+    def append(
+        self, largest_offset: int, batches: memoryview, max_timestamp: int, offset_of_max_timestamp: int
+    ) -> None:
+        """Append whole, validated, stamped batches with one write (no fsync)."""
+        assert len(batches) > 0
+        assert largest_offset - self.base_offset <= INT32_MAX
+        start = self._size
+        self._write_all(batches)
+        position = 0
+        while position < len(batches):
+            header = parse_header(batches, position)
+            self._index_batch(header, start + position)
+            position += header.size_in_bytes
+        assert position == len(batches)
+        assert self._next_offset == largest_offset + 1
+        assert self._max_timestamp >= max_timestamp
+        assert offset_of_max_timestamp <= largest_offset
+
+    def _write_all(self, data: memoryview) -> None:
+        written = 0
+        try:
+            # A regular file takes a whole write unless the disk fails; the loop
+            # still handles a short write, bounded by the data length.
+            while written < len(data):
+                count = os.write(self._file.fileno(), data[written:])
+                assert count > 0
+                written += count
+        except OSError as exc:
+            raise StorageError(exc.errno, f"append to {self.log_path} failed: {exc.strerror}") from exc
+        finally:
+            self._size += written
+
+    def translate_offset(self, offset: int, start_position: int = 0) -> BatchLocation | None:
+        """The first batch whose last offset is >= `offset`, or None."""
+        _, indexed_position = self.offset_index.lookup(offset)
+        for position, header in self._scan_headers(max(start_position, indexed_position), self._size):
+            if header.last_offset >= offset:
+                return BatchLocation(header.base_offset, header.last_offset, position, header.size_in_bytes)
+        return None
+
+    def scan_headers_from(self, offset: int) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of the batch holding `offset` and every later one."""
+        location = self.translate_offset(offset)
+        if location is None:
+            return iter(())
+        return self._scan_headers(location.position, self._size)
+
+    def read_batch(self, position: int, header: BatchHeader) -> RecordBatch:
+        """Load one whole batch (a copy) whose header was found at `position`."""
+        data = os.pread(self._file.fileno(), header.size_in_bytes, position)
+        if len(data) != header.size_in_bytes:
+            raise StorageError(f"{self.log_path}: batch at {position} is cut short")
+        batch = RecordBatch(memoryview(data))
+        assert batch.header == header
+        return batch
+
+    def read(
+        self, start_offset: int, max_size: int, max_position: int | None = None, min_one_batch: bool = True
+    ) -> FileSlice | None:
+        """Whole batches from the one holding `start_offset`, up to max_size bytes
+        (or one batch if min_one_batch) and ending at or before max_position."""
+        assert max_size >= 0
+        location = self.translate_offset(start_offset)
+        limit = self._size if max_position is None else min(max_position, self._size)
+        if location is None or location.position >= limit:
+            return None
+        end = location.position
+        for position, header in self._scan_headers(location.position, limit):
+            batch_end = position + header.size_in_bytes
+            if batch_end - location.position > max_size and not (min_one_batch and end == location.position):
+                break
+            end = batch_end
+        if end == location.position:
+            return None
+        return FileSlice(self._file, location.position, end - location.position)
+
+    def recover(self, max_message_bytes: int, on_batch: Callable[[BatchHeader], None]) -> int:
+        """Rebuild the indexes from the data, validating every batch's CRC.
+
+        Stops at the first torn, oversized, corrupt or out-of-order batch and
+        truncates the file there. Each valid batch's header goes to `on_batch`
+        (epoch cache, producer state). Returns the number of bytes truncated.
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self._next_offset = self.base_offset
+        self._max_timestamp = NO_TIMESTAMP
+        self._offset_of_max_timestamp = self.base_offset
+        self._bytes_since_index = 0
+        file_size = os.fstat(self._file.fileno()).st_size
+        valid_end = 0
+        for position, header in self._scan_headers(0, file_size, tolerant=True):
+            if header.size_in_bytes > max_message_bytes or header.base_offset < self._next_offset:
+                break
+            data = os.pread(self._file.fileno(), header.size_in_bytes, position)
+            if len(data) != header.size_in_bytes or not RecordBatch(memoryview(data)).is_crc_valid():
+                break
+            self._index_batch(header, position)
+            on_batch(header)
+            valid_end = position + header.size_in_bytes
+        truncated = file_size - valid_end
+        if truncated:
+            os.ftruncate(self._file.fileno(), valid_end)
+        self._size = valid_end
+        self.needs_recovery = False
+        assert self._size <= file_size
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove the batch holding `offset` and everything after; bytes removed."""
+        location = self.translate_offset(offset)
+        if location is None:
+            return 0
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        removed = self._size - location.position
+        os.ftruncate(self._file.fileno(), location.position)
+        self._size = location.position
+        self._bytes_since_index = 0
+        self._load_tail_state()
+        assert self._next_offset == location.base_offset or self._size == 0
+        return removed
+
+    def should_roll(self, incoming_size: int, now_ms: int, config: LogConfig, *, max_offset: int) -> bool:
+        if self._size == 0:
+            return False
+        return (
+            self._size > config.segment_bytes - incoming_size
+            or now_ms - self.created_ms > config.segment_ms
+            or self.offset_index.is_full
+            # One slot stays free for the final entry written by seal().
+            or self.time_index.entries >= self.time_index.max_entries - 1
+            or max_offset - self.base_offset > INT32_MAX
+        )
+
+    def seal(self) -> None:
+        """The segment stops being active: record its max timestamp, trim indexes."""
+        if self._size > 0:
+            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def resize_indexes(self, max_bytes: int) -> None:
+        """Make room to append again (the active segment after a reopen)."""
+        self.offset_index.resize(max_bytes)
+        self.time_index.resize(max_bytes)
+
+    def flush(self) -> None:
+        os.fsync(self._file.fileno())
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        self.seal()
+        self.offset_index.close()
+        self.time_index.close()
+        self._file.close()
+
+    def delete(self) -> None:
+        """Unlink the files. The log file object is deliberately left open (see FileSlice)."""
+        self.offset_index.delete()
+        self.time_index.delete()
+        self.log_path.unlink(missing_ok=True)
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base={self.base_offset}, next={self._next_offset}, size={self._size})"

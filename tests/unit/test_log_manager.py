@@ -1,0 +1,77 @@
+import uuid
+
+from replog.log.config import LogConfig
+from replog.log.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from replog.protocol.records import build_batch
+
+CONFIG = LogConfig(segment_bytes=400, segment_index_bytes=4096)
+
+
+def _batch(i=0) -> memoryview:
+    return memoryview(bytearray(build_batch([(None, b"m%d" % i, [], 1000 + i)] * 2)))
+
+
+def _manager(dirs) -> LogManager:
+    return LogManager(dirs, CONFIG, clock_ms=lambda: 10_000)
+
+
+def test_create_spread_and_restart(tmp_path):
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    manager = _manager(dirs)
+    topic_id = uuid.uuid4()
+    logs = [manager.get_or_create_log("orders", p, CONFIG, topic_id) for p in range(4)]
+    assert sorted(log.directory.parent.name for log in logs) == ["d1", "d1", "d2", "d2"]
+    assert manager.get_or_create_log("orders", 0, CONFIG) is logs[0]
+    for i in range(10):
+        logs[0].append_as_leader(_batch(i), leader_epoch=0)
+    logs[0].maybe_increment_high_watermark(16)
+    manager.shutdown()
+    assert all((d / CLEAN_SHUTDOWN_FILE).exists() for d in dirs)
+    assert (logs[0].directory.parent / "replication-offset-checkpoint").read_text().startswith("0\n2\n")
+
+    restarted = _manager(dirs)
+    assert not any((d / CLEAN_SHUTDOWN_FILE).exists() for d in dirs)
+    log = restarted.get_log("orders", 0)
+    assert (log.log_end_offset, log.high_watermark, log.recovery_point) == (20, 16, 20)
+    assert log.topic_id == topic_id
+    assert len(restarted.all_logs()) == 4
+
+
+def test_crash_is_recovered_from_checkpointed_recovery_point(tmp_path):
+    manager = _manager([tmp_path])
+    log = manager.get_or_create_log("t", 0, CONFIG)
+    for i in range(10):
+        log.append_as_leader(_batch(i), leader_epoch=0)
+    log.flush()
+    manager.checkpoint_recovery_points()
+    manager.checkpoint_high_watermarks()
+    active = log.segments[-1]
+    with open(active.log_path, "ab") as f:
+        f.write(b"\x01" * 30)  # torn write, never flushed; no clean marker
+    crashed = _manager([tmp_path])
+    recovered = crashed.get_log("t", 0)
+    assert recovered.log_end_offset == 20
+    assert recovered.segments[-1].size == active.log_path.stat().st_size
+
+
+def test_log_start_offset_checkpoint_and_retention(tmp_path):
+    manager = _manager([tmp_path])
+    log = manager.get_or_create_log("t", 0, LogConfig(segment_bytes=400, retention_ms=1))
+    for i in range(20):
+        log.append_as_leader(_batch(i), leader_epoch=0)
+    log.maybe_increment_high_watermark(40)
+    assert manager.cleanup_retention() > 0
+    start = log.log_start_offset
+    assert start > 0
+    manager.shutdown()
+    assert _manager([tmp_path]).get_log("t", 0).log_start_offset == start
+
+
+def test_delete_log(tmp_path):
+    manager = _manager([tmp_path])
+    log = manager.get_or_create_log("gone", 0, CONFIG)
+    directory = log.directory
+    assert manager.delete_log("gone", 0)
+    assert not directory.exists()
+    assert manager.get_log("gone", 0) is None
+    assert not manager.delete_log("gone", 0)

@@ -1,0 +1,99 @@
+from replog.log.segment import LogSegment
+from replog.protocol.records import build_batch, iter_batches
+
+
+def _segment(tmp_path, base=0, interval=4096) -> LogSegment:
+    return LogSegment(tmp_path, base, index_interval_bytes=interval, max_index_bytes=4096, created_ms=0)
+
+
+def _append(segment, base_offset, count=1, value=b"v" * 50, ts=None):
+    ts = base_offset if ts is None else ts
+    data = bytearray(build_batch([(None, value, [], ts)] * count, base_offset=base_offset))
+    [batch] = iter_batches(data)
+    segment.append(batch.last_offset, memoryview(data), batch.max_timestamp, batch.last_offset)
+    return batch.size_in_bytes
+
+
+def test_file_names(tmp_path):
+    segment = _segment(tmp_path, base=42)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "00000000000000000042.index",
+        "00000000000000000042.log",
+        "00000000000000000042.timeindex",
+    ]
+    assert segment.size == 0
+    assert segment.next_offset == 42
+
+
+def test_append_read_translate(tmp_path):
+    segment = _segment(tmp_path, base=10)
+    sizes = [_append(segment, 10 + 3 * i, count=3) for i in range(5)]
+    assert segment.next_offset == 25
+    assert segment.size == sum(sizes)
+    location = segment.translate_offset(17)
+    assert (location.base_offset, location.last_offset, location.position) == (16, 18, 2 * sizes[0])
+    assert segment.translate_offset(25) is None
+    whole = segment.read(10, 1 << 20)
+    assert whole.position == 0
+    assert whole.length == segment.size
+    two = segment.read(14, 2 * sizes[0] + 5)
+    assert [b.base_offset for b in iter_batches(two.read_bytes())] == [13, 16]
+    one = segment.read(14, 1)  # min_one_batch
+    assert [b.base_offset for b in iter_batches(one.read_bytes())] == [13]
+    assert segment.read(14, 1, min_one_batch=False) is None
+    bounded = segment.read(10, 1 << 20, max_position=3 * sizes[0])
+    assert [b.base_offset for b in iter_batches(bounded.read_bytes())] == [10, 13, 16]
+
+
+def test_index_density(tmp_path):
+    segment = _segment(tmp_path, interval=1000)
+    size = sum(_append(segment, i) for i in range(200))
+    entries = segment.offset_index.entries
+    batch_size = size // 200
+    expected = size // (1000 + batch_size)
+    assert expected - 2 <= entries <= expected + 2
+    for offset in range(200):
+        indexed, position = segment.offset_index.lookup(offset)
+        assert indexed <= offset or indexed == 0
+        assert segment.translate_offset(offset).position == offset * batch_size
+        assert position <= offset * batch_size
+
+
+def test_truncate_and_reopen(tmp_path):
+    segment = _segment(tmp_path, interval=100)
+    batch_size = _append(segment, 0, count=2)
+    for i in range(1, 30):
+        _append(segment, 2 * i, count=2, ts=1000 + i)
+    removed = segment.truncate_to(21)  # mid-batch: the whole batch 20-21 goes
+    assert removed == 20 * batch_size
+    assert segment.next_offset == 20
+    assert segment.max_timestamp_so_far == 1009
+    _append(segment, 20, count=2, ts=5000)
+    segment.close()
+    reopened = _segment(tmp_path, interval=100)
+    assert not reopened.needs_recovery
+    assert reopened.next_offset == 22
+    assert reopened.max_timestamp_so_far == 5000
+    assert reopened.size == 11 * batch_size
+
+
+def test_should_roll(tmp_path):
+    from replog.log.config import LogConfig
+
+    segment = _segment(tmp_path)
+    config = LogConfig(segment_bytes=1000, segment_ms=100)
+    assert not segment.should_roll(5000, 10**9, config, max_offset=0)  # never roll an empty segment
+    size = _append(segment, 0)
+    assert not segment.should_roll(1000 - size, 50, config, max_offset=1)
+    assert segment.should_roll(1001 - size, 50, config, max_offset=1)
+    assert segment.should_roll(1, 101, config, max_offset=1)
+    assert segment.should_roll(1, 50, config, max_offset=2**31)
+
+
+def test_deleted_segment_slice_still_readable(tmp_path):
+    segment = _segment(tmp_path)
+    _append(segment, 0)
+    file_slice = segment.read(0, 1 << 20)
+    segment.delete()
+    assert not (tmp_path / "00000000000000000000.log").exists()
+    assert [b.base_offset for b in iter_batches(file_slice.read_bytes())] == [0]
