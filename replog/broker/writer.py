@@ -48,8 +48,10 @@ class SocketWriter:
         if self._closed:
             return
         for part in parts:
-            self._queue.append(part)
-            self.buffered_bytes += _length(part)
+            length = _length(part)
+            if length:  # an empty part would never be consumed by a send
+                self._queue.append(part)
+                self.buffered_bytes += length
         if not self._waiting_writable:
             self._flush()
 
@@ -89,14 +91,13 @@ class SocketWriter:
             return False
         self.buffered_bytes -= sent
         complete = sent == sum(len(p) for p in run)
-        while sent:
-            head = self._queue[0]
-            if sent >= len(head):
-                sent -= len(head)
-                self._queue.popleft()
-            else:
-                self._queue[0] = memoryview(head)[sent:]
-                sent = 0
+        for _ in range(len(run)):
+            head_length = len(self._queue[0])
+            if sent < head_length:
+                self._queue[0] = memoryview(self._queue[0])[sent:]
+                break
+            sent -= head_length
+            self._queue.popleft()
         return complete
 
     def _send_slice(self, file_slice) -> bool:

@@ -39,7 +39,8 @@ def decode_response(api_key: int, version: int, buf: memoryview | bytes, offset:
     return _decode(response_type(api_key, version), buf, offset)
 
 
-def _decode(cls: type, buf: memoryview | bytes, offset: int) -> Any:
+def _decode(cls: type, buf: memoryview | bytes | bytearray, offset: int) -> Any:
+    buf = memoryview(buf).toreadonly()  # kio's native reader refuses writable buffers; this is a view
     try:
         entity, size = entity_reader(cls)(buf, offset)
     except (KioDecodeError, ValueError, OverflowError) as e:

@@ -75,18 +75,18 @@ def read_all(broker, params: FetchParams) -> tuple[list[FetchPartitionResult], i
             p.topic, p.partition, p.fetch_offset, current_leader_epoch=p.current_leader_epoch,
             max_bytes=max(0, min(budget, p.max_bytes)), from_follower=params.from_follower,
             min_one_batch=total == 0)
+        file_slice = read.result.slice if read.result is not None else None
+        # Kafka sends an empty record set, never null: librdkafka rejects a null one as malformed.
         result = FetchPartitionResult(p.partition, read.error_code, read.high_watermark, read.high_watermark,
-                                      read.log_start_offset)
-        if read.result is not None:
-            result.records = read.result.slice
-            total += read.result.slice.length if read.result.slice is not None else 0
+                                      read.log_start_offset, records=file_slice if file_slice is not None else b"")
+        total += file_slice.length if file_slice is not None else 0
         has_error = has_error or read.error_code != ErrorCode.none
         results.append(result)
     return results, total, has_error
 
 
 def _all_errors(params: FetchParams, code: ErrorCode) -> list[FetchPartitionResult]:
-    return [FetchPartitionResult(p.partition, code) for p in params.partitions]
+    return [FetchPartitionResult(p.partition, code, records=b"") for p in params.partitions]
 
 
 def _encode(version: int, params: FetchParams, results: list[FetchPartitionResult]) -> list:

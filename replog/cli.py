@@ -1,0 +1,267 @@
+"""The `replog` command line: broker, topics, produce, consume and log tools, with Kafka's flag names."""
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+
+from .client.admin import Admin, NewTopic, TopicDescription
+from .client.consumer import Consumer
+from .client.errors import KafkaError
+from .client.producer import Producer
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+MAX_LINE_BYTES = 16 * 1024 * 1024  # one stdin line becomes one record; bound it like a max message size
+
+
+def _properties(pairs: Sequence[str] | None) -> dict[str, str]:
+    out = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"expected key=value, got {pair!r}")
+        out[key.strip()] = value
+    return out
+
+
+def _flag(props: dict[str, str], name: str) -> bool:
+    return props.get(name, "false").lower() == "true"
+
+
+# broker
+
+
+def cmd_broker_start(args: argparse.Namespace) -> int:
+    from .broker.server import run_broker  # imported lazily: client commands should not load the broker
+
+    return run_broker(args.config, args.override or [])
+
+
+# topics
+
+
+async def _topics(args: argparse.Namespace) -> int:
+    async with Admin(args.bootstrap_server) as admin:
+        if args.action == "create":
+            _require(args.topic, "--topic")
+            configs = _properties(args.config)
+            topic = NewTopic(args.topic, args.partitions, args.replication_factor, configs)
+            await admin.create_topics([topic])
+            print(f"Created topic {args.topic}.")
+        elif args.action == "delete":
+            _require(args.topic, "--topic")
+            await admin.delete_topics([args.topic])
+            print(f"Deleted topic {args.topic}.")
+        elif args.action == "list":
+            for name in await admin.list_topics():
+                print(name)
+        else:
+            described = await admin.describe_topics(None if args.topic is None else [args.topic])
+            for description in described.values():
+                print(_format_description(description, args))
+    return EXIT_OK
+
+
+def _require(value: object, flag: str) -> None:
+    if value is None:
+        raise ValueError(f"{flag} is required")
+
+
+def _format_description(d: TopicDescription, args: argparse.Namespace) -> str:
+    replication = len(d.partitions[0].replicas) if d.partitions else 0
+    lines = [f"Topic: {d.name}\tPartitionCount: {len(d.partitions)}\tReplicationFactor: {replication}"]
+    for p in d.partitions:
+        if args.under_replicated_partitions and not p.under_replicated:
+            continue
+        if args.unavailable_partitions and not p.unavailable:
+            continue
+        lines.append(
+            f"\tTopic: {d.name}\tPartition: {p.partition}\tLeader: {p.leader if p.leader >= 0 else 'none'}"
+            f"\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}\tOffline: {_ids(p.offline)}"
+        )
+    return "\n".join(lines)
+
+
+def _ids(ids: Sequence[int]) -> str:
+    return ",".join(str(i) for i in ids)
+
+
+# produce
+
+
+async def _produce(args: argparse.Namespace) -> int:
+    props = _properties(args.property)
+    parse_key = _flag(props, "parse.key")
+    separator = props.get("key.separator", "\t").encode()
+    producer = Producer(args.bootstrap_server, acks=args.acks, compression=args.compression_type)
+    deliveries = []
+    try:
+        for line in iter(lambda: sys.stdin.buffer.readline(MAX_LINE_BYTES), b""):
+            value = line.rstrip(b"\r\n")
+            key = None
+            if parse_key:
+                key, sep, value = value.partition(separator)
+                if not sep:
+                    raise ValueError(f"line without key separator {separator!r}: {line[:80]!r}")
+            deliveries.append(await producer.send(args.topic, value, key=key))
+        await producer.flush()
+    finally:
+        await producer.close()
+    failures = [d.exception() for d in deliveries if d.done() and not d.cancelled() and d.exception()]
+    if failures:
+        print(f"error: {len(failures)} of {len(deliveries)} records failed: {failures[0]}", file=sys.stderr)
+        return EXIT_ERROR
+    return EXIT_OK
+
+
+# consume
+
+
+async def _consume(args: argparse.Namespace) -> int:
+    props = _properties(args.property)
+    print_key = _flag(props, "print.key")
+    separator = props.get("key.separator", "\t").encode()
+    async with Consumer(args.bootstrap_server) as consumer:
+        await _assign(consumer, args)
+        printed = 0
+        out = sys.stdout.buffer
+        loop = asyncio.get_running_loop()
+        idle_since = loop.time()
+        while args.max_messages is None or printed < args.max_messages:
+            wait_ms = 1000 if args.timeout_ms is None else max(1, min(1000, args.timeout_ms))
+            fetched = await consumer.getmany(wait_ms)
+            for records in fetched.values():
+                for r in records[: None if args.max_messages is None else args.max_messages - printed]:
+                    value = r.value if r.value is not None else b"null"
+                    out.write((r.key or b"null") + separator + value + b"\n" if print_key else value + b"\n")
+                    printed += 1
+            out.flush()
+            if fetched:
+                idle_since = loop.time()
+            elif args.timeout_ms is not None and (loop.time() - idle_since) * 1000 >= args.timeout_ms:
+                break
+    print(f"Processed a total of {printed} messages", file=sys.stderr)
+    return EXIT_OK
+
+
+async def _assign(consumer: Consumer, args: argparse.Namespace) -> None:
+    if args.offset is not None and args.partition is None:
+        raise ValueError("--offset needs --partition")
+    partitions = await consumer.cluster.partitions_for(args.topic)
+    if args.partition is not None:
+        if args.partition not in partitions:
+            raise ValueError(f"topic {args.topic} has no partition {args.partition}")
+        partitions = [args.partition]
+    tps = [(args.topic, p) for p in partitions]
+    consumer.assign(tps)
+    if args.offset in (None, "latest"):
+        if args.from_beginning:
+            consumer.seek_to_beginning(*tps)
+        else:
+            consumer.seek_to_end(*tps)
+    elif args.offset == "earliest":
+        consumer.seek_to_beginning(*tps)
+    else:
+        consumer.seek(tps[0], args.offset)
+
+
+# log
+
+
+def cmd_log_dump(args: argparse.Namespace) -> int:
+    from .log.dump import dump_log_file, format_dump  # imported lazily: only this command needs it
+
+    print(format_dump(dump_log_file(args.path)))
+    return EXIT_OK
+
+
+# parser and entry point
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="replog", description="replog: a Kafka-compatible replicated log")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    broker = commands.add_parser("broker", help="run a broker").add_subparsers(
+        dest="broker_command", required=True
+    )
+    start = broker.add_parser("start", help="start a broker in the foreground")
+    start.add_argument("--config", help="broker properties file")
+    start.add_argument("--override", action="append", metavar="KEY=VALUE", help="override a config entry")
+    start.set_defaults(func=cmd_broker_start)
+
+    topics = commands.add_parser("topics", help="create, delete, list or describe topics")
+    topics.add_argument("action", choices=["create", "delete", "list", "describe"])
+    _bootstrap(topics)
+    topics.add_argument("--topic")
+    topics.add_argument("--partitions", type=int, default=1)
+    topics.add_argument("--replication-factor", type=int, default=1)
+    topics.add_argument("--config", action="append", metavar="KEY=VALUE", help="topic config entry")
+    topics.add_argument("--under-replicated-partitions", action="store_true")
+    topics.add_argument("--unavailable-partitions", action="store_true")
+    topics.set_defaults(func=lambda a: asyncio.run(_topics(a)))
+
+    produce = commands.add_parser("produce", help="produce lines from stdin, one record per line")
+    produce.add_argument("topic")
+    _bootstrap(produce)
+    produce.add_argument("--acks", default="all", choices=["all", "-1", "0", "1"])
+    produce.add_argument(
+        "--compression-type", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"]
+    )
+    produce.add_argument("--property", action="append", metavar="KEY=VALUE", help="parse.key, key.separator")
+    produce.set_defaults(func=lambda a: asyncio.run(_produce(a)))
+
+    consume = commands.add_parser("consume", help="print record values, one per line")
+    consume.add_argument("topic")
+    _bootstrap(consume)
+    consume.add_argument("--from-beginning", action="store_true")
+    consume.add_argument("--max-messages", type=int)
+    consume.add_argument("--partition", type=int)
+    consume.add_argument(
+        "--offset", type=_offset_arg, help="an offset, earliest or latest (needs --partition)"
+    )
+    consume.add_argument("--timeout-ms", type=int, help="exit after this long without a message")
+    consume.add_argument("--property", action="append", metavar="KEY=VALUE", help="print.key, key.separator")
+    consume.set_defaults(func=lambda a: asyncio.run(_consume(a)))
+
+    log = commands.add_parser("log", help="inspect log files").add_subparsers(
+        dest="log_command", required=True
+    )
+    dump = log.add_parser("dump", help="print the batches of a segment or index file")
+    dump.add_argument("path")
+    dump.set_defaults(func=cmd_log_dump)
+    return parser
+
+
+def _bootstrap(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,HOST:PORT...]")
+
+
+def _offset_arg(text: str) -> str | int:
+    if text in ("earliest", "latest"):
+        return text
+    offset = int(text)
+    if offset < 0:
+        raise argparse.ArgumentTypeError("offset must be >= 0, earliest or latest")
+    return offset
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KafkaError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(e, ValueError) else EXIT_ERROR
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""replog's bundled Kafka client: async Producer, Consumer and Admin, plus blocking wrappers."""
+
+from .admin import Admin, NewTopic, PartitionDescription, TopicDescription
+from .cluster import BrokerInfo, Cluster, PartitionInfo
+from .connection import Connection
+from .consumer import Consumer, ConsumerRecord, OffsetAndTimestamp
+from .errors import KafkaError
+from .producer import Producer, RecordMetadata, murmur2, partition_for_key
+from .sync import SyncAdmin, SyncConsumer, SyncProducer
+
+__all__ = [
+    "Admin",
+    "BrokerInfo",
+    "Cluster",
+    "Connection",
+    "Consumer",
+    "ConsumerRecord",
+    "KafkaError",
+    "NewTopic",
+    "OffsetAndTimestamp",
+    "PartitionDescription",
+    "PartitionInfo",
+    "Producer",
+    "RecordMetadata",
+    "SyncAdmin",
+    "SyncConsumer",
+    "SyncProducer",
+    "TopicDescription",
+    "murmur2",
+    "partition_for_key",
+]
