@@ -197,7 +197,12 @@ def _lz4_available() -> bool:
     return True
 
 
+def _exit_on_sigterm(signum, frame) -> None:
+    raise SystemExit(128 + signum)  # unwinds through the finally that stops the broker
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     with tempfile.TemporaryDirectory(prefix="replog-demo-") as tmp:
         broker = BrokerProcess(Path(tmp) / "logs")
         print(f"starting broker on {broker.bootstrap} (logs in {tmp})")

@@ -52,7 +52,8 @@ class BrokerConnection(asyncio.BufferedProtocol):
     def connection_made(self, transport) -> None:
         self._transport = transport
         sock = transport.get_extra_info("socket")
-        self.peer = "%s:%s" % (transport.get_extra_info("peername") or ("?", "?"))[:2]
+        host, port = (transport.get_extra_info("peername") or ("?", "?"))[:2]
+        self.peer = f"{host}:{port}"
         self._writer = SocketWriter(
             asyncio.get_running_loop(), sock.fileno(), use_sendfile=self._use_sendfile,
             on_error=self._on_write_error, on_drained=self._maybe_resume_reading,

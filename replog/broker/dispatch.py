@@ -14,7 +14,12 @@ from typing import Any
 from replog.protocol.apis import SUPPORTED_APIS, ApiKey, response_header_version
 from replog.protocol.fetch import RecordsPart, part_length
 from replog.protocol.frames import size_prefix
-from replog.protocol.headers import RequestHeader, decode_request_header, encode_response_header, peek_request_ids
+from replog.protocol.headers import (
+    RequestHeader,
+    decode_request_header,
+    encode_response_header,
+    peek_request_ids,
+)
 from replog.protocol.primitives import DecodeError
 
 log = logging.getLogger(__name__)

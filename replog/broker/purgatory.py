@@ -17,7 +17,7 @@ class DelayedOperation:
         self.completed = False
         self.keys: tuple[Hashable, ...] = ()
         self._timer: asyncio.TimerHandle | None = None
-        self._purgatory: "Purgatory | None" = None
+        self._purgatory: Purgatory | None = None
 
     def try_complete(self) -> bool:
         """Check the completion condition; if it holds, call force_complete and return True."""

@@ -311,7 +311,8 @@ class Producer:
         self._partitions: dict[TopicPartition, PartitionState] = {}
         self._sticky: dict[str, int] = {}
         self._sender: asyncio.Task | None = None
-        self._wakeup = asyncio.Event()
+        self._wake_requested = False
+        self._wake_future: asyncio.Future | None = None  # what the idle sender awaits
         self._space = asyncio.Event()  # set whenever buffered bytes drop, to wake blocked senders
         self._flushes = 0
         self._closing = False
@@ -383,9 +384,9 @@ class Producer:
         if batch.size >= self._accumulator.batch_size:
             if key is None:
                 self._sticky.pop(topic, None)  # a full batch moves keyless records to another partition
-            self._wakeup.set()
+            self._wake()
         elif len(batch.records) == 1:
-            self._wakeup.set()  # the sender must learn about the new batch's linger deadline
+            self._wake()  # the sender must learn about the new batch's linger deadline
         return future
 
     def _choose_partition(self, topic: str, key: bytes | None, partitions: list[int]) -> int:
@@ -418,7 +419,7 @@ class Producer:
             return
         self._flushes += 1
         try:
-            self._wakeup.set()
+            self._wake()
             pending = self._pending_batches()
             loop = asyncio.get_running_loop()
             for batch in pending:
@@ -468,7 +469,7 @@ class Producer:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            self._wakeup.clear()
+            self._wake_requested = False
             now = loop.time()
             self._expire(now)
             by_leader, wake_at = self._collect(now)
@@ -476,11 +477,26 @@ class Producer:
                 task = asyncio.ensure_future(self._send_to(node, batches))
                 self._requests.add(task)
                 task.add_done_callback(self._requests.discard)
-            timeout = min(MAX_SENDER_SLEEP_S, max(0.0, wake_at - now))
-            try:
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
-            except TimeoutError:
-                pass
+            await self._sleep(min(MAX_SENDER_SLEEP_S, max(0.0, wake_at - now)))
+
+    async def _sleep(self, timeout: float) -> None:
+        """Idle until _wake() or the timeout; a wake requested during the round is not lost."""
+        if self._wake_requested or timeout <= 0:
+            await asyncio.sleep(0)
+            return
+        loop = asyncio.get_running_loop()
+        self._wake_future = loop.create_future()
+        timer = loop.call_later(timeout, self._wake)
+        try:
+            await self._wake_future
+        finally:
+            timer.cancel()
+            self._wake_future = None
+
+    def _wake(self) -> None:
+        self._wake_requested = True
+        if self._wake_future is not None and not self._wake_future.done():
+            self._wake_future.set_result(None)
 
     def _collect(self, now: float) -> tuple[dict[int, list[ProducerBatch]], float]:
         """Pick at most one batch per sendable partition, grouped by leader; also when to look again."""
@@ -558,7 +574,7 @@ class Producer:
                 else:
                     self._on_error(batch, code, message, now)
         finally:
-            self._wakeup.set()
+            self._wake()
 
     async def _produce(
         self, node: int, batches: list[ProducerBatch]
@@ -651,4 +667,4 @@ class Producer:
         except KafkaError:
             pass  # the sender will ask again; refreshes are spaced by retry_backoff_ms
         finally:
-            self._wakeup.set()
+            self._wake()

@@ -434,6 +434,18 @@ class PartitionLog:
                     return found
         return None
 
+    def offset_of_max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record carrying the log's largest timestamp (KIP-734)."""
+        best: LogSegment | None = None
+        for segment in self._segments.values():
+            if segment.max_timestamp_so_far < 0:
+                continue
+            if best is None or segment.max_timestamp_so_far > best.max_timestamp_so_far:
+                best = segment
+        if best is None:
+            return None
+        return self._find_by_timestamp(best, best.max_timestamp_so_far)
+
     def _find_by_timestamp(self, segment: LogSegment, timestamp: int) -> tuple[int, int] | None:
         # Entries with a timestamp strictly below the target bound every record
         # before their offset, so the scan can start there.

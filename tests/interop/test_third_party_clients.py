@@ -27,8 +27,8 @@ def assert_read_back_exactly(acked: list[tuple[int, int, bytes]], read: list[tup
 
 
 def create_topic(broker, name: str, partitions: int) -> None:
-    from replog.client.sync import SyncAdmin
     from replog.client.admin import NewTopic
+    from replog.client.sync import SyncAdmin
 
     admin = SyncAdmin(broker.bootstrap)
     try:

@@ -13,14 +13,14 @@ def record(i: int, size: int = 100):
 
 
 def future() -> asyncio.Future:
-    return asyncio.get_event_loop_policy().get_event_loop().create_future()
+    return asyncio.get_running_loop().create_future()
 
 
 def fill(acc: RecordAccumulator, n: int, now: float = 0.0, tp=TP, size: int = 100):
     return [acc.append(tp, record(i, size), future(), now) for i in range(n)]
 
 
-def test_batches_close_by_size():
+async def test_batches_close_by_size():
     per_record = record_size(record(0))
     acc = RecordAccumulator(
         batch_size=RECORD_BATCH_OVERHEAD + 10 * per_record, linger_ms=1000, delivery_timeout_ms=5000
@@ -33,7 +33,7 @@ def test_batches_close_by_size():
     assert len(acc.drain(TP).records) == 10
 
 
-def test_single_batch_waits_for_linger():
+async def test_single_batch_waits_for_linger():
     acc = RecordAccumulator(batch_size=16384, linger_ms=5, delivery_timeout_ms=5000)
     fill(acc, 3, now=10.0)
     assert acc.ready(now=10.004, flush=False) == ([], 10.005)
@@ -41,14 +41,14 @@ def test_single_batch_waits_for_linger():
     assert acc.ready(now=10.0, flush=True)[0] == [TP]
 
 
-def test_oversized_record_gets_its_own_batch():
+async def test_oversized_record_gets_its_own_batch():
     acc = RecordAccumulator(batch_size=200, linger_ms=0, delivery_timeout_ms=5000)
     big = fill(acc, 2, size=1000)
     assert big[0] is not big[1]
     assert all(len(b.records) == 1 for b in big)
 
 
-def test_partitions_batch_independently_and_drain_empties_queue():
+async def test_partitions_batch_independently_and_drain_empties_queue():
     acc = RecordAccumulator(batch_size=16384, linger_ms=0, delivery_timeout_ms=5000)
     fill(acc, 3, tp=("t", 0))
     fill(acc, 2, tp=("t", 1))
@@ -59,7 +59,7 @@ def test_partitions_batch_independently_and_drain_empties_queue():
     assert acc.ready(now=0.0, flush=False)[0] == [("t", 0)]
 
 
-def test_buffered_bytes_released_on_completion():
+async def test_buffered_bytes_released_on_completion():
     acc = RecordAccumulator(batch_size=16384, linger_ms=0, delivery_timeout_ms=5000)
     fill(acc, 4)
     assert acc.buffered_bytes == 4 * record_size(record(0))
@@ -69,7 +69,7 @@ def test_buffered_bytes_released_on_completion():
     assert acc.buffered_bytes == 0
 
 
-def test_expired_batches_are_removed():
+async def test_expired_batches_are_removed():
     acc = RecordAccumulator(batch_size=16384, linger_ms=10_000, delivery_timeout_ms=100)
     fill(acc, 2, now=0.0)
     assert acc.expired(now=0.05) == []
@@ -78,7 +78,7 @@ def test_expired_batches_are_removed():
     assert len(acc) == 0
 
 
-def test_drained_batch_encodes_once_to_what_was_appended():
+async def test_drained_batch_encodes_once_to_what_was_appended():
     acc = RecordAccumulator(batch_size=16384, linger_ms=0, delivery_timeout_ms=5000)
     fill(acc, 5)
     batch = acc.drain(TP)

@@ -329,3 +329,15 @@ def test_model_property(tmp_path_factory, ops):
             result = log.read(got[-1][1] + 1, max_bytes=1 << 20, upper_bound=log.log_end_offset)
         assert got == model
         assert all(s.base_offset < s.next_offset for s in list(log.segments)[:-1])
+
+
+def test_offset_of_max_timestamp_finds_the_exact_record(tmp_path):
+    log = _open(tmp_path / "t-0")
+    records = [(None, b"a", [], 1000), (None, b"b", [], 5000), (None, b"c", [], 3000)]
+    log.append_as_leader(memoryview(bytearray(build_batch(records))), leader_epoch=0)
+    log.append_as_leader(_batch(count=2, ts=2000), leader_epoch=0)
+    assert log.offset_of_max_timestamp() == (1, 5000)
+
+
+def test_offset_of_max_timestamp_of_an_empty_log(tmp_path):
+    assert _open(tmp_path / "t-0").offset_of_max_timestamp() is None

@@ -12,7 +12,12 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from replog.protocol.apis import ApiKey
-from replog.protocol.fetch import FetchPartitionResult, FetchResponseData, FetchTopicResult, encode_fetch_response
+from replog.protocol.fetch import (
+    FetchPartitionResult,
+    FetchResponseData,
+    FetchTopicResult,
+    encode_fetch_response,
+)
 from replog.protocol.messages import decode_request, millis
 
 from ..purgatory import DelayedOperation
@@ -57,7 +62,7 @@ def handle(ctx, broker):
     )
     if params.from_follower:
         # Replication arrives with the replication data plane; until then no broker may fetch as a replica.
-        return [_encode(ctx.api_version, params, _all_errors(params, ErrorCode.cluster_authorization_failed))]
+        return _encode(ctx.api_version, params, _all_errors(params, ErrorCode.cluster_authorization_failed))
     results, readable_bytes, has_error = read_all(broker, params)
     if params.max_wait_ms <= 0 or not params.partitions or readable_bytes >= params.min_bytes or has_error:
         return _encode(ctx.api_version, params, results)

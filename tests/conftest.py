@@ -1,4 +1,4 @@
-"""A real broker process per test: a free port on 127.0.0.1, a tmp_path log dir, always stopped."""
+"""Fixtures shared by the integration and interop suites."""
 
 import pytest
 
@@ -7,7 +7,7 @@ from replog.demo import BrokerProcess
 
 @pytest.fixture
 def broker(tmp_path):
-    """Yields a started BrokerProcess (.bootstrap, .port, .log_dir, .proc, .stop(), .kill(), .restart())."""
+    """A real broker process on a free 127.0.0.1 port with a tmp_path log dir; always stopped."""
     process = BrokerProcess(tmp_path / "logs", output=tmp_path / "broker.out")
     process.start()
     try:
