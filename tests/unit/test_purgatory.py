@@ -45,7 +45,11 @@ async def test_expires_after_timeout():
     purgatory = Purgatory("p", 10)
     op = Counter(20, 99, {"value": 0})
     assert not purgatory.try_complete_else_watch(op, ["k"])
-    await asyncio.sleep(0.1)
+    async def until_expired():
+        while not op.expired:
+            await asyncio.sleep(0.005)
+
+    await asyncio.wait_for(until_expired(), 2)
     assert op.expired and op.completions == 1
     assert purgatory.size == 0 and purgatory.expired_total == 1
 
