@@ -9,11 +9,20 @@ class ApiKey(enum.IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    LEADER_AND_ISR = 4
+    STOP_REPLICA = 5
+    UPDATE_METADATA = 6
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    SASL_AUTHENTICATE = 36
+    ALTER_PARTITION = 56
+
+
+NEVER_FLEXIBLE = 99  # first_flexible_version of an API whose JSON says "flexibleVersions": "none"
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +40,8 @@ class ApiSpec:
 
 
 # Version floors follow the contract; every client we test negotiates within them.
+# The controller-to-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata) have one version each, since only
+# replog's own controller sends them; their codecs are in control.py (kio has no schemas for them).
 SUPPORTED_APIS: dict[int, ApiSpec] = {
     spec.key: spec
     for spec in (
@@ -43,6 +54,12 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.DELETE_TOPICS, 1, 6, 4),
         ApiSpec(ApiKey.INIT_PRODUCER_ID, 0, 4, 2),
         ApiSpec(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, 4),
+        ApiSpec(ApiKey.LEADER_AND_ISR, 7, 7, 4),
+        ApiSpec(ApiKey.STOP_REPLICA, 4, 4, 2),
+        ApiSpec(ApiKey.UPDATE_METADATA, 8, 8, 6),
+        ApiSpec(ApiKey.SASL_HANDSHAKE, 0, 1, NEVER_FLEXIBLE),  # "flexibleVersions": "none"
+        ApiSpec(ApiKey.SASL_AUTHENTICATE, 0, 2, 2),
+        ApiSpec(ApiKey.ALTER_PARTITION, 2, 3, 0),
     )
 }
 
