@@ -4,10 +4,18 @@ An operation completes exactly once: by its condition (try_complete), by force, 
 event-driven: whoever changes a partition (append, high-watermark move, leadership change) calls
 check_and_complete(key) for it. Kafka's try / watch / try-again dance is not needed on one event loop:
 try_complete_else_watch runs without suspending, so no wake-up can slip in between.
+
+Expirations live in one bounded DeadlineQueue per purgatory, served by one event-loop timer armed for the
+earliest deadline, instead of one loop timer per operation.
 """
 
 import asyncio
-from collections.abc import Hashable, Iterable
+import logging
+from collections.abc import Callable, Hashable, Iterable
+
+from .timer import DeadlineEntry, DeadlineQueue
+
+log = logging.getLogger(__name__)
 
 
 class DelayedOperation:
@@ -16,7 +24,7 @@ class DelayedOperation:
         self.timeout_ms = timeout_ms
         self.completed = False
         self.keys: tuple[Hashable, ...] = ()
-        self._timer: asyncio.TimerHandle | None = None
+        self._expiration: DeadlineEntry | None = None
         self._purgatory: Purgatory | None = None
 
     def try_complete(self) -> bool:
@@ -34,27 +42,28 @@ class DelayedOperation:
         if self.completed:
             return False
         self.completed = True
-        if self._timer is not None:
-            self._timer.cancel()
         if self._purgatory is not None:
             self._purgatory._unwatch(self)
         self.on_complete()
         return True
 
-    def _expire(self) -> None:
-        self._timer = None
-        if not self.completed:
-            self.on_expiration()
-            self.force_complete()
+
+def _loop_clock_ms() -> int:
+    return int(asyncio.get_running_loop().time() * 1000)
 
 
 class Purgatory:
-    def __init__(self, name: str, max_size: int) -> None:
+    def __init__(self, name: str, max_size: int, *, clock_ms: Callable[[], int] = _loop_clock_ms) -> None:
         assert max_size > 0
         self.name = name
         self.max_size = max_size
+        self._clock_ms = clock_ms
         self._watchers: dict[Hashable, set[DelayedOperation]] = {}
         self._count = 0
+        self._expirations = DeadlineQueue(max_size)
+        # The one loop timer: armed while any operation waits, never later than the earliest deadline.
+        self._wakeup: asyncio.TimerHandle | None = None
+        self._wakeup_deadline_ms: int | None = None
         self.expired_total = 0
 
     @property
@@ -71,12 +80,14 @@ class Purgatory:
             # Full: answer now with what there is rather than grow without bound.
             op.force_complete()
             return True
+        op._expiration = self._expirations.add(self._clock_ms() + op.timeout_ms, op)
         op.keys = tuple(keys)
         op._purgatory = self
         for key in op.keys:
             self._watchers.setdefault(key, set()).add(op)
         self._count += 1
-        op._timer = asyncio.get_running_loop().call_later(op.timeout_ms / 1000, self._on_timeout, op)
+        self._check_counts()
+        self._arm()
         return False
 
     def check_and_complete(self, key: Hashable) -> int:
@@ -87,15 +98,54 @@ class Purgatory:
         return sum(1 for op in list(watchers) if not op.completed and op.try_complete())
 
     def complete_all(self) -> None:
-        """Shutdown: answer everything that is waiting."""
-        for watchers in list(self._watchers.values()):
-            for op in list(watchers):
-                op.force_complete()
+        """Shutdown: answer everything that is waiting; this also cancels the loop timer."""
+        for op in self._expirations.live_items():
+            op.force_complete()
+        assert self._count == 0 and not self._expirations and self._wakeup is None
 
-    def _on_timeout(self, op: DelayedOperation) -> None:
-        if not op.completed:
+    def _arm(self) -> None:
+        # Re-arm only when the earliest deadline moved earlier. When it moves later (the earliest operation
+        # completed), the old timer firing early costs one empty wake-up, less than re-arming on every
+        # early completion.
+        deadline_ms = self._expirations.next_deadline()
+        if deadline_ms is None:
+            return
+        if self._wakeup_deadline_ms is not None and self._wakeup_deadline_ms <= deadline_ms:
+            return
+        self._disarm()
+        delay_ms = max(0, deadline_ms - self._clock_ms())
+        self._wakeup = asyncio.get_running_loop().call_later(delay_ms / 1000, self._on_wakeup)
+        self._wakeup_deadline_ms = deadline_ms
+
+    def _disarm(self) -> None:
+        if self._wakeup is not None:
+            self._wakeup.cancel()
+        self._wakeup = None
+        self._wakeup_deadline_ms = None
+
+    def _on_wakeup(self) -> None:
+        # The loop may run a timer a little before its clock reads the deadline it was armed for; that
+        # deadline has come all the same, or the timer would re-arm for it and spin.
+        assert self._wakeup_deadline_ms is not None
+        now_ms = max(self._clock_ms(), self._wakeup_deadline_ms)
+        self._wakeup = None
+        self._wakeup_deadline_ms = None
+        for op in self._expirations.pop_expired(now_ms):
+            # An earlier expiry's on_complete may have completed this one already.
+            if op.completed:
+                continue
             self.expired_total += 1
-        op._expire()
+            try:
+                try:
+                    op.on_expiration()
+                finally:
+                    op.force_complete()
+            except Exception:
+                # One failing operation must not leave the rest of the batch unanswered.
+                log.exception("%s purgatory: expiring %r failed", self.name, op)
+        # Every popped operation is now complete, so each waiting operation has its expiration again.
+        assert len(self._expirations) == self._count
+        self._arm()
 
     def _unwatch(self, op: DelayedOperation) -> None:
         for key in op.keys:
@@ -106,3 +156,14 @@ class Purgatory:
                     del self._watchers[key]
         self._count -= 1
         assert self._count >= 0
+        # Completed early: drop its expiration. Expired: pop_expired already removed it.
+        self._expirations.cancel(op._expiration)
+        op._expiration = None
+        self._check_counts()
+        if not self._expirations:
+            self._disarm()
+
+    def _check_counts(self) -> None:
+        # Every waiting operation has one live expiration, except those an expiry batch has popped and not
+        # yet completed; hence <=, and == once a batch is done (_on_wakeup).
+        assert 0 <= len(self._expirations) <= self._count <= self.max_size

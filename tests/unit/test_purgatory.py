@@ -1,13 +1,15 @@
 import asyncio
+import logging
 
 from replog.broker.purgatory import DelayedOperation, Purgatory
 
 
 class Counter(DelayedOperation):
-    def __init__(self, timeout_ms: int, threshold: int, source: dict) -> None:
+    def __init__(self, timeout_ms: int, threshold: int, source: dict, expiry_log: list | None = None) -> None:
         super().__init__(timeout_ms)
         self.threshold = threshold
         self.source = source
+        self.expiry_log = expiry_log
         self.completions = 0
         self.expired = False
 
@@ -19,6 +21,54 @@ class Counter(DelayedOperation):
 
     def on_expiration(self) -> None:
         self.expired = True
+        if self.expiry_log is not None:
+            self.expiry_log.append(self)
+
+
+def never(timeout_ms: int, expiry_log: list | None = None) -> Counter:
+    """An operation whose condition never holds: only expiry or force completes it."""
+    return Counter(timeout_ms, 1, {"value": 0}, expiry_log)
+
+
+async def until(condition, timeout_s: float = 2.0) -> None:
+    """Wait for condition() to hold, failing after timeout_s rather than sleeping a guessed time."""
+    async def poll():
+        while not condition():
+            await asyncio.sleep(0.001)
+
+    await asyncio.wait_for(poll(), timeout_s)
+
+
+class LoopTimerSpy:
+    """Counts the event-loop timers a purgatory has armed and that have neither fired nor been cancelled."""
+
+    def __init__(self, monkeypatch, purgatory: Purgatory) -> None:
+        loop = asyncio.get_running_loop()
+        self._purgatory = purgatory
+        self._call_later = loop.call_later
+        self._timers: list[tuple[asyncio.TimerHandle, dict]] = []
+        monkeypatch.setattr(loop, "call_later", self._recording_call_later)
+
+    def _recording_call_later(self, delay, callback, *args, **kwargs):
+        if getattr(callback, "__self__", None) is not self._purgatory:
+            return self._call_later(delay, callback, *args, **kwargs)
+        state = {"fired": False}
+
+        def fire(*fire_args):
+            state["fired"] = True
+            callback(*fire_args)
+
+        handle = self._call_later(delay, fire, *args, **kwargs)
+        self._timers.append((handle, state))
+        return handle
+
+    @property
+    def armed_total(self) -> int:
+        return len(self._timers)
+
+    @property
+    def pending(self) -> int:
+        return sum(1 for handle, state in self._timers if not state["fired"] and not handle.cancelled())
 
 
 async def test_completes_at_once_when_condition_holds():
@@ -26,6 +76,7 @@ async def test_completes_at_once_when_condition_holds():
     op = Counter(1000, 1, {"value": 1})
     assert purgatory.try_complete_else_watch(op, ["k"])
     assert op.completions == 1 and purgatory.size == 0
+    assert purgatory._wakeup is None
 
 
 async def test_completes_on_key_check_exactly_once():
@@ -43,22 +94,169 @@ async def test_completes_on_key_check_exactly_once():
 
 async def test_expires_after_timeout():
     purgatory = Purgatory("p", 10)
-    op = Counter(20, 99, {"value": 0})
+    op = never(20)
     assert not purgatory.try_complete_else_watch(op, ["k"])
-    async def until_expired():
-        while not op.expired:
-            await asyncio.sleep(0.005)
-
-    await asyncio.wait_for(until_expired(), 2)
-    assert op.expired and op.completions == 1
+    await until(lambda: op.expired)
+    assert op.completions == 1
     assert purgatory.size == 0 and purgatory.expired_total == 1
+    assert purgatory._wakeup is None
+
+
+async def test_zero_timeout_expires_on_a_later_loop_iteration_not_synchronously():
+    purgatory = Purgatory("p", 10)
+    op = never(0)
+    assert not purgatory.try_complete_else_watch(op, ["k"])
+    assert not op.expired and op.completions == 0 and purgatory.size == 1
+    await until(lambda: op.expired)
+    assert op.completions == 1 and purgatory.expired_total == 1
+
+
+async def test_many_timeouts_expire_in_deadline_order_with_one_loop_timer(monkeypatch):
+    # A frozen clock makes every deadline its timeout exactly; the loop timer still paces the expiries.
+    purgatory = Purgatory("p", 100, clock_ms=lambda: 0)
+    spy = LoopTimerSpy(monkeypatch, purgatory)
+    expiry_log: list[Counter] = []
+    timeouts = [40, 5, 60, 5, 25, 0, 50, 15, 35, 10, 30, 20, 45, 55]
+    ops = [never(timeout_ms, expiry_log) for timeout_ms in timeouts]
+    for op in ops:
+        assert not purgatory.try_complete_else_watch(op, [op.timeout_ms % 3])
+        assert spy.pending == 1
+    await until(lambda: purgatory.size == 0)
+    assert [op.timeout_ms for op in expiry_log] == sorted(timeouts)
+    assert all(op.completions == 1 for op in ops)
+    assert purgatory.expired_total == len(ops)
+    assert spy.pending == 0 and purgatory._wakeup is None
+    assert len(purgatory._expirations) == 0
+
+
+async def test_deadlines_come_from_the_injected_clock(monkeypatch):
+    now = {"ms": 1_000}
+    purgatory = Purgatory("p", 10, clock_ms=lambda: now["ms"])
+    spy = LoopTimerSpy(monkeypatch, purgatory)
+    expiry_log: list[Counter] = []
+    long_wait, late_short_wait = never(30, expiry_log), never(10, expiry_log)
+    purgatory.try_complete_else_watch(long_wait, ["k"])  # deadline 1030
+    now["ms"] = 1_025
+    purgatory.try_complete_else_watch(late_short_wait, ["k"])  # deadline 1035, despite the shorter timeout
+    assert purgatory._expirations.next_deadline() == 1_030
+    assert spy.armed_total == 1  # the new deadline is not the earliest: no re-arm
+    now["ms"] = 1_040
+    await until(lambda: purgatory.size == 0)
+    assert expiry_log == [long_wait, late_short_wait]
+    assert spy.pending == 0
+
+
+async def test_earlier_deadline_rearms_the_one_loop_timer(monkeypatch):
+    now = {"ms": 0}
+    purgatory = Purgatory("p", 10, clock_ms=lambda: now["ms"])
+    spy = LoopTimerSpy(monkeypatch, purgatory)
+    purgatory.try_complete_else_watch(never(10_000), ["k"])
+    purgatory.try_complete_else_watch(soon := never(5), ["k"])
+    assert spy.armed_total == 2 and spy.pending == 1
+    assert purgatory._wakeup_deadline_ms == 5
+    await until(lambda: soon.expired)
+    # Fired, then re-armed for the op still waiting.
+    assert spy.pending == 1 and purgatory._wakeup_deadline_ms == 10_000
+    purgatory.complete_all()
+    assert spy.pending == 0
+
+
+async def test_early_completion_cancels_the_expiration(monkeypatch):
+    purgatory = Purgatory("p", 10)
+    spy = LoopTimerSpy(monkeypatch, purgatory)
+    state = {"value": 0}
+    early = Counter(10, 1, state)  # the earliest deadline, and it completes first
+    waiting = [never(20), never(30)]
+    purgatory.try_complete_else_watch(early, ["hot"])
+    for op in waiting:
+        purgatory.try_complete_else_watch(op, ["cold"])
+    assert len(purgatory._expirations) == 3
+    state["value"] = 1
+    assert purgatory.check_and_complete("hot") == 1
+    assert len(purgatory._expirations) == 2 == purgatory.size
+    assert purgatory._expirations.next_deadline() > purgatory._wakeup_deadline_ms  # fires early, harmlessly
+    await until(lambda: purgatory.size == 0)
+    assert early.completions == 1 and not early.expired
+    assert all(op.expired and op.completions == 1 for op in waiting)
+    assert purgatory.expired_total == 2
+    assert spy.pending == 0
+
+
+async def test_expired_op_completes_exactly_once():
+    purgatory = Purgatory("p", 10)
+    state = {"value": 0}
+    op = Counter(0, 1, state)
+    purgatory.try_complete_else_watch(op, ["k"])
+    await until(lambda: op.expired)
+    state["value"] = 1
+    assert purgatory.check_and_complete("k") == 0
+    assert not op.force_complete()
+    purgatory.complete_all()
+    assert op.completions == 1 and purgatory.expired_total == 1
+
+
+async def test_op_completed_by_an_earlier_expiry_in_the_same_batch_is_not_expired_again():
+    now = {"ms": 0}
+    purgatory = Purgatory("p", 10, clock_ms=lambda: now["ms"])
+    second = never(10)
+
+    class CompletesSecond(Counter):
+        def on_complete(self) -> None:
+            super().on_complete()
+            second.force_complete()
+
+    first = CompletesSecond(5, 1, {"value": 0})
+    purgatory.try_complete_else_watch(first, ["k"])
+    purgatory.try_complete_else_watch(second, ["k"])
+    now["ms"] = 100  # both are due when the loop timer fires
+    await until(lambda: purgatory.size == 0)
+    assert first.expired and first.completions == 1
+    assert not second.expired and second.completions == 1
+    assert purgatory.expired_total == 1
+
+
+async def test_failing_expiry_hook_does_not_strand_the_batch(caplog):
+    now = {"ms": 0}
+    purgatory = Purgatory("p", 10, clock_ms=lambda: now["ms"])
+
+    class FailingExpiry(Counter):
+        def on_expiration(self) -> None:
+            raise RuntimeError("metrics down")
+
+    failing, other = FailingExpiry(5, 1, {"value": 0}), never(10)
+    purgatory.try_complete_else_watch(failing, ["k"])
+    purgatory.try_complete_else_watch(other, ["k"])
+    now["ms"] = 100
+    with caplog.at_level(logging.ERROR, logger="replog.broker.purgatory"):
+        await until(lambda: purgatory.size == 0)
+    assert failing.completions == 1 and other.expired and other.completions == 1
+    assert "metrics down" in caplog.text
+
+
+async def test_complete_all_answers_everything_and_disarms(monkeypatch):
+    purgatory = Purgatory("p", 10)
+    spy = LoopTimerSpy(monkeypatch, purgatory)
+    ops = [never(60_000), never(30_000), never(90_000)]
+    for op in ops:
+        purgatory.try_complete_else_watch(op, [])  # even with no key to be woken by
+    assert spy.pending == 1
+    purgatory.complete_all()
+    assert all(op.completions == 1 and not op.expired for op in ops)
+    assert purgatory.size == 0 and len(purgatory._expirations) == 0
+    assert purgatory._wakeup is None and spy.pending == 0
+    assert purgatory.expired_total == 0
 
 
 async def test_full_purgatory_completes_instead_of_growing():
     purgatory = Purgatory("p", 1)
-    first, second = Counter(10_000, 9, {"value": 0}), Counter(10_000, 9, {"value": 0})
+    first, second = never(10_000), never(10_000)
     assert not purgatory.try_complete_else_watch(first, ["k"])
     assert purgatory.try_complete_else_watch(second, ["k"])
     assert second.completions == 1 and purgatory.size == 1
     purgatory.complete_all()
     assert first.completions == 1 and purgatory.size == 0
+
+
+def test_constructed_outside_a_running_loop():
+    # ReplicaManager builds its purgatories before the loop may be running.
+    assert Purgatory("p", 1).size == 0
