@@ -12,6 +12,7 @@ import logging
 
 from replog.protocol.frames import FrameDecoder, FrameError
 
+from .auth import Session
 from .dispatch import CloseConnection, Dispatcher, is_awaitable
 from .writer import SocketWriter
 
@@ -45,6 +46,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
         self._reading_paused = False
         self._closed = False
         self.peer = "?"
+        self.session = Session()
         self.idle = asyncio.Event()
         self.idle.set()
 
@@ -95,7 +97,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
 
     def _handle(self, frame: bytearray) -> None:
         try:
-            result = self._dispatcher.dispatch(frame, self.peer, self.close)
+            result = self._dispatcher.dispatch(frame, self.peer, self.close, self.session)
         except CloseConnection as e:
             self._abort(str(e))
             return

@@ -22,6 +22,8 @@ from replog.protocol.headers import (
 )
 from replog.protocol.primitives import DecodeError
 
+from .auth import SaslState, Session
+
 log = logging.getLogger(__name__)
 
 Body = list[RecordsPart]
@@ -38,6 +40,7 @@ class RequestContext:
     frame: bytearray
     peer: str
     close_connection: Callable[[], None]
+    session: Session
 
     @property
     def api_version(self) -> int:
@@ -57,7 +60,7 @@ class Dispatcher:
         self._handlers = handlers
         self._unsupported_api_versions = unsupported_api_versions
 
-    def dispatch(self, frame: bytearray, peer: str, close: Callable[[], None]) -> Any:
+    def dispatch(self, frame: bytearray, peer: str, close: Callable[[], None], session: Session) -> Any:
         """Framed response parts, an awaitable of them, or None."""
         try:
             api_key, api_version, correlation_id = peek_request_ids(frame)
@@ -71,11 +74,14 @@ class Dispatcher:
                 # KIP-511: answer with a v0-encoded body carrying UNSUPPORTED_VERSION and our versions.
                 return frame_response(correlation_id, 0, self._unsupported_api_versions())
             raise CloseConnection(f"unsupported version {api_version} of API {api_key}")
+        if session.sasl_state is SaslState.HANDSHAKE_DONE and api_key != ApiKey.SASL_AUTHENTICATE:
+            # KIP-152: after SaslHandshake v1 the only legal next request is SaslAuthenticate.
+            raise CloseConnection(f"API key {api_key} sent between SaslHandshake and SaslAuthenticate")
         try:
             header = decode_request_header(frame)
         except DecodeError as e:
             raise CloseConnection(f"malformed request header: {e}") from e
-        result = self._call(header, frame, peer, close)
+        result = self._call(RequestContext(header, frame, peer, close, session))
         header_version = response_header_version(api_key, api_version)
         if result is None:
             return None
@@ -83,8 +89,8 @@ class Dispatcher:
             return frame_response(correlation_id, header_version, result)
         return _framed_later(result, correlation_id, header_version)
 
-    def _call(self, header: RequestHeader, frame: bytearray, peer: str, close) -> HandlerResult:
-        context = RequestContext(header, frame, peer, close)
+    def _call(self, context: RequestContext) -> HandlerResult:
+        header = context.header
         try:
             return self._handlers[header.api_key](context)
         except DecodeError as e:
