@@ -1,0 +1,233 @@
+"""How a follower talks to a partition leader (Kafka's LeaderEndPoint / RemoteLeaderEndPoint).
+
+The fetcher sees three calls, Fetch, OffsetForLeaderEpoch and ListOffsets, each sent with our broker id as
+replica id. A request that does not complete (connection lost, timeout, garbled answer) raises
+LeaderEndpointError; the fetcher then backs off every partition and the next call reconnects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+
+from replog.client.connection import Connection
+from replog.client.errors import KafkaError
+from replog.fetcher.config import FetcherConfig
+from replog.log.partition_log import TopicPartition
+from replog.protocol.apis import SUPPORTED_APIS, ApiKey, response_header_version
+from replog.protocol.fetch import FetchPartitionResult, decode_fetch_response
+from replog.protocol.headers import decode_response_header
+from replog.protocol.messages import encode_request
+from replog.protocol.primitives import DecodeError
+
+# The last version naming topics; v12 carries LastFetchedEpoch and DivergingEpoch (KIP-595).
+FETCH_VERSION = 12
+OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+LIST_OFFSETS_VERSION = SUPPORTED_APIS[ApiKey.LIST_OFFSETS].max_version
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+_NO_LAST_FETCHED_EPOCH = -1
+_READ_UNCOMMITTED = 0
+# A full fetch every time: fetch sessions (KIP-227) would only save request bytes.
+_NO_FETCH_SESSION_ID = 0
+_FULL_FETCH_SESSION_EPOCH = -1
+
+
+class LeaderEndpointError(Exception):
+    """A request to the leader did not complete; nothing is known about any partition in it."""
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequestPartition:
+    fetch_offset: int
+    current_leader_epoch: int
+    last_fetched_epoch: int | None
+    log_start_offset: int  # ours: the leader records it for the follower (Fetch v5)
+    max_bytes: int
+
+
+class EpochEndOffset(NamedTuple):
+    error_code: int
+    leader_epoch: int
+    end_offset: int
+
+
+class ListedOffset(NamedTuple):
+    error_code: int
+    offset: int
+
+
+class LeaderEndpoint(Protocol):
+    async def fetch(
+        self, partitions: dict[TopicPartition, FetchRequestPartition]
+    ) -> dict[TopicPartition, FetchPartitionResult]: ...
+
+    async def offsets_for_leader_epoch(
+        self, partitions: dict[TopicPartition, tuple[int, int]]
+    ) -> dict[TopicPartition, EpochEndOffset]:
+        """`partitions` maps each partition to (current leader epoch, epoch asked about)."""
+        ...
+
+    async def list_offset(
+        self, tp: TopicPartition, current_leader_epoch: int, timestamp: int
+    ) -> ListedOffset:
+        """ListOffsets for one partition; timestamp LATEST_TIMESTAMP (the LEO, for a replica) or EARLIEST."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class RemoteLeaderEndpoint:
+    """LeaderEndpoint over one inter-broker connection, opened lazily and replaced after a failure."""
+
+    def __init__(
+        self, connect: Callable[[], Awaitable[Connection]], replica_id: int, config: FetcherConfig
+    ) -> None:
+        assert replica_id == config.replica_id
+        self._connect = connect
+        self._replica_id = replica_id
+        self._config = config
+        self._connection: Connection | None = None
+
+    async def fetch(
+        self, partitions: dict[TopicPartition, FetchRequestPartition]
+    ) -> dict[TopicPartition, FetchPartitionResult]:
+        assert partitions
+        body = encode_request(ApiKey.FETCH, FETCH_VERSION, self._fetch_request(partitions))
+        async with self._failures_as_endpoint_errors():
+            connection = await self._open()
+            frame = await connection.request(
+                ApiKey.FETCH, FETCH_VERSION, [body], timeout_ms=self._config.request_timeout_ms
+            )
+            assert frame is not None
+            _, start = decode_response_header(frame, response_header_version(ApiKey.FETCH, FETCH_VERSION))
+            # Records stay memoryviews into `frame`: the follower appends them without a copy.
+            response = decode_fetch_response(FETCH_VERSION, frame, start)
+        if response.error_code:
+            raise LeaderEndpointError(f"fetch failed as a whole with error {response.error_code}")
+        return {
+            TopicPartition(topic.topic, p.partition_index): p
+            for topic in response.topics
+            for p in topic.partitions
+        }
+
+    def _fetch_request(self, partitions: dict[TopicPartition, FetchRequestPartition]) -> dict:
+        config = self._config
+        topics: dict[str, list[dict]] = {}
+        for tp, p in partitions.items():
+            topics.setdefault(tp.topic, []).append(
+                {
+                    "partition": tp.partition,
+                    "current_leader_epoch": p.current_leader_epoch,
+                    "fetch_offset": p.fetch_offset,
+                    "last_fetched_epoch": (
+                        _NO_LAST_FETCHED_EPOCH if p.last_fetched_epoch is None else p.last_fetched_epoch
+                    ),
+                    "log_start_offset": p.log_start_offset,
+                    "partition_max_bytes": p.max_bytes,
+                }
+            )
+        return {
+            "replica_id": self._replica_id,
+            "max_wait": config.max_wait_ms,
+            "min_bytes": config.min_bytes,
+            "max_bytes": config.max_bytes,
+            "isolation_level": _READ_UNCOMMITTED,
+            "session_id": _NO_FETCH_SESSION_ID,
+            "session_epoch": _FULL_FETCH_SESSION_EPOCH,
+            "topics": [{"topic": topic, "partitions": ps} for topic, ps in topics.items()],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        }
+
+    async def offsets_for_leader_epoch(
+        self, partitions: dict[TopicPartition, tuple[int, int]]
+    ) -> dict[TopicPartition, EpochEndOffset]:
+        assert partitions
+        topics: dict[str, list[dict]] = {}
+        for tp, (current_leader_epoch, leader_epoch) in partitions.items():
+            topics.setdefault(tp.topic, []).append(
+                {
+                    "partition": tp.partition,
+                    "current_leader_epoch": current_leader_epoch,
+                    "leader_epoch": leader_epoch,
+                }
+            )
+        request = {
+            "replica_id": self._replica_id,  # v3+: marks the request as a follower's
+            "topics": [{"topic": topic, "partitions": ps} for topic, ps in topics.items()],
+        }
+        async with self._failures_as_endpoint_errors():
+            connection = await self._open()
+            response = await connection.send(
+                ApiKey.OFFSET_FOR_LEADER_EPOCH,
+                request,
+                version=OFFSET_FOR_LEADER_EPOCH_VERSION,
+                timeout_ms=self._config.request_timeout_ms,
+            )
+        return {
+            TopicPartition(topic.topic, int(p.partition)): EpochEndOffset(
+                int(p.error_code), int(p.leader_epoch), int(p.end_offset)
+            )
+            for topic in response.topics
+            for p in topic.partitions
+        }
+
+    async def list_offset(
+        self, tp: TopicPartition, current_leader_epoch: int, timestamp: int
+    ) -> ListedOffset:
+        """Kafka's fetchLatestOffset / fetchEarliestOffset: ListOffsets with our id as replica id, so the leader
+        answers its LEO rather than its HW for LATEST."""
+        assert timestamp in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP)
+        request = {
+            "replica_id": self._replica_id,
+            "isolation_level": _READ_UNCOMMITTED,
+            "topics": [
+                {
+                    "name": tp.topic,
+                    "partitions": [
+                        {
+                            "partition_index": tp.partition,
+                            "current_leader_epoch": current_leader_epoch,
+                            "timestamp": timestamp,
+                        }
+                    ],
+                }
+            ],
+        }
+        async with self._failures_as_endpoint_errors():
+            connection = await self._open()
+            response = await connection.send(
+                ApiKey.LIST_OFFSETS,
+                request,
+                version=LIST_OFFSETS_VERSION,
+                timeout_ms=self._config.request_timeout_ms,
+            )
+        for topic in response.topics:
+            for p in topic.partitions:
+                if topic.name == tp.topic and int(p.partition_index) == tp.partition:
+                    return ListedOffset(int(p.error_code), int(p.offset))
+        raise LeaderEndpointError(f"ListOffsets answer lacks {tp}")
+
+    async def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    async def _open(self) -> Connection:
+        if self._connection is None or self._connection.closed:
+            self._connection = None
+            self._connection = await self._connect()
+        return self._connection
+
+    @contextlib.asynccontextmanager
+    async def _failures_as_endpoint_errors(self) -> AsyncIterator[None]:
+        """A transport or decoding failure becomes LeaderEndpointError and drops the connection, so the next
+        request opens a fresh one: a stream that timed out or garbled an answer cannot be trusted again."""
+        try:
+            yield
+        except (KafkaError, OSError, DecodeError) as exc:  # TimeoutError is an OSError
+            await self.close()
+            raise LeaderEndpointError(f"request to the leader failed: {exc!r}") from exc

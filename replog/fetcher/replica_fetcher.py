@@ -1,0 +1,426 @@
+"""One follower fetch loop per (leader broker, fetcher id): Kafka's AbstractFetcherThread as an asyncio task.
+
+Each round truncates the partitions that need it (OffsetForLeaderEpoch), then sends one Fetch for the
+partitions ready to fetch and executes what `decisions` says about each partition of the answer.
+
+Everything runs on one event loop, so the only interleavings are at awaits. After every await an answer is
+checked against the partition's current state (`decisions.is_current`) and applied to the log with no await
+in between: the check and the mutation are atomic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from replog.fetcher import decisions
+from replog.fetcher.config import FetcherConfig, InitialFetchState
+from replog.fetcher.fetch_state import PartitionFetchState
+from replog.fetcher.leader_endpoint import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    FetchRequestPartition,
+    LeaderEndpoint,
+    LeaderEndpointError,
+)
+from replog.log.errors import LogError
+from replog.log.partition_log import AppendInfo, PartitionLog, TopicPartition
+from replog.protocol.fetch import FetchPartitionResult
+from replog.protocol.records import CorruptRecordError, InvalidRecordError
+
+logger = logging.getLogger(__name__)
+
+AppendListener = Callable[[TopicPartition, AppendInfo], None]
+
+# Local failures that end fetching for one partition until it is added again (Kafka's markPartitionFailed:
+# storage errors, an append not at the LEO); bad fetched data only backs off, it may be transient.
+_PARTITION_FAILURES = (LogError, OSError)
+_BAD_DATA = (CorruptRecordError, InvalidRecordError)
+
+
+@dataclass(slots=True)
+class _Followed:
+    state: PartitionFetchState
+    log: PartitionLog
+
+
+class ReplicaFetcher:
+    def __init__(
+        self,
+        leader_id: int,
+        fetcher_id: int,
+        endpoint: LeaderEndpoint,
+        config: FetcherConfig,
+        clock_ms: Callable[[], int],
+        on_partition_appended: AppendListener | None = None,
+    ) -> None:
+        assert 0 <= fetcher_id < config.num_fetchers
+        self.leader_id = leader_id
+        self.fetcher_id = fetcher_id
+        self._endpoint = endpoint
+        self._config = config
+        self._clock_ms = clock_ms
+        self._on_partition_appended = on_partition_appended
+        self._partitions: dict[TopicPartition, _Followed] = {}
+        self._failed: set[TopicPartition] = set()
+        self._generations = itertools.count()
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task | None = None
+
+    def __repr__(self) -> str:
+        return f"<ReplicaFetcher leader={self.leader_id} id={self.fetcher_id} partitions={len(self._partitions)}>"
+
+    # ----------------------------------------------------------- partitions
+
+    def add_partitions(self, partitions: dict[TopicPartition, InitialFetchState]) -> None:
+        """Follow these partitions. One already followed at the same leader epoch keeps its state; otherwise
+        it starts over from the initial state (Kafka's AbstractFetcherThread.addPartitions)."""
+        for tp, initial in partitions.items():
+            assert initial.leader.broker_id == self.leader_id, (tp, initial.leader, self.leader_id)
+            assert initial.log.topic_partition == tp, (tp, initial.log)
+            current = self._partitions.get(tp)
+            if (
+                current is not None
+                and current.log is initial.log
+                and current.state.current_leader_epoch == initial.current_leader_epoch
+            ):
+                continue
+            log = initial.log
+            state = decisions.initial_fetch_state(
+                initial.topic_id,
+                initial.current_leader_epoch,
+                log_end_offset=log.log_end_offset,
+                high_watermark=log.high_watermark,
+                latest_epoch=log.epoch_cache.latest_epoch,
+                generation=next(self._generations),
+            )
+            self._partitions[tp] = _Followed(state, log)
+            self._failed.discard(tp)
+        self._changed.set()
+
+    def remove_partitions(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, PartitionFetchState]:
+        """Stop following; returns the states of those that were followed. An answer in flight is dropped."""
+        removed = {}
+        for tp in tps:
+            followed = self._partitions.pop(tp, None)
+            if followed is not None:
+                removed[tp] = followed.state
+            self._failed.discard(tp)
+        return removed
+
+    @property
+    def partition_count(self) -> int:
+        return len(self._partitions)
+
+    @property
+    def failed_partitions(self) -> frozenset[TopicPartition]:
+        """Partitions this fetcher gave up on; they stay out until added again."""
+        return frozenset(self._failed)
+
+    def fetch_state(self, tp: TopicPartition) -> PartitionFetchState | None:
+        followed = self._partitions.get(tp)
+        return None if followed is None else followed.state
+
+    # ------------------------------------------------------------ lifecycle
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def start(self) -> None:
+        assert self._task is None, "a fetcher starts once"
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"replica-fetcher-{self.leader_id}-{self.fetcher_id}"
+        )
+
+    async def stop(self) -> None:
+        """Cancel the loop and close the endpoint. A loop that died of a bug re-raises its error here."""
+        task = self._task
+        try:
+            if task is not None and not task.done():
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    if not task.cancelled():
+                        raise  # our caller is being cancelled, not just the fetcher
+            elif task is not None and not task.cancelled():
+                task.result()
+        finally:
+            await self._endpoint.close()
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                # Cleared before looking at any state: a change made while a round awaits sets it again, so
+                # the idle wait below cannot miss it.
+                self._changed.clear()
+                truncated = await self._truncate_round()
+                fetched = await self._fetch_round()
+                if not (truncated or fetched):
+                    await self._wait_for_work()
+        except Exception:
+            logger.exception("%r stopped by an unexpected error", self)
+            raise
+
+    async def _wait_for_work(self) -> None:
+        """Sleep until a partition is added or updated, or the earliest back-off ends; no polling."""
+        now = self._clock_ms()
+        deadlines = [f.state.delayed_until_ms for f in self._partitions.values() if f.state.is_delayed(now)]
+        timeout = (min(deadlines) - now) / 1000 if deadlines else None
+        try:
+            await asyncio.wait_for(self._changed.wait(), timeout)
+        except TimeoutError:
+            pass
+
+    # ------------------------------------------------------------ truncation
+
+    async def _truncate_round(self) -> bool:
+        """Kafka's maybeTruncate. Returns whether any partition was due to truncate."""
+        now = self._clock_ms()
+        sent: dict[TopicPartition, PartitionFetchState] = {}
+        queries: dict[TopicPartition, tuple[int, int]] = {}
+        truncated_locally = False
+        for tp, followed in list(self._partitions.items()):
+            if not followed.state.is_ready_to_truncate(now):
+                continue
+            step = decisions.truncating_step(followed.state, followed.log.epoch_cache.latest_epoch)
+            if isinstance(step, decisions.OffsetTruncation):
+                self._truncate(tp, followed, step)
+                truncated_locally = True
+            else:
+                sent[tp] = followed.state
+                queries[tp] = (followed.state.current_leader_epoch, step.epoch)
+        if not queries:
+            return truncated_locally
+        try:
+            answers = await self._endpoint.offsets_for_leader_epoch(queries)
+        except LeaderEndpointError as exc:
+            logger.warning("%r: OffsetForLeaderEpoch failed, backing off: %s", self, exc)
+            self._back_off_all()
+            return True
+        for tp, sent_state in sent.items():
+            answer = answers.get(tp)
+            if answer is None:
+                self._back_off_if_current(tp, sent_state, "OffsetForLeaderEpoch answer lacks it")
+                continue
+            followed = self._partitions.get(tp)
+            action = decisions.on_epoch_answer(
+                sent_state,
+                followed.state if followed else None,
+                answer.error_code,
+                answer.leader_epoch,
+                answer.end_offset,
+            )
+            self._execute(tp, action)
+        return True
+
+    # ------------------------------------------------------------------ fetch
+
+    async def _fetch_round(self) -> bool:
+        """Kafka's maybeFetch + processFetchRequest. Returns whether a fetch was sent."""
+        now = self._clock_ms()
+        sent = {tp: f.state for tp, f in self._partitions.items() if f.state.is_ready_to_fetch(now)}
+        if not sent:
+            return False
+        request = {
+            tp: FetchRequestPartition(
+                state.fetch_offset,
+                state.current_leader_epoch,
+                state.last_fetched_epoch,
+                self._partitions[tp].log.log_start_offset,
+                self._config.partition_max_bytes,
+            )
+            for tp, state in sent.items()
+        }
+        try:
+            results = await self._endpoint.fetch(request)
+        except LeaderEndpointError as exc:
+            logger.warning("%r: fetch failed, backing off: %s", self, exc)
+            self._back_off_all()
+            return True
+        out_of_range = []
+        for tp, sent_state in sent.items():
+            result = results.get(tp)
+            if result is None:
+                self._back_off_if_current(tp, sent_state, "fetch response lacks it")
+                continue
+            action = self._decide_fetch_result(tp, sent_state, result)
+            if isinstance(action, decisions.ResolveOutOfRange):
+                out_of_range.append((tp, sent_state))
+            else:
+                self._execute(tp, action)
+        # Resolving takes ListOffsets round trips; each partition is re-checked after them.
+        for tp, sent_state in out_of_range:
+            await self._resolve_out_of_range(tp, sent_state)
+        return True
+
+    def _decide_fetch_result(
+        self, tp: TopicPartition, sent: PartitionFetchState, result: FetchPartitionResult
+    ) -> decisions.PartitionAction:
+        followed = self._partitions.get(tp)
+        try:
+            return decisions.on_fetch_result(sent, followed.state if followed else None, result)
+        except CorruptRecordError as exc:  # a batch header that does not parse
+            logger.warning("%r: %s: corrupt fetched data: %s", self, tp, exc)
+            return decisions.BackOff(int(exc.error_code))
+
+    async def _resolve_out_of_range(self, tp: TopicPartition, sent: PartitionFetchState) -> None:
+        """Kafka's handleOutOfRangeError / fetchOffsetAndTruncate, with the leader's offsets from ListOffsets.
+
+        Earliest is asked first: the leader's log start can only have been at or below its end at that
+        time, and its end only grows while it leads.
+        """
+        try:
+            earliest = await self._endpoint.list_offset(tp, sent.current_leader_epoch, EARLIEST_TIMESTAMP)
+            latest = None
+            if earliest.error_code == 0:
+                latest = await self._endpoint.list_offset(tp, sent.current_leader_epoch, LATEST_TIMESTAMP)
+        except LeaderEndpointError as exc:
+            self._back_off_if_current(tp, sent, f"ListOffsets failed: {exc}")
+            return
+        followed = self._partitions.get(tp)
+        if not decisions.is_current(sent, followed.state if followed else None):
+            return
+        for answer in (earliest, latest):
+            if answer is not None and answer.error_code != 0:
+                self._execute(tp, decisions.on_error(answer.error_code))
+                return
+        assert latest is not None and followed is not None
+        log = followed.log
+        resolution = decisions.resolve_out_of_range(
+            log_end_offset=log.log_end_offset,
+            leader_log_end_offset=latest.offset,
+            leader_log_start_offset=earliest.offset,
+        )
+        logger.info("%r: %s: fetch offset %d out of range: %s", self, tp, sent.fetch_offset, resolution)
+        try:
+            match resolution:
+                case decisions.TruncateTo(offset):
+                    log.truncate_to(offset)
+                case decisions.TruncateFullyAndStartAt(offset):
+                    log.truncate_fully_and_start_at(offset)
+                case decisions.FetchFrom(offset):
+                    assert offset == log.log_end_offset, (offset, log)
+                case decisions.BackOff():
+                    self._execute(tp, resolution)
+                    return
+        except _PARTITION_FAILURES as exc:
+            self._fail(tp, f"out-of-range truncation failed: {exc!r}")
+            return
+        latest_epoch = log.epoch_cache.latest_epoch
+        state = followed.state.fetching_from(log.log_end_offset, None if latest_epoch < 0 else latest_epoch)
+        if state == followed.state:
+            # Nothing changed, so an immediate fetch would likely get the same answer: bound the retries.
+            state = state.delayed(self._clock_ms(), self._config.backoff_ms)
+        followed.state = state
+
+    # ----------------------------------------------------------------- actions
+
+    def _execute(self, tp: TopicPartition, action: decisions.PartitionAction) -> None:
+        """Apply one decision; runs with no await, right after the decision was checked against the state."""
+        followed = self._partitions.get(tp)
+        match action:
+            case decisions.Drop():
+                return
+            case decisions.BackOff(error_code):
+                logger.info("%r: %s: error %d, backing off", self, tp, error_code)
+                self._back_off(followed)
+            case decisions.Fail(error_code):
+                self._fail(tp, f"error {error_code}")
+            case decisions.Diverged():
+                assert followed is not None
+                log = followed.log
+                truncation = decisions.truncation_for(
+                    action,
+                    local_epoch_end=log.epoch_cache.end_offset_for(action.leader_epoch, log.log_end_offset),
+                    log_end_offset=log.log_end_offset,
+                    fetch_offset=followed.state.fetch_offset,
+                )
+                self._truncate(tp, followed, truncation)
+            case decisions.Append():
+                assert followed is not None
+                self._append(tp, followed, action)
+            case _:
+                raise AssertionError(f"{tp}: cannot execute {action!r} here")
+
+    def _truncate(
+        self, tp: TopicPartition, followed: _Followed, truncation: decisions.OffsetTruncation
+    ) -> None:
+        log = followed.log
+        logger.info("%r: %s: truncating at LEO %d: %s", self, tp, log.log_end_offset, truncation)
+        if truncation.offset < log.high_watermark:
+            logger.warning(
+                "%r: %s: truncating to %d, below the HW %d", self, tp, truncation.offset, log.high_watermark
+            )
+        try:
+            log.truncate_to(truncation.offset)
+        except _PARTITION_FAILURES as exc:
+            self._fail(tp, f"truncation to {truncation.offset} failed: {exc!r}")
+            return
+        followed.state = decisions.state_after_truncation(
+            followed.state,
+            truncation,
+            log_end_offset=log.log_end_offset,
+            latest_epoch=log.epoch_cache.latest_epoch,
+        )
+
+    def _append(self, tp: TopicPartition, followed: _Followed, action: decisions.Append) -> None:
+        """ReplicaFetcherThread.processPartitionData: append, then HW and log start from the leader."""
+        log = followed.log
+        if followed.state.fetch_offset != log.log_end_offset:
+            # Kafka's "Offset mismatch" IllegalStateException: someone else moved the log under us.
+            self._fail(
+                tp, f"fetch offset {followed.state.fetch_offset} != log end offset {log.log_end_offset}"
+            )
+            return
+        try:
+            info = log.append_as_follower(action.records) if len(action.records) else None
+            log.maybe_update_high_watermark(
+                decisions.follower_high_watermark(
+                    action.leader_high_watermark, log.log_start_offset, log.log_end_offset
+                )
+            )
+            new_start = decisions.follower_log_start_offset(
+                action.leader_log_start_offset, log.log_start_offset, log.high_watermark
+            )
+            if new_start is not None:
+                log.maybe_increment_log_start_offset(new_start)
+        except _BAD_DATA as exc:
+            logger.warning("%r: %s: invalid fetched data: %s", self, tp, exc)
+            self._back_off(followed)
+            return
+        except _PARTITION_FAILURES as exc:
+            self._fail(tp, f"append at {followed.state.fetch_offset} failed: {exc!r}")
+            return
+        if info is None:
+            return
+        assert log.log_end_offset == info.last_offset + 1
+        followed.state = followed.state.fetching_from(log.log_end_offset, action.last_batch_epoch)
+        if self._on_partition_appended is not None:
+            self._on_partition_appended(tp, info)
+
+    def _fail(self, tp: TopicPartition, reason: str) -> None:
+        logger.warning("%r: %s: stops fetching until it is added again: %s", self, tp, reason)
+        self._partitions.pop(tp, None)
+        self._failed.add(tp)
+
+    def _back_off(self, followed: _Followed | None, now_ms: int | None = None) -> None:
+        if followed is not None:
+            now_ms = self._clock_ms() if now_ms is None else now_ms
+            followed.state = followed.state.delayed(now_ms, self._config.backoff_ms)
+
+    def _back_off_if_current(self, tp: TopicPartition, sent: PartitionFetchState, reason: str) -> None:
+        followed = self._partitions.get(tp)
+        if decisions.is_current(sent, followed.state if followed else None):
+            logger.info("%r: %s: %s, backing off", self, tp, reason)
+            self._back_off(followed)
+
+    def _back_off_all(self) -> None:
+        # Kafka backs off every partition of the fetcher when a request fails as a whole.
+        now = self._clock_ms()  # one deadline for all, so they resume in one request
+        for followed in self._partitions.values():
+            self._back_off(followed, now)
