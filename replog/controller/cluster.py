@@ -1,0 +1,289 @@
+"""The controller's state: registered brokers, and topics with their partition registrations.
+
+Sans-IO and single-threaded, like Kafka's QuorumController ("avoids the need for complex locking"). Every
+method validates completely before it changes anything, and raises ControllerError with the Kafka error code
+a request for the same change would get. AlterPartition is split Kafka's way into decide (pure: the
+response and the new registrations) and apply, so the next step, persisting decisions as records, slots in
+between.
+"""
+
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from replog.broker.metadata import TOPIC_CONFIG_KEYS, topic_name_error
+from replog.log.config import LogConfig
+
+from .registry import (
+    MAX_REPLICATION_FACTOR,
+    PartitionRegistration,
+    apply_isr_change,
+    change_isr,
+    elect_leader,
+    is_valid_isr,
+    is_valid_replica_list,
+    new_partition,
+    validate_alter_partition,
+)
+
+# KRaft's broker epoch is the offset of the broker's RegisterBrokerRecord. Brokers added by hand (before
+# registration exists) have none, and send -1, which is also how AlterPartition v3 says "do not check".
+NO_BROKER_EPOCH = -1
+MAX_PARTITIONS_PER_TOPIC = 10_000  # Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH
+MAX_BROKERS = 10_000
+MAX_TOPICS = 100_000
+
+
+class ControllerError(Exception):
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(f"{error_code.name.upper()}: {message}")
+        self.error_code = error_code
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    broker_id: int
+    host: str
+    port: int
+    epoch: int = NO_BROKER_EPOCH
+
+    def __post_init__(self) -> None:
+        assert self.broker_id >= 0, self
+        assert 0 < self.port < 65536, self
+
+
+@dataclass(slots=True)
+class TopicRegistration:
+    name: str
+    topic_id: uuid.UUID
+    configs: dict[str, str]
+    partitions: dict[int, PartitionRegistration] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionDecision:
+    response: dict[str, Any]  # the AlterPartition response body, for messages.encode_response
+    changes: list[PartitionRegistration]  # new registrations to apply; empty when nothing changed
+
+
+class ClusterMetadata:
+    def __init__(self) -> None:
+        self.brokers: dict[int, BrokerRegistration] = {}
+        self.topics: dict[str, TopicRegistration] = {}
+        self._topic_names_by_id: dict[uuid.UUID, str] = {}
+
+    # ----------------------------------------------------------------------------------------- brokers
+
+    def add_broker(self, broker: BrokerRegistration) -> None:
+        """Register a broker; registering an id again replaces its address (a broker restarted elsewhere)."""
+        if broker.broker_id not in self.brokers and len(self.brokers) >= MAX_BROKERS:
+            raise ControllerError(ErrorCode.invalid_request, f"more than {MAX_BROKERS} brokers")
+        self.brokers[broker.broker_id] = broker
+
+    def remove_broker(self, broker_id: int) -> BrokerRegistration:
+        broker = self.brokers.pop(broker_id, None)
+        if broker is None:
+            raise ControllerError(ErrorCode.broker_not_available, f"broker {broker_id} is not registered")
+        return broker
+
+    def is_eligible(self, broker_id: int) -> bool:
+        """May the broker join an ISR (KIP-841)? Registered; fencing and controlled shutdown come later."""
+        return broker_id in self.brokers
+
+    # ------------------------------------------------------------------------------------------ topics
+
+    def create_topic(self, name: str, assignment: Mapping[int, Sequence[int]],
+                     configs: Mapping[str, str]) -> TopicRegistration:
+        """A topic with the given replica assignment: every replica in sync, the first replica leads."""
+        self._check_new_topic(name, assignment, configs)
+        topic = TopicRegistration(name, uuid.uuid4(), dict(configs))
+        assert topic.topic_id not in self._topic_names_by_id
+        for index in range(len(assignment)):
+            topic.partitions[index] = new_partition(name, topic.topic_id, index, assignment[index])
+        self.topics[name] = topic
+        self._topic_names_by_id[topic.topic_id] = name
+        return topic
+
+    def _check_new_topic(self, name: str, assignment: Mapping[int, Sequence[int]],
+                         configs: Mapping[str, str]) -> None:
+        invalid_name = topic_name_error(name)
+        if invalid_name is not None:
+            raise ControllerError(ErrorCode.invalid_topic_exception, invalid_name)
+        if name in self.topics:
+            raise ControllerError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
+        if len(self.topics) >= MAX_TOPICS:
+            raise ControllerError(ErrorCode.invalid_request, f"more than {MAX_TOPICS} topics")
+        if not 0 < len(assignment) <= MAX_PARTITIONS_PER_TOPIC:
+            raise ControllerError(ErrorCode.invalid_partitions,
+                                  f"{len(assignment)} partitions, not between 1 and {MAX_PARTITIONS_PER_TOPIC}")
+        if sorted(assignment) != list(range(len(assignment))):
+            raise ControllerError(ErrorCode.invalid_replica_assignment,
+                                  "partitions must be numbered consecutively from 0")
+        replication_factor = len(assignment[0])
+        for index, replicas in sorted(assignment.items()):
+            self._check_replicas(index, replicas, replication_factor)
+        config_error = topic_config_error(configs)
+        if config_error is not None:
+            raise ControllerError(ErrorCode.invalid_config, config_error)
+
+    def _check_replicas(self, index: int, replicas: Sequence[int], replication_factor: int) -> None:
+        # Kafka's ReplicationControlManager.createTopic checks a manual assignment the same way.
+        if not 0 < len(replicas) <= MAX_REPLICATION_FACTOR or not is_valid_replica_list(replicas):
+            raise ControllerError(ErrorCode.invalid_replica_assignment,
+                                  f"partition {index}: replicas {list(replicas)} are empty, negative or repeated")
+        if len(replicas) != replication_factor:
+            raise ControllerError(ErrorCode.invalid_replication_factor,
+                                  f"partition {index} has {len(replicas)} replicas, partition 0 has "
+                                  f"{replication_factor}")
+        unknown = [r for r in replicas if r not in self.brokers]
+        if unknown:
+            raise ControllerError(ErrorCode.invalid_replica_assignment,
+                                  f"partition {index}: brokers {unknown} are not registered")
+
+    def delete_topic(self, name: str) -> TopicRegistration:
+        topic = self.topics.pop(name, None)
+        if topic is None:
+            raise ControllerError(ErrorCode.unknown_topic_or_partition, f"no topic {name!r}")
+        del self._topic_names_by_id[topic.topic_id]
+        return topic
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicRegistration | None:
+        name = self._topic_names_by_id.get(topic_id)
+        return None if name is None else self.topics[name]
+
+    def registration(self, topic: str, partition: int) -> PartitionRegistration:
+        registration = self.topics[topic].partitions.get(partition) if topic in self.topics else None
+        if registration is None:
+            raise ControllerError(ErrorCode.unknown_topic_or_partition, f"no partition {topic}-{partition}")
+        return registration
+
+    def partitions_with_replica(self, broker_id: int) -> list[PartitionRegistration]:
+        return [p for t in self.topics.values() for p in t.partitions.values() if broker_id in p.replicas]
+
+    # -------------------------------------------------------------------------------------- leadership
+
+    def elect_leader(self, topic: str, partition: int, leader: int,
+                     isr: Sequence[int] | None = None) -> PartitionRegistration:
+        """Make `leader` lead with `isr` (default: the current ISR); the leader must be a live ISR member."""
+        current = self.registration(topic, partition)
+        isr = current.isr if isr is None else tuple(isr)
+        if not is_valid_isr(current.replicas, isr) or leader not in isr:
+            raise ControllerError(ErrorCode.invalid_request,
+                                  f"{topic}-{partition}: leader {leader} and ISR {list(isr)} do not fit "
+                                  f"replicas {list(current.replicas)}")
+        if leader not in self.brokers:
+            raise ControllerError(ErrorCode.eligible_leaders_not_available,
+                                  f"{topic}-{partition}: broker {leader} is not registered")
+        changed = elect_leader(current, leader, isr)
+        self.apply([changed])
+        return changed
+
+    def set_isr(self, topic: str, partition: int, isr: Sequence[int]) -> PartitionRegistration:
+        """Change the ISR under the current leader, which must stay in it."""
+        current = self.registration(topic, partition)
+        if not is_valid_isr(current.replicas, isr) or current.leader not in isr:
+            raise ControllerError(ErrorCode.invalid_request,
+                                  f"{topic}-{partition}: ISR {list(isr)} must be replicas and keep leader "
+                                  f"{current.leader}")
+        changed = change_isr(current, isr)
+        self.apply([changed])
+        return changed
+
+    def apply(self, changes: Iterable[PartitionRegistration]) -> None:
+        for registration in changes:
+            topic = self.topics[registration.topic]
+            current = topic.partitions[registration.partition]
+            assert registration.topic_id == topic.topic_id, (registration, topic.topic_id)
+            assert registration.replicas == current.replicas, (registration, current)
+            assert registration.partition_epoch > current.partition_epoch, (registration, current)
+            assert registration.leader_epoch >= current.leader_epoch, (registration, current)
+            topic.partitions[registration.partition] = registration
+
+    # ---------------------------------------------------------------------------------- AlterPartition
+
+    def decide_alter_partition(self, request: Any, version: int) -> AlterPartitionDecision:
+        """The answer to a decoded AlterPartition v2/v3 request; changes nothing (see apply).
+
+        Kafka's ReplicationControlManager.alterPartition: the sender's broker epoch must be its registered
+        one (else STALE_BROKER_EPOCH for the whole request), then each partition is validated on its own.
+        """
+        assert version in (2, 3)
+        sender = self.brokers.get(request.broker_id)
+        if sender is None or sender.epoch != request.broker_epoch:
+            return AlterPartitionDecision(alter_partition_error(ErrorCode.stale_broker_epoch), [])
+        decided: dict[tuple[uuid.UUID, int], PartitionRegistration] = {}  # later entries see earlier ones
+        topics = []
+        for topic_data in request.topics:
+            topic = self.topic_by_id(topic_data.topic_id)
+            answers = [self._decide_partition(request.broker_id, topic, p, version, decided)
+                       for p in topic_data.partitions]
+            topics.append({"topic_id": topic_data.topic_id, "partitions": answers})
+        response = {"throttle_time": 0, "error_code": ErrorCode.none, "topics": topics}
+        return AlterPartitionDecision(response, list(decided.values()))
+
+    def _decide_partition(self, broker_id: int, topic: TopicRegistration | None, data: Any, version: int,
+                          decided: dict) -> dict[str, Any]:
+        if topic is None:
+            return _partition_error(data.partition_index, ErrorCode.unknown_topic_id)
+        key = (topic.topic_id, data.partition_index)
+        current = decided.get(key) or topic.partitions.get(data.partition_index)
+        if current is None:
+            return _partition_error(data.partition_index, ErrorCode.unknown_topic_or_partition)
+        new_isr, is_eligible = self._isr_and_eligibility(data, version)
+        error = validate_alter_partition(
+            current, broker_id=broker_id, leader_epoch=data.leader_epoch, new_isr=new_isr,
+            partition_epoch=data.partition_epoch, is_eligible=is_eligible,
+            leader_recovery_state=data.leader_recovery_state)
+        if error != ErrorCode.none:
+            return _partition_error(data.partition_index, error)
+        changed = apply_isr_change(current, new_isr, leader_recovery_state=data.leader_recovery_state)
+        if changed is not current:
+            decided[key] = changed
+        return {"partition_index": data.partition_index, "error_code": ErrorCode.none,
+                "leader_id": changed.leader, "leader_epoch": changed.leader_epoch, "isr": list(changed.isr),
+                "leader_recovery_state": int(changed.leader_recovery_state),
+                "partition_epoch": changed.partition_epoch}
+
+    def _isr_and_eligibility(self, data: Any, version: int) -> tuple[list[int], Callable[[int], bool]]:
+        if version < 3:
+            return list(data.new_isr), self.is_eligible
+        # v3 (KIP-903): each member comes with the broker epoch the leader saw it fetch with; a member
+        # that re-registered since (a new epoch) may have lost data the leader thinks it has.
+        seen_epochs = {member.broker_id: member.broker_epoch for member in data.new_isr_with_epochs}
+
+        def is_eligible(broker_id: int) -> bool:
+            epoch = seen_epochs[broker_id]
+            return self.is_eligible(broker_id) and epoch in (NO_BROKER_EPOCH, self.brokers[broker_id].epoch)
+
+        return [member.broker_id for member in data.new_isr_with_epochs], is_eligible
+
+
+def topic_config_error(configs: Mapping[str, str]) -> str | None:
+    """Why topic configs are unacceptable to the brokers, which receive them in LeaderAndIsr, or None."""
+    unknown = sorted(set(configs) - TOPIC_CONFIG_KEYS)
+    if unknown:
+        return f"unknown topic configs: {', '.join(unknown)}"
+    if configs.get("cleanup.policy", "delete") != "delete":
+        return "only cleanup.policy=delete is supported"
+    try:
+        LogConfig.from_topic_configs(configs)
+        min_isr = int(configs.get("min.insync.replicas", "1"))
+    except ValueError as e:
+        return str(e)
+    if min_isr < 1:
+        return "min.insync.replicas must be at least 1"
+    return None
+
+
+def alter_partition_error(error: ErrorCode) -> dict[str, Any]:
+    """An AlterPartition response failing the whole request (Kafka's getErrorResponse: no topics)."""
+    return {"throttle_time": 0, "error_code": error, "topics": []}
+
+
+def _partition_error(partition_index: int, error: ErrorCode) -> dict[str, Any]:
+    # Kafka leaves the state fields at Java's default 0 here; -1 cannot be mistaken for a real leader or epoch.
+    return {"partition_index": partition_index, "error_code": error, "leader_id": -1, "leader_epoch": -1,
+            "isr": [], "leader_recovery_state": 0, "partition_epoch": -1}

@@ -1,0 +1,149 @@
+"""Sending the controller's decisions to the brokers, and knowing when they have applied them.
+
+Kafka's ZooKeeper-mode controller batches its requests (ControllerBrokerRequestBatch) and hands them to the
+channel without waiting. Here each send returns a Delivery, and `wait` collects the answers of a group of
+deliveries and raises PropagationError naming every broker and partition that refused or did not answer in
+time, so a caller can know that every broker applied a change. Requests are built from the state at the
+moment they are queued, and the channel keeps each broker's queue in order, so a broker never applies an
+older state after a newer one.
+"""
+
+import asyncio
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from replog.protocol.apis import ApiKey
+from replog.protocol.control import (
+    LEADER_AND_ISR_VERSION,
+    STOP_REPLICA_VERSION,
+    UPDATE_METADATA_VERSION,
+    encode_leader_and_isr_request,
+    encode_stop_replica_request,
+    encode_update_metadata_request,
+)
+from replog.protocol.primitives import DecodeError
+
+from . import broker_requests
+from .broker_requests import ResponseErrors
+from .channel import ChannelClosed, ControllerChannel
+from .cluster import ClusterMetadata, TopicRegistration
+from .registry import PartitionRegistration
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryFailure:
+    broker_id: int
+    api: str  # e.g. "LEADER_AND_ISR"
+    partition: str | None  # "topic-0", or None when the whole request failed
+    error: str  # a Kafka error name, or why no answer came
+
+
+class PropagationError(Exception):
+    def __init__(self, failures: list[DeliveryFailure]) -> None:
+        assert failures
+        lines = [f"broker {f.broker_id} {f.api} {f.partition or 'request'}: {f.error}" for f in failures]
+        super().__init__("brokers did not apply the change: " + "; ".join(lines))
+        self.failures = failures
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    broker_id: int
+    api_key: ApiKey
+    future: asyncio.Future  # the response frame
+    errors_of: Callable[[bytearray], ResponseErrors]
+
+
+class Propagator:
+    def __init__(self, channel: ControllerChannel, metadata: ClusterMetadata, controller_id: int,
+                 controller_epoch: Callable[[], int], timeout_ms: int) -> None:
+        assert timeout_ms > 0
+        self._channel = channel
+        self._metadata = metadata
+        self._controller_id = controller_id
+        self._controller_epoch = controller_epoch
+        self._timeout_ms = timeout_ms
+
+    def leader_and_isr(self, partitions: Iterable[PartitionRegistration], *, is_new: bool = False,
+                       broker_ids: Iterable[int] | None = None) -> list[Delivery]:
+        """One LeaderAndIsr to each registered replica of `partitions` (or to those of broker_ids)."""
+        targets = set(self._metadata.brokers) if broker_ids is None else set(broker_ids)
+        by_broker: dict[int, list[PartitionRegistration]] = {}
+        for p in partitions:
+            for replica in p.replicas:
+                if replica in targets and replica in self._metadata.brokers:
+                    by_broker.setdefault(replica, []).append(p)
+        deliveries = []
+        for broker_id, owned in sorted(by_broker.items()):
+            request = broker_requests.leader_and_isr_request(
+                self._controller_id, self._controller_epoch(), self._metadata.brokers[broker_id], owned,
+                self._metadata, is_new=is_new)
+            body = encode_leader_and_isr_request(request)
+            deliveries.append(self._send(broker_id, ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION, body,
+                                         lambda frame, r=request: broker_requests.leader_and_isr_errors(frame, r)))
+        return deliveries
+
+    def update_metadata(self, broker_ids: Iterable[int] | None = None) -> list[Delivery]:
+        """A full UpdateMetadata to every registered broker (or to broker_ids)."""
+        targets = sorted(self._metadata.brokers if broker_ids is None else broker_ids)
+        deliveries = []
+        for broker_id in targets:
+            request = broker_requests.update_metadata_request(
+                self._controller_id, self._controller_epoch(), self._metadata.brokers[broker_id], self._metadata)
+            deliveries.append(self._send(broker_id, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION,
+                                         encode_update_metadata_request(request),
+                                         broker_requests.update_metadata_errors))
+        return deliveries
+
+    def stop_replica(self, topic: TopicRegistration, *, delete: bool) -> list[Delivery]:
+        """A StopReplica for `topic` to each of its registered replicas."""
+        replicas = sorted({r for p in topic.partitions.values() for r in p.replicas} & set(self._metadata.brokers))
+        deliveries = []
+        for broker_id in replicas:
+            request = broker_requests.stop_replica_request(
+                self._controller_id, self._controller_epoch(), self._metadata.brokers[broker_id], topic,
+                delete=delete)
+            deliveries.append(self._send(broker_id, ApiKey.STOP_REPLICA, STOP_REPLICA_VERSION,
+                                         encode_stop_replica_request(request), broker_requests.stop_replica_errors))
+        return deliveries
+
+    def _send(self, broker_id: int, api_key: ApiKey, version: int, body: bytes,
+              errors_of: Callable[[bytearray], ResponseErrors]) -> Delivery:
+        try:
+            future = self._channel.send(broker_id, api_key, version, body)
+        except (asyncio.QueueFull, ChannelClosed) as e:
+            future = asyncio.get_running_loop().create_future()
+            future.set_exception(e)
+        # Nobody may be waiting any more when a late failure arrives; mark it seen so asyncio does not warn.
+        future.add_done_callback(_retrieve)
+        return Delivery(broker_id, api_key, future, errors_of)
+
+    async def wait(self, deliveries: list[Delivery]) -> None:
+        """Wait for every delivery's answer; raise PropagationError if any broker refused or stayed silent."""
+        if deliveries:
+            await asyncio.wait([d.future for d in deliveries], timeout=self._timeout_ms / 1000)
+        failures = []
+        for d in deliveries:
+            failures.extend(self._failures(d))
+        if failures:
+            raise PropagationError(failures)
+
+    def _failures(self, delivery: Delivery) -> list[DeliveryFailure]:
+        api = delivery.api_key.name
+        future = delivery.future
+        if not future.done():
+            # The request stays queued and will still be sent: the broker may apply it later.
+            return [DeliveryFailure(delivery.broker_id, api, None, f"no answer within {self._timeout_ms} ms")]
+        if future.cancelled() or future.exception() is not None:
+            reason = "cancelled" if future.cancelled() else repr(future.exception())
+            return [DeliveryFailure(delivery.broker_id, api, None, reason)]
+        try:
+            errors = delivery.errors_of(future.result())
+        except DecodeError as e:
+            return [DeliveryFailure(delivery.broker_id, api, None, f"malformed response: {e}")]
+        return [DeliveryFailure(delivery.broker_id, api, label, error.name.upper()) for label, error in errors]
+
+
+def _retrieve(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()

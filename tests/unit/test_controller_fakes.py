@@ -1,0 +1,202 @@
+"""FakeBroker: an in-process stand-in for a broker on the controller's side of the wire, shared by the
+controller tests, and the tests of the fake itself.
+
+It runs the broker's own listener machinery (BrokerConnection, Dispatcher, the ApiVersions and SASL
+handlers) with tiny LeaderAndIsr / UpdateMetadata / StopReplica handlers that record what they accept and
+answer with whatever errors a test asks for. It applies no epoch rules: that is the real broker's job.
+"""
+
+import asyncio
+import functools
+import itertools
+import types
+from collections.abc import Callable
+
+from kio.schema.errors import ErrorCode
+
+from replog.broker.connection import BrokerConnection
+from replog.broker.dispatch import CloseConnection, Dispatcher
+from replog.broker.handlers import api_versions, sasl_authenticate, sasl_handshake
+from replog.broker.inter_broker import open_inter_broker_connection
+from replog.client.connection import Connection
+from replog.protocol import control
+from replog.protocol.apis import ApiKey, response_header_version
+from replog.protocol.headers import decode_response_header
+
+SECRET = "s3cret-for-tests"
+HOST = "127.0.0.1"
+FAKE_BROKER_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
+                              ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA, ApiKey.STOP_REPLICA})
+WAIT_TIMEOUT_S = 10.0
+
+
+async def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = WAIT_TIMEOUT_S) -> None:
+    """Poll condition on every loop turn (with a short pause) until it holds; fail after timeout_s."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not condition():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        await asyncio.sleep(0.002)
+
+
+async def connect_as_controller(host: str, port: int, *, request_timeout_ms: int = 5_000) -> Connection:
+    return await open_inter_broker_connection(host, port, client_id="test-controller", username="controller",
+                                              secret=SECRET, request_timeout_ms=request_timeout_ms)
+
+
+class FakeBroker:
+    def __init__(self, broker_id: int, *, secret: str = SECRET) -> None:
+        self.broker_id = broker_id
+        self.config = types.SimpleNamespace(inter_broker_secret=secret)  # read by the SASL handlers
+        self.connections: set[BrokerConnection] = set()
+        self.shutting_down = False
+        self.received: list[tuple[ApiKey, object]] = []  # accepted requests, decoded, in arrival order
+        self.dropped: list[tuple[ApiKey, object]] = []  # requests answered by closing the connection
+        self.drop_next: dict[ApiKey, int] = {}  # close the connection instead of answering the next n
+        self.stall_next: dict[ApiKey, int] = {}  # never answer the next n (the sender's timeout must fire)
+        self.request_error: dict[ApiKey, ErrorCode] = {}  # a whole-request error to answer with
+        self.partition_error: dict[tuple[str, int], ErrorCode] = {}  # LeaderAndIsr/StopReplica per partition
+        self.unauthorized = 0  # requests refused with CLUSTER_AUTHORIZATION_FAILED
+        self._server: asyncio.AbstractServer | None = None
+        self.port = 0
+
+    async def start(self, port: int = 0) -> "FakeBroker":
+        assert self._server is None
+        handlers = {
+            ApiKey.API_VERSIONS: functools.partial(api_versions.handle, broker=self, served=FAKE_BROKER_APIS),
+            ApiKey.SASL_HANDSHAKE: functools.partial(sasl_handshake.handle, broker=self),
+            ApiKey.SASL_AUTHENTICATE: functools.partial(sasl_authenticate.handle, broker=self),
+            ApiKey.LEADER_AND_ISR: self._leader_and_isr,
+            ApiKey.UPDATE_METADATA: self._update_metadata,
+            ApiKey.STOP_REPLICA: self._stop_replica,
+        }
+        dispatcher = Dispatcher(handlers, lambda: api_versions.unsupported_version_body(FAKE_BROKER_APIS))
+        self.shutting_down = False
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: BrokerConnection(self, dispatcher, max_frame_bytes=1 << 20, max_inflight=8, use_sendfile=False),
+            HOST, port, reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def stop(self) -> None:
+        """Close the listener and every connection, as a crashed broker would. Idempotent."""
+        if self._server is None:
+            return
+        self.shutting_down = True
+        self._server.close()
+        for connection in list(self.connections):
+            connection.close()
+        await self._server.wait_closed()
+        self._server = None
+        await wait_until(lambda: not self.connections, f"broker {self.broker_id}'s connections to close")
+
+    def connection_opened(self, connection: BrokerConnection) -> None:
+        if self.shutting_down:
+            connection.close()
+            return
+        self.connections.add(connection)
+
+    def connection_closed(self, connection: BrokerConnection) -> None:
+        self.connections.discard(connection)
+
+    def requests(self, api_key: ApiKey) -> list:
+        return [request for key, request in self.received if key == api_key]
+
+    # handlers
+
+    def _accept(self, ctx, api_key: ApiKey, request) -> ErrorCode | None:
+        """None if the request is answered normally; else the whole-request error. May close or stall."""
+        if self.drop_next.get(api_key, 0) > 0:
+            self.drop_next[api_key] -= 1
+            self.dropped.append((api_key, request))
+            raise CloseConnection(f"test drops this {api_key.name}")
+        if not ctx.session.cluster_action:
+            self.unauthorized += 1
+            return ErrorCode.cluster_authorization_failed
+        self.received.append((api_key, request))
+        return self.request_error.get(api_key)
+
+    def _stalls(self, api_key: ApiKey) -> bool:
+        if self.stall_next.get(api_key, 0) > 0:
+            self.stall_next[api_key] -= 1
+            return True
+        return False
+
+    def _leader_and_isr(self, ctx):
+        request = control.decode_leader_and_isr_request(ctx.frame, ctx.body_offset)
+        if self._stalls(ApiKey.LEADER_AND_ISR):
+            return asyncio.get_running_loop().create_future()  # cancelled when the connection closes
+        error = self._accept(ctx, ApiKey.LEADER_AND_ISR, request)
+        topics = [control.LeaderAndIsrTopicError(t.topic_id, [] if error else [
+            control.LeaderAndIsrPartitionError(
+                p.partition_index, self.partition_error.get((t.topic_name, p.partition_index), ErrorCode.none))
+            for p in t.partition_states]) for t in request.topic_states]
+        response = control.LeaderAndIsrResponse(error or ErrorCode.none, topics)
+        return [control.encode_leader_and_isr_response(response)]
+
+    def _update_metadata(self, ctx):
+        request = control.decode_update_metadata_request(ctx.frame, ctx.body_offset)
+        if self._stalls(ApiKey.UPDATE_METADATA):
+            return asyncio.get_running_loop().create_future()
+        error = self._accept(ctx, ApiKey.UPDATE_METADATA, request)
+        return [control.encode_update_metadata_response(control.UpdateMetadataResponse(error or ErrorCode.none))]
+
+    def _stop_replica(self, ctx):
+        request = control.decode_stop_replica_request(ctx.frame, ctx.body_offset)
+        error = self._accept(ctx, ApiKey.STOP_REPLICA, request)
+        errors = [] if error else [
+            control.StopReplicaPartitionError(t.topic_name, p.partition_index,
+                                              self.partition_error.get((t.topic_name, p.partition_index),
+                                                                       ErrorCode.none))
+            for t in request.topic_states for p in t.partition_states]
+        response = control.StopReplicaResponse(error or ErrorCode.none, errors)
+        return [control.encode_stop_replica_response(response)]
+
+
+_epochs = itertools.count(1)
+
+
+def body_offset(frame: bytearray, api_key: ApiKey, version: int) -> int:
+    return decode_response_header(frame, response_header_version(api_key, version))[1]
+
+
+def update_metadata_body(controller_epoch: int | None = None) -> bytes:
+    """An UpdateMetadata whose controller epoch numbers it, so tests can read the order of arrival."""
+    epoch = next(_epochs) if controller_epoch is None else controller_epoch
+    return control.encode_update_metadata_request(control.UpdateMetadataRequest(3000, epoch, -1, [], []))
+
+
+# ---------------------------------------------------------------------------------- tests of the fake
+
+
+async def test_fake_broker_records_authenticated_requests_and_answers_errors():
+    broker = await FakeBroker(1).start()
+    try:
+        connection = await connect_as_controller(HOST, broker.port)
+        broker.request_error[ApiKey.UPDATE_METADATA] = ErrorCode.stale_controller_epoch
+        frame = await connection.request(ApiKey.UPDATE_METADATA, control.UPDATE_METADATA_VERSION,
+                                         [update_metadata_body(7)])
+        offset = body_offset(frame, ApiKey.UPDATE_METADATA, control.UPDATE_METADATA_VERSION)
+        response = control.decode_update_metadata_response(frame, offset)
+        assert response.error_code == ErrorCode.stale_controller_epoch
+        assert [r.controller_epoch for r in broker.requests(ApiKey.UPDATE_METADATA)] == [7]
+        connection.close()
+    finally:
+        await broker.stop()
+
+
+async def test_fake_broker_refuses_unauthenticated_cluster_actions():
+    broker = await FakeBroker(1).start()
+    try:
+        connection = Connection(HOST, broker.port)
+        await connection.connect()
+        frame = await connection.request(ApiKey.UPDATE_METADATA, control.UPDATE_METADATA_VERSION,
+                                         [update_metadata_body(1)])
+        offset = body_offset(frame, ApiKey.UPDATE_METADATA, control.UPDATE_METADATA_VERSION)
+        response = control.decode_update_metadata_response(frame, offset)
+        assert response.error_code == ErrorCode.cluster_authorization_failed
+        assert broker.unauthorized == 1 and broker.received == []
+        connection.close()
+    finally:
+        await broker.stop()
