@@ -65,11 +65,13 @@ class BrokerProcess:
     """A `python -m replog broker start` child process on 127.0.0.1 (shared with the integration tests)."""
 
     def __init__(
-        self, log_dir: Path, *, port: int | None = None, node_id: int = 1, output: Path | None = None
+        self, log_dir: Path, *, port: int | None = None, node_id: int = 1, output: Path | None = None,
+        overrides: dict[str, str] | None = None,
     ):
         self.log_dir = Path(log_dir)
         self.port = port or free_port()
         self.node_id = node_id
+        self.overrides = dict(overrides or {})
         self.output = output or self.log_dir.parent / f"broker-{node_id}.out"
         self.proc: subprocess.Popen | None = None
 
@@ -86,6 +88,8 @@ class BrokerProcess:
             "--override", f"log.dirs={self.log_dir}",
             "--override", f"node.id={self.node_id}",
         ]  # fmt: skip
+        for key, value in self.overrides.items():
+            command += ["--override", f"{key}={value}"]
         with open(self.output, "ab") as out:
             self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
         self.wait_ready(timeout)

@@ -75,6 +75,15 @@ _KEYS: dict[str, tuple[str, object]] = {
     "replica.lag.time.max.ms": ("replica_lag_time_max_ms", int),
     "replica.high.watermark.checkpoint.interval.ms": ("replica_high_watermark_checkpoint_interval_ms", int),
     "controlled.shutdown.timeout.ms": ("shutdown_drain_timeout_ms", int),
+    "controller.quorum.bootstrap.servers": ("controller_bootstrap_servers", str),
+    "inter.broker.secret": ("inter_broker_secret", str),
+    "num.replica.fetchers": ("num_replica_fetchers", int),
+    "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", int),
+    "replica.fetch.min.bytes": ("replica_fetch_min_bytes", int),
+    "replica.fetch.max.bytes": ("replica_fetch_max_bytes", int),
+    "replica.fetch.response.max.bytes": ("replica_fetch_response_max_bytes", int),
+    "replica.fetch.backoff.ms": ("replica_fetch_backoff_ms", int),
+    "replica.socket.timeout.ms": ("replica_socket_timeout_ms", int),
 }
 
 
@@ -109,7 +118,25 @@ class BrokerConfig:
     replica_lag_time_max_ms: int = 30_000
     replica_high_watermark_checkpoint_interval_ms: int = 5000
     shutdown_drain_timeout_ms: int = 10_000
+    # host:port of the controller; unset means a single node that is its own controller
+    controller_bootstrap_servers: str | None = None
+    inter_broker_secret: str | None = None  # SASL/PLAIN password of the inter-broker principal (broker/auth.py)
+    num_replica_fetchers: int = 1
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_min_bytes: int = 1
+    replica_fetch_max_bytes: int = 1_048_576
+    replica_fetch_response_max_bytes: int = 10_485_760
+    replica_fetch_backoff_ms: int = 1000
+    replica_socket_timeout_ms: int = 30_000
     unknown_keys: tuple[str, ...] = ()
+
+    @property
+    def controller_address(self) -> tuple[str, int] | None:
+        if not self.controller_bootstrap_servers:
+            return None
+        first = self.controller_bootstrap_servers.split(",")[0].strip()
+        host, _, port = first.rpartition(":")
+        return host, int(port)
 
     @property
     def advertised(self) -> Listener:
@@ -135,6 +162,14 @@ class BrokerConfig:
             raise ValueError("log.dirs is empty")
         if self.max_inflight_requests_per_connection <= 0:
             raise ValueError("max.inflight.requests.per.connection must be positive")
+        if self.replica_lag_time_max_ms <= 0 or self.num_replica_fetchers <= 0:
+            raise ValueError("replica.lag.time.max.ms and num.replica.fetchers must be positive")
+        if self.controller_bootstrap_servers is not None:
+            host, _, port = self.controller_bootstrap_servers.split(",")[0].strip().rpartition(":")
+            if not host or not port.isdigit():
+                raise ValueError("controller.quorum.bootstrap.servers must be host:port")
+            if not self.inter_broker_secret:
+                raise ValueError("a broker with a controller needs inter.broker.secret to replicate")
 
 
 def parse_properties(text: str) -> dict[str, str]:

@@ -24,12 +24,16 @@ class TopicCreationError(Exception):
 
 
 class LocalController:
-    def __init__(self, directory: Path, image: MetadataImage, node_id: int) -> None:
+    def __init__(self, directory: Path, image: MetadataImage, node_id: int, *, manages_topics: bool = True,
+                 producer_id_base: int = 0) -> None:
+        """manages_topics=False: a broker of a cluster, where topics belong to the cluster's controller and
+        this object only hands out producer ids, from a range of its own (producer_id_base upwards)."""
         self._path = directory / STATE_FILE
         self.image = image
         self.node_id = node_id
-        self._next_producer_id = 0
-        self._producer_id_limit = 0  # ids below this are reserved on disk
+        self.manages_topics = manages_topics
+        self._next_producer_id = producer_id_base
+        self._producer_id_limit = producer_id_base  # ids below this are reserved on disk
         self._load()
 
     def _load(self) -> None:
@@ -40,7 +44,7 @@ class LocalController:
             topic = TopicMetadata.from_json(data)
             self.image.topics[topic.name] = topic
         # Resume after the whole reserved block: ids handed out before a crash are never reused.
-        self._next_producer_id = self._producer_id_limit = state["producer_id_limit"]
+        self._next_producer_id = self._producer_id_limit = max(state["producer_id_limit"], self._producer_id_limit)
 
     def _persist(self) -> None:
         state = {"topics": [t.to_json() for t in self.image.topics.values()],
@@ -49,6 +53,8 @@ class LocalController:
 
     def create_topic(self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str],
                      *, validate_only: bool = False) -> TopicMetadata:
+        if not self.manages_topics:
+            raise TopicCreationError(ErrorCode.not_controller, "topics of a cluster are created by its controller")
         if name in self.image.topics:
             raise TopicCreationError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
         if num_partitions <= 0:
@@ -67,6 +73,8 @@ class LocalController:
         return topic
 
     def delete_topic(self, name: str) -> TopicMetadata | None:
+        if not self.manages_topics:
+            return None
         topic = self.image.topics.pop(name, None)
         if topic is not None:
             self._persist()

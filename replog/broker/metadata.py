@@ -4,7 +4,12 @@ import re
 import uuid
 from dataclasses import dataclass, field
 
+from replog.protocol.control import UpdateMetadataRequest
+
 from .config import Listener
+
+UPDATE_METADATA_FULL = 2  # KIP-866's Type: the request lists every topic
+LEADER_DURING_DELETE = -2  # Kafka's LeaderAndIsr.LeaderDuringDelete: the partition is being deleted
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -81,3 +86,26 @@ class MetadataImage:
     controller_id: int
     brokers: dict[int, BrokerEndpoint] = field(default_factory=dict)
     topics: dict[str, TopicMetadata] = field(default_factory=dict)
+
+    def apply_update_metadata(self, request: UpdateMetadataRequest) -> None:
+        """Take the controller's view: live brokers, and partition leadership for the topics listed."""
+        self.brokers = {
+            b.id: BrokerEndpoint(b.id, b.endpoints[0].host, b.endpoints[0].port, b.rack)
+            for b in request.live_brokers if b.endpoints
+        }
+        if request.type == UPDATE_METADATA_FULL:
+            self.topics = {}
+        for state in request.topic_states:
+            topic = self.topics.get(state.topic_name)
+            if topic is None or topic.topic_id != state.topic_id:
+                topic = TopicMetadata(state.topic_name, state.topic_id, {})
+            for p in state.partition_states:
+                if p.leader == LEADER_DURING_DELETE:
+                    topic.partitions.pop(p.partition_index, None)
+                else:
+                    topic.partitions[p.partition_index] = PartitionMetadata(
+                        p.leader, p.leader_epoch, p.zk_version, list(p.replicas), list(p.isr))
+            if topic.partitions:
+                self.topics[topic.name] = topic
+            else:
+                self.topics.pop(topic.name, None)

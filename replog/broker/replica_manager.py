@@ -1,28 +1,38 @@
-"""The broker's partitions: creates them from metadata, appends, reads, and wakes delayed operations.
+"""The broker's partitions: leadership changes, appends, reads, ISR upkeep, and delayed-operation wake-ups.
 
-Handlers parse and encode; this module decides. Wake-up rule (facts §5): any append wakes delayed fetches
-on that partition (followers wait for the LEO); a high-watermark move also wakes delayed produces.
+Handlers parse and encode; this module decides. Leadership arrives from the controller (LeaderAndIsr,
+StopReplica) or, on a single node without a controller, from the local metadata image. Wake-up rule
+(facts §5): any append or follower fetch wakes delayed fetches on that partition; a high-watermark move or
+a leadership change also wakes delayed produces.
 """
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
+from replog.fetcher.manager import InitialFetchState, LeaderInfo, ReplicaFetcherManager
 from replog.log.config import LogConfig
 from replog.log.errors import LogError, OffsetOutOfRangeError
 from replog.log.log_manager import LogManager
-from replog.log.partition_log import AppendInfo, LogReadResult
+from replog.log.partition_log import AppendInfo, LogReadResult, TopicPartition
+from replog.protocol.control import (
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+)
 from replog.protocol.records import CorruptRecordError, InvalidRecordError
 
 from .metadata import MetadataImage, TopicMetadata
-from .partition import LeadershipState, Partition, PartitionError
+from .partition import AlterIsr, LeadershipState, Partition, PartitionError, PendingIsrChange
 from .purgatory import Purgatory
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
+# StopReplica leader epochs that skip the epoch check (Kafka's LeaderAndIsr.EpochDuringDelete / NoEpoch).
+EPOCH_DURING_DELETE = -2
+NO_EPOCH = -1
 
 
 @dataclass(slots=True)
@@ -38,7 +48,22 @@ class PartitionReadResult:
     result: LogReadResult | None = None
     high_watermark: int = -1
     log_start_offset: int = -1
+    diverging_epoch: tuple[int, int] | None = None
 
+
+@dataclass(frozen=True, slots=True)
+class FollowerFetch:
+    """Who is fetching: a follower broker (replica_id >= 0) reads to the LEO and reports its progress."""
+
+    replica_id: int
+    log_start_offset: int = -1
+
+    @property
+    def is_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+CONSUMER = FollowerFetch(-1)
 
 # Everything the log and record layers raise carries the Kafka error code it travels as.
 _APPEND_ERRORS = (PartitionError, LogError, CorruptRecordError, InvalidRecordError)
@@ -46,59 +71,168 @@ _APPEND_ERRORS = (PartitionError, LogError, CorruptRecordError, InvalidRecordErr
 
 class ReplicaManager:
     def __init__(self, node_id: int, log_manager: LogManager, base_log_config: LogConfig,
-                 default_min_insync_replicas: int, *, fetch_purgatory_size: int, produce_purgatory_size: int) -> None:
+                 default_min_insync_replicas: int, *, clock_ms: Callable[[], int], replica_lag_time_max_ms: int,
+                 fetch_purgatory_size: int, produce_purgatory_size: int,
+                 fetcher_manager: ReplicaFetcherManager | None = None, alter_isr: AlterIsr | None = None) -> None:
         self.node_id = node_id
         self.log_manager = log_manager
         self.base_log_config = base_log_config
         self.default_min_insync_replicas = default_min_insync_replicas
+        self.clock_ms = clock_ms
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetch_purgatory = Purgatory("fetch", fetch_purgatory_size)
         self.produce_purgatory = Purgatory("produce", produce_purgatory_size)
-        self.on_partition_deleted: Callable[[TopicPartition], None] | None = None
+        self.fetcher_manager = fetcher_manager
+        self._alter_isr = alter_isr or _no_followers_without_controller
+        self.controller_epoch = -1
 
     def get_partition(self, topic: str, index: int) -> Partition | None:
-        return self.partitions.get((topic, index))
+        return self.partitions.get(TopicPartition(topic, index))
 
     def partition_or_error(self, topic: str, index: int) -> Partition:
-        partition = self.partitions.get((topic, index))
+        partition = self.partitions.get(TopicPartition(topic, index))
         if partition is None:
             raise PartitionError(ErrorCode.unknown_topic_or_partition)
         return partition
 
-    # metadata
-    def apply_metadata(self, image: MetadataImage) -> None:
-        """Create local partitions for every topic in image and take the leadership it assigns."""
-        for topic in image.topics.values():
-            for index, meta in topic.partitions.items():
-                if self.node_id in meta.replicas:
-                    self._ensure_partition(topic, index, meta)
-        live = {(t.name, i) for t in image.topics.values() for i in t.partitions}
-        for key in [k for k in self.partitions if k not in live]:
-            self.delete_partition(key)
-
-    def _ensure_partition(self, topic: TopicMetadata, index: int, meta) -> None:
-        key = (topic.name, index)
+    def _get_or_create_partition(self, topic: str, index: int, topic_id, configs: dict[str, str]) -> Partition:
+        key = TopicPartition(topic, index)
         partition = self.partitions.get(key)
         if partition is None:
-            config = LogConfig.from_topic_configs(topic.configs, self.base_log_config)
-            partition_log = self.log_manager.get_or_create_log(topic.name, index, config, topic.topic_id)
-            min_isr = int(topic.configs.get("min.insync.replicas", self.default_min_insync_replicas))
-            partition = Partition(topic.name, index, topic.topic_id, partition_log, self.node_id, min_isr)
+            config = LogConfig.from_topic_configs(configs, self.base_log_config)
+            partition_log = self.log_manager.get_or_create_log(topic, index, config, topic_id)
+            min_isr = int(configs.get("min.insync.replicas", self.default_min_insync_replicas))
+            partition = Partition(topic, index, topic_id, partition_log, self.node_id, min_isr,
+                                  clock_ms=self.clock_ms, replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+                                  alter_isr=self._alter_isr)
             self.partitions[key] = partition
-        state = LeadershipState(meta.leader, meta.leader_epoch, meta.partition_epoch, tuple(meta.replicas),
-                                tuple(meta.isr))
-        if meta.leader == self.node_id:
-            partition.make_leader(state)
-        self._wake(key, hw_moved=True)
+        return partition
 
-    def delete_partition(self, key: TopicPartition) -> None:
+    # ---------------------------------------------------- single node (no controller)
+
+    def apply_metadata(self, image: MetadataImage) -> None:
+        """Single-node mode: lead every partition of every topic in image; drop the ones no longer there."""
+        for topic in image.topics.values():
+            for index, meta in topic.partitions.items():
+                assert meta.leader == self.node_id and meta.replicas == [self.node_id]
+                partition = self._get_or_create_partition(topic.name, index, topic.topic_id, topic.configs)
+                state = LeadershipState(meta.leader, meta.leader_epoch, meta.partition_epoch,
+                                        tuple(meta.replicas), tuple(meta.isr))
+                if not partition.is_leader or state.leader_epoch > partition.leader_epoch:
+                    partition.make_leader(state)
+                    self._wake(partition.key, hw_moved=True)
+        live = {TopicPartition(t.name, i) for t in image.topics.values() for i in t.partitions}
+        for key in [k for k in self.partitions if k not in live]:
+            self._delete_partition(key)
+
+    # ---------------------------------------------------- controller requests
+
+    def become_leader_or_follower(self, request: LeaderAndIsrRequest) -> tuple[ErrorCode, dict]:
+        """Apply a LeaderAndIsr request: (top-level error, {(topic_id, partition): error}).
+
+        Kafka's ReplicaManager.becomeLeaderOrFollower: a stale controller epoch rejects the whole request;
+        per partition, an older leader epoch (or the same one without a newer partition epoch) is stale.
+        """
+        if request.controller_epoch < self.controller_epoch:
+            return ErrorCode.stale_controller_epoch, {}
+        self.controller_epoch = request.controller_epoch
+        leaders = {leader.broker_id: leader for leader in request.live_leaders}
+        errors: dict = {}
+        new_followers: dict[TopicPartition, InitialFetchState] = {}
+        for topic in request.topic_states:
+            for state in topic.partition_states:
+                error = self._apply_partition_state(topic.topic_name, topic.topic_id, state, leaders,
+                                                    topic.configs, new_followers)
+                errors[(topic.topic_id, state.partition_index)] = error
+        if self.fetcher_manager is not None and new_followers:
+            self.fetcher_manager.add_partitions(new_followers)
+        return ErrorCode.none, errors
+
+    def _apply_partition_state(self, topic: str, topic_id, state: LeaderAndIsrPartitionState, leaders: dict,
+                               configs: dict[str, str], new_followers: dict) -> ErrorCode:
+        if self.node_id not in state.replicas:
+            return ErrorCode.unknown_topic_or_partition
+        existing = self.partitions.get(TopicPartition(topic, state.partition_index))
+        if existing is not None and existing.topic_id != topic_id:
+            return ErrorCode.inconsistent_topic_id
+        if existing is not None:
+            current = existing.state
+            newer = state.leader_epoch > current.leader_epoch or (
+                state.leader_epoch == current.leader_epoch and state.partition_epoch > current.partition_epoch)
+            if not newer:
+                return ErrorCode.stale_controller_epoch
+        partition = self._get_or_create_partition(topic, state.partition_index, topic_id, configs)
+        leadership = LeadershipState(state.leader, state.leader_epoch, state.partition_epoch,
+                                     tuple(state.replicas), tuple(state.isr))
+        key = partition.key
+        if state.leader == self.node_id:
+            if self.fetcher_manager is not None:
+                self.fetcher_manager.remove_partitions([key])
+            partition.make_leader(leadership)
+            log.info("%s-%d: leader in epoch %d, ISR %s", topic, state.partition_index, state.leader_epoch,
+                     list(state.isr))
+        else:
+            if partition.make_follower(leadership) and self.fetcher_manager is not None:
+                self.fetcher_manager.remove_partitions([key])
+                leader = leaders.get(state.leader)
+                if leader is not None:
+                    new_followers[key] = InitialFetchState(
+                        topic_id, LeaderInfo(leader.broker_id, leader.host_name, leader.port),
+                        state.leader_epoch, partition.log)
+            log.info("%s-%d: follower of %d in epoch %d", topic, state.partition_index, state.leader,
+                     state.leader_epoch)
+        self._wake(key, hw_moved=True)  # parked requests re-check leadership now
+        return ErrorCode.none
+
+    def stop_replicas(self, request: StopReplicaRequest) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """StopReplica: stop following (and delete the log when asked). Kafka's ReplicaManager.stopReplicas."""
+        if request.controller_epoch < self.controller_epoch:
+            return ErrorCode.stale_controller_epoch, {}
+        self.controller_epoch = request.controller_epoch
+        errors: dict[TopicPartition, ErrorCode] = {}
+        for topic in request.topic_states:
+            for state in topic.partition_states:
+                key = TopicPartition(topic.topic_name, state.partition_index)
+                partition = self.partitions.get(key)
+                if (partition is not None and state.leader_epoch not in (EPOCH_DURING_DELETE, NO_EPOCH)
+                        and state.leader_epoch < partition.leader_epoch):
+                    errors[key] = ErrorCode.fenced_leader_epoch
+                    continue
+                if self.fetcher_manager is not None:
+                    self.fetcher_manager.remove_partitions([key])
+                if state.delete_partition:
+                    self._delete_partition(key)
+                elif partition is not None:
+                    partition.make_offline()
+                    self._wake(key, hw_moved=True)
+                errors[key] = ErrorCode.none
+        return ErrorCode.none, errors
+
+    def _delete_partition(self, key: TopicPartition) -> None:
         partition = self.partitions.pop(key, None)
-        if partition is None:
-            return
-        self.log_manager.delete_log(*key)
+        if partition is not None:
+            self.log_manager.delete_log(*key)
         self._wake(key, hw_moved=True)  # parked requests on it answer NOT_LEADER / UNKNOWN now
 
-    # produce
+    # ---------------------------------------------------------------- ISR
+
+    def maybe_shrink_isr(self) -> int:
+        """The isr-expiration task (every replica.lag.time.max.ms / 2): returns how many shrinks were sent."""
+        return sum(1 for p in list(self.partitions.values()) if p.maybe_shrink_isr())
+
+    def complete_isr_change(self, partition: Partition, change: PendingIsrChange, error: ErrorCode, **state) -> None:
+        """The controller answered an AlterPartition for partition."""
+        if self.partitions.get(partition.key) is not partition:
+            return  # deleted or recreated meanwhile
+        if partition.complete_isr_change(change, error, **state):
+            self._wake(partition.key, hw_moved=True)
+        if error == ErrorCode.none:
+            log.info("%s-%d: ISR is now %s (partition epoch %d)", partition.topic, partition.index,
+                     list(partition.state.isr), partition.state.partition_epoch)
+
+    # ---------------------------------------------------------------- produce
+
     def append_to_partition(self, topic: str, index: int, records: memoryview | None,
                             required_acks: int) -> PartitionAppendResult:
         try:
@@ -112,13 +246,20 @@ class ReplicaManager:
         except OSError as e:
             log.error("append to %s-%d failed: %s", topic, index, e)
             return PartitionAppendResult(ErrorCode.kafka_storage_error, error_message=str(e))
-        self._wake((topic, index), hw_moved=partition.high_watermark != hw_before)
+        self._wake(partition.key, hw_moved=partition.high_watermark != hw_before)
         return PartitionAppendResult(ErrorCode.none, info)
 
-    # fetch
+    # ------------------------------------------------------------------ fetch
+
     def read_partition(self, topic: str, index: int, fetch_offset: int, *, current_leader_epoch: int,
-                       max_bytes: int, from_follower: bool, min_one_batch: bool) -> PartitionReadResult:
-        partition = self.partitions.get((topic, index))
+                       last_fetched_epoch: int, max_bytes: int, fetcher: FollowerFetch,
+                       min_one_batch: bool) -> PartitionReadResult:
+        """Read for a consumer (to the HW) or a follower (to the LEO, recording its progress).
+
+        A follower whose last fetched epoch diverges from our log gets DivergingEpoch and no data, and its
+        fetch state is not updated from that request (facts §2).
+        """
+        partition = self.partitions.get(TopicPartition(topic, index))
         if partition is None:
             return PartitionReadResult(ErrorCode.unknown_topic_or_partition)
         if not partition.is_leader:
@@ -126,22 +267,44 @@ class ReplicaManager:
         epoch_error = partition.check_leader_epoch(current_leader_epoch)
         if epoch_error != ErrorCode.none:
             return PartitionReadResult(epoch_error)
-        hw, start = partition.high_watermark, partition.log.log_start_offset
+        log_ = partition.log
         try:
-            result = partition.read(fetch_offset, max_bytes=max_bytes, from_follower=from_follower,
+            diverging = partition.diverging_epoch(fetch_offset, last_fetched_epoch)
+            if diverging is not None:
+                return PartitionReadResult(ErrorCode.none, None, partition.high_watermark, log_.log_start_offset,
+                                           diverging_epoch=diverging)
+            result = partition.read(fetch_offset, max_bytes=max_bytes, from_follower=fetcher.is_follower,
                                     min_one_batch=min_one_batch)
         except OffsetOutOfRangeError:
-            return PartitionReadResult(ErrorCode.offset_out_of_range, high_watermark=hw, log_start_offset=start)
+            return PartitionReadResult(ErrorCode.offset_out_of_range, high_watermark=partition.high_watermark,
+                                       log_start_offset=log_.log_start_offset)
         except OSError:
             log.exception("read of %s-%d failed", topic, index)
             return PartitionReadResult(ErrorCode.kafka_storage_error)
-        return PartitionReadResult(ErrorCode.none, result, hw, start)
+        if fetcher.is_follower:
+            try:
+                hw_moved = partition.update_follower_fetch_state(fetcher.replica_id, fetch_offset,
+                                                                 fetcher.log_start_offset, result.log_end_offset)
+            except PartitionError as e:
+                return PartitionReadResult(e.error_code)
+            if hw_moved:
+                self._wake(partition.key, hw_moved=True)
+        return PartitionReadResult(ErrorCode.none, result, partition.high_watermark, log_.log_start_offset)
 
     def _wake(self, key: TopicPartition, *, hw_moved: bool) -> None:
         self.fetch_purgatory.check_and_complete(key)
         if hw_moved:
             self.produce_purgatory.check_and_complete(key)
 
-    def shutdown(self) -> None:
+    def leader_partitions(self) -> Iterable[Partition]:
+        return (p for p in self.partitions.values() if p.is_leader)
+
+    async def shutdown(self) -> None:
+        if self.fetcher_manager is not None:
+            await self.fetcher_manager.shutdown()
         self.fetch_purgatory.complete_all()
         self.produce_purgatory.complete_all()
+
+
+def _no_followers_without_controller(partition: Partition, change: PendingIsrChange) -> None:
+    raise AssertionError(f"{partition}: an ISR change needs a controller; single-node partitions have no followers")

@@ -6,18 +6,23 @@ checkpoints and the clean-shutdown marker so the next start skips recovery.
 """
 
 import asyncio
+import functools
 import logging
 import signal
 import sys
 import time
 
+from replog.fetcher.leader_endpoint import RemoteLeaderEndpoint
+from replog.fetcher.manager import FetcherConfig, LeaderInfo, ReplicaFetcherManager
 from replog.log.log_manager import LogManager
 
+from .alter_partition import AlterPartitionManager
 from .config import BrokerConfig, load_config, report_unknown_keys
 from .connection import BrokerConnection
 from .dispatch import Dispatcher
-from .handlers import build_handlers
+from .handlers import BROKER_APIS, build_handlers
 from .handlers.api_versions import unsupported_version_body
+from .inter_broker import open_inter_broker_connection
 from .local_controller import LocalController
 from .metadata import BrokerEndpoint, MetadataImage, TopicMetadata
 from .replica_manager import ReplicaManager
@@ -41,19 +46,28 @@ class Broker:
         self.log_manager: LogManager | None = None
         self.controller: LocalController | None = None
         self.replica_manager: ReplicaManager | None = None
+        self.alter_partition_manager: AlterPartitionManager | None = None
+
+    @property
+    def in_cluster(self) -> bool:
+        """Whether a controller process runs this broker's leadership (else it is a single self-run node)."""
+        return self.config.controller_address is not None
 
     async def start(self) -> None:
         config = self.config
         for directory in config.log_dirs:
             directory.mkdir(parents=True, exist_ok=True)
         self.log_manager = LogManager(config.log_dirs, config.log_config(), clock_ms=clock_ms)
-        self.controller = LocalController(config.log_dirs[0], self.image, config.node_id)
-        self.replica_manager = ReplicaManager(
-            config.node_id, self.log_manager, config.log_config(), config.min_insync_replicas,
-            fetch_purgatory_size=config.fetch_purgatory_max_size,
-            produce_purgatory_size=config.producer_purgatory_max_size)
-        self.replica_manager.apply_metadata(self.image)
-        dispatcher = Dispatcher(build_handlers(self), unsupported_version_body)
+        # In a cluster, producer ids come from a range of this broker's own so brokers never hand out the same.
+        self.controller = LocalController(config.log_dirs[0], self.image, config.node_id,
+                                          manages_topics=not self.in_cluster,
+                                          producer_id_base=config.node_id << 32 if self.in_cluster else 0)
+        self.replica_manager = self._build_replica_manager()
+        if self.in_cluster:
+            self.alter_partition_manager.start()
+        else:
+            self.replica_manager.apply_metadata(self.image)
+        dispatcher = Dispatcher(build_handlers(self), functools.partial(unsupported_version_body, BROKER_APIS))
         listener = config.listeners[0]
         self._server = await asyncio.get_running_loop().create_server(
             lambda: BrokerConnection(self, dispatcher, max_frame_bytes=config.socket_request_max_bytes,
@@ -66,8 +80,49 @@ class Broker:
             asyncio.create_task(self._every(config.log_retention_check_interval_ms, self._cleanup_retention)),
             asyncio.create_task(self._every(config.log_flush_offset_checkpoint_interval_ms,
                                             self._checkpoint_offsets)),
+            # Kafka's isr-expiration task runs every replica.lag.time.max.ms / 2 (KAFKA-4485).
+            asyncio.create_task(self._every(config.replica_lag_time_max_ms // 2,
+                                            self.replica_manager.maybe_shrink_isr)),
         ]
         log.info("replog broker %d listening on %s:%d", config.node_id, listener.host, self.port)
+
+    def _build_replica_manager(self) -> ReplicaManager:
+        config = self.config
+        fetcher_manager = alter_isr = None
+        if self.in_cluster:
+            fetcher_config = FetcherConfig(
+                replica_id=config.node_id, max_wait_ms=config.replica_fetch_wait_max_ms,
+                min_bytes=config.replica_fetch_min_bytes, max_bytes=config.replica_fetch_response_max_bytes,
+                partition_max_bytes=config.replica_fetch_max_bytes, backoff_ms=config.replica_fetch_backoff_ms,
+                num_fetchers=config.num_replica_fetchers, request_timeout_ms=config.replica_socket_timeout_ms)
+
+            def leader_endpoint(leader: LeaderInfo, fetcher_id: int) -> RemoteLeaderEndpoint:
+                client_id = f"replica-fetcher-{config.node_id}-{leader.broker_id}-{fetcher_id}"
+                return RemoteLeaderEndpoint(
+                    lambda: self.connect_to_node(leader.host, leader.port, client_id), config.node_id,
+                    fetcher_config)
+
+            fetcher_manager = ReplicaFetcherManager(fetcher_config, leader_endpoint, clock_ms)
+            controller_host, controller_port = config.controller_address
+            self.alter_partition_manager = AlterPartitionManager(
+                config.node_id,
+                lambda: self.connect_to_node(controller_host, controller_port, f"alter-partition-{config.node_id}"),
+                lambda *args, **kwargs: self.replica_manager.complete_isr_change(*args, **kwargs))
+            alter_isr = self.alter_partition_manager.submit
+        return ReplicaManager(
+            config.node_id, self.log_manager, config.log_config(), config.min_insync_replicas,
+            clock_ms=clock_ms, replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+            fetch_purgatory_size=config.fetch_purgatory_max_size,
+            produce_purgatory_size=config.producer_purgatory_max_size,
+            fetcher_manager=fetcher_manager, alter_isr=alter_isr)
+
+    async def connect_to_node(self, host: str, port: int, client_id: str):
+        """An authenticated inter-broker connection (to a leader, or to the controller)."""
+        return await open_inter_broker_connection(
+            host, port, client_id=client_id, username=f"broker-{self.config.node_id}",
+            secret=self.config.inter_broker_secret, request_timeout_ms=self.config.replica_socket_timeout_ms,
+            max_frame_bytes=max(self.config.socket_request_max_bytes,
+                                2 * self.config.replica_fetch_response_max_bytes))
 
     @property
     def port(self) -> int:
@@ -122,8 +177,10 @@ class Broker:
         self._server.close()
         for connection in list(self.connections):
             connection.stop_reading()
-        # Parked operations answer now with what they have, so in-flight responses can drain.
-        self.replica_manager.shutdown()
+        # Fetchers stop, and parked operations answer now with what they have, so in-flight responses drain.
+        await self.replica_manager.shutdown()
+        if self.alter_partition_manager is not None:
+            await self.alter_partition_manager.stop()
         drains = [asyncio.ensure_future(c.idle.wait()) for c in self.connections]
         if drains:
             await asyncio.wait(drains, timeout=self.config.shutdown_drain_timeout_ms / 1000)

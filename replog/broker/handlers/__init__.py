@@ -10,14 +10,18 @@ from . import (
     delete_topics,
     fetch,
     init_producer_id,
+    leader_and_isr,
     list_offsets,
     metadata,
     offset_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
+    stop_replica,
+    update_metadata,
 )
 
 _MODULES = {
-    ApiKey.API_VERSIONS: api_versions,
     ApiKey.METADATA: metadata,
     ApiKey.PRODUCE: produce,
     ApiKey.FETCH: fetch,
@@ -26,8 +30,16 @@ _MODULES = {
     ApiKey.DELETE_TOPICS: delete_topics,
     ApiKey.INIT_PRODUCER_ID: init_producer_id,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
+    ApiKey.SASL_HANDSHAKE: sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: sasl_authenticate,
+    ApiKey.LEADER_AND_ISR: leader_and_isr,
+    ApiKey.UPDATE_METADATA: update_metadata,
+    ApiKey.STOP_REPLICA: stop_replica,
 }
+BROKER_APIS = frozenset(_MODULES) | {ApiKey.API_VERSIONS}
 
 
 def build_handlers(broker) -> dict:
-    return {key: functools.partial(module.handle, broker=broker) for key, module in _MODULES.items()}
+    handlers = {key: functools.partial(module.handle, broker=broker) for key, module in _MODULES.items()}
+    handlers[ApiKey.API_VERSIONS] = functools.partial(api_versions.handle, broker=broker, served=BROKER_APIS)
+    return handlers

@@ -1,4 +1,9 @@
-"""ApiVersions (key 18), v0-3: the APIs and version ranges this broker supports."""
+"""ApiVersions (key 18), v0-3: the APIs and version ranges this server answers.
+
+Each server (broker, controller) advertises exactly the APIs it has handlers for.
+"""
+
+from collections.abc import Iterable
 
 from kio.schema.errors import ErrorCode
 
@@ -6,18 +11,18 @@ from replog.protocol.apis import SUPPORTED_APIS, ApiKey
 from replog.protocol.messages import decode_request, encode_response
 
 
-def _api_keys() -> list[dict]:
-    return [{"api_key": s.key, "min_version": s.min_version, "max_version": s.max_version}
-            for s in SUPPORTED_APIS.values()]
+def _api_keys(served: Iterable[int]) -> list[dict]:
+    specs = (SUPPORTED_APIS[key] for key in sorted(served))
+    return [{"api_key": s.key, "min_version": s.min_version, "max_version": s.max_version} for s in specs]
 
 
-def handle(ctx, broker) -> list:
+def handle(ctx, broker, served: frozenset[int]) -> list:
     decode_request(ApiKey.API_VERSIONS, ctx.api_version, ctx.frame, ctx.body_offset)
-    body = {"error_code": ErrorCode.none, "api_keys": _api_keys(), "throttle_time": 0}
+    body = {"error_code": ErrorCode.none, "api_keys": _api_keys(served), "throttle_time": 0}
     return [encode_response(ApiKey.API_VERSIONS, ctx.api_version, body)]
 
 
-def unsupported_version_body() -> list:
+def unsupported_version_body(served: frozenset[int]) -> list:
     """KIP-511: a v0 body naming our versions, so a client that asked for too new a version can retry."""
-    body = {"error_code": ErrorCode.unsupported_version, "api_keys": _api_keys()}
+    body = {"error_code": ErrorCode.unsupported_version, "api_keys": _api_keys(served)}
     return [encode_response(ApiKey.API_VERSIONS, 0, body)]

@@ -1,9 +1,11 @@
-"""Fetch (key 1), v4-12: read whole batches as file slices, bounded by HW for consumers.
+"""Fetch (key 1), v4-12: read whole batches as file slices, to the HW for consumers and the LEO for followers.
 
+One path serves both, as in Kafka: a fetch with a replica id is a follower replicating (a cluster action,
+so only an authenticated broker may send one), which reports its LEO to the leader with every request.
 KIP-74 limits: the response's max_bytes and each partition's max bytes, except that the first partition
 with data returns at least one whole batch. The response is sent at once if max_wait <= 0, min_bytes is
-met, or any partition has an error (facts §5); otherwise a DelayedFetch parks on the partitions and is
-woken by appends, re-reading everything when it completes.
+met, any partition has an error or a diverging epoch (facts §5); otherwise a DelayedFetch parks on the
+partitions and is woken by appends and HW moves, re-reading everything when it completes.
 """
 
 import asyncio
@@ -11,6 +13,7 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
+from replog.log.errors import OffsetOutOfRangeError
 from replog.protocol.apis import ApiKey
 from replog.protocol.fetch import (
     FetchPartitionResult,
@@ -21,6 +24,7 @@ from replog.protocol.fetch import (
 from replog.protocol.messages import decode_request, millis
 
 from ..purgatory import DelayedOperation
+from ..replica_manager import CONSUMER, FollowerFetch
 
 CONSUMER_REPLICA_IDS = (-1, -2)  # -1 consumer, -2 debugging consumer
 
@@ -31,7 +35,12 @@ class FetchPartitionParams:
     partition: int
     fetch_offset: int
     current_leader_epoch: int
+    last_fetched_epoch: int
+    log_start_offset: int
     max_bytes: int
+
+    def fetcher(self, replica_id: int) -> FollowerFetch:
+        return FollowerFetch(replica_id, self.log_start_offset) if replica_id >= 0 else CONSUMER
 
 
 @dataclass(slots=True)
@@ -56,15 +65,16 @@ def handle(ctx, broker):
         max_bytes=request.max_bytes,
         partitions=[
             FetchPartitionParams(t.topic, p.partition, p.fetch_offset, getattr(p, "current_leader_epoch", -1),
+                                 getattr(p, "last_fetched_epoch", -1), getattr(p, "log_start_offset", -1),
                                  p.partition_max_bytes)
             for t in request.topics for p in t.partitions
         ],
     )
-    if params.from_follower:
-        # Replication arrives with the replication data plane; until then no broker may fetch as a replica.
+    if params.from_follower and not ctx.session.cluster_action:
+        # Only brokers replicate: a client claiming a replica id would read past the HW.
         return _encode(ctx.api_version, params, _all_errors(params, ErrorCode.cluster_authorization_failed))
-    results, readable_bytes, has_error = read_all(broker, params)
-    if params.max_wait_ms <= 0 or not params.partitions or readable_bytes >= params.min_bytes or has_error:
+    results, readable_bytes, respond_now = read_all(broker, params)
+    if params.max_wait_ms <= 0 or not params.partitions or readable_bytes >= params.min_bytes or respond_now:
         return _encode(ctx.api_version, params, results)
     op = DelayedFetch(broker, params)
     keys = [(p.topic, p.partition) for p in params.partitions]
@@ -73,21 +83,23 @@ def handle(ctx, broker):
 
 
 def read_all(broker, params: FetchParams) -> tuple[list[FetchPartitionResult], int, bool]:
-    results, total, has_error = [], 0, False
+    """(results, bytes read, whether to answer now: an error or a diverging epoch)."""
+    results, total, respond_now = [], 0, False
     for p in params.partitions:
         budget = params.max_bytes - total
         read = broker.replica_manager.read_partition(
             p.topic, p.partition, p.fetch_offset, current_leader_epoch=p.current_leader_epoch,
-            max_bytes=max(0, min(budget, p.max_bytes)), from_follower=params.from_follower,
-            min_one_batch=total == 0)
+            last_fetched_epoch=p.last_fetched_epoch, max_bytes=max(0, min(budget, p.max_bytes)),
+            fetcher=p.fetcher(params.replica_id), min_one_batch=total == 0)
         file_slice = read.result.slice if read.result is not None else None
         # Kafka sends an empty record set, never null: librdkafka rejects a null one as malformed.
         result = FetchPartitionResult(p.partition, read.error_code, read.high_watermark, read.high_watermark,
-                                      read.log_start_offset, records=file_slice if file_slice is not None else b"")
+                                      read.log_start_offset, records=file_slice if file_slice is not None else b"",
+                                      diverging_epoch=read.diverging_epoch)
         total += file_slice.length if file_slice is not None else 0
-        has_error = has_error or read.error_code != ErrorCode.none
+        respond_now = respond_now or read.error_code != ErrorCode.none or read.diverging_epoch is not None
         results.append(result)
-    return results, total, has_error
+    return results, total, respond_now
 
 
 def _all_errors(params: FetchParams, code: ErrorCode) -> list[FetchPartitionResult]:
@@ -109,8 +121,8 @@ async def _encode_later(future: asyncio.Future, version: int, params: FetchParam
 
 class DelayedFetch(DelayedOperation):
     """Completes early on Kafka's conditions (facts §5) without reading data: leadership lost or partition
-    gone (A-C), fenced epoch (E), fetch offset past the end or on an older segment (F), or min_bytes of
-    data available, counted from log positions (G). Then it reads afresh."""
+    gone (A-C), fenced epoch (E), fetch offset past the end or on an older segment (F), min_bytes of data
+    available, counted from log positions (G), or a diverging epoch (H). Then it reads afresh."""
 
     def __init__(self, broker, params: FetchParams) -> None:
         super().__init__(params.max_wait_ms)
@@ -126,6 +138,8 @@ class DelayedFetch(DelayedOperation):
                 return self.force_complete()
             if partition.check_leader_epoch(p.current_leader_epoch) != ErrorCode.none:
                 return self.force_complete()
+            if self._diverges(partition, p):
+                return self.force_complete()
             end_offset = partition.end_offset_for_fetch(self._params.from_follower)
             if p.fetch_offset > end_offset:
                 return self.force_complete()
@@ -137,6 +151,13 @@ class DelayedFetch(DelayedOperation):
                 return self.force_complete()  # the end is on a later segment
             accumulated += min(available, p.max_bytes)
         return accumulated >= self._params.min_bytes and self.force_complete()
+
+    @staticmethod
+    def _diverges(partition, p: FetchPartitionParams) -> bool:
+        try:
+            return partition.diverging_epoch(p.fetch_offset, p.last_fetched_epoch) is not None
+        except OffsetOutOfRangeError:
+            return True
 
     def on_complete(self) -> None:
         results, _, _ = read_all(self._broker, self._params)

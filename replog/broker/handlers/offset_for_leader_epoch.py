@@ -12,13 +12,21 @@ from replog.protocol.messages import decode_request, encode_response
 
 def handle(ctx, broker) -> list:
     request = decode_request(ApiKey.OFFSET_FOR_LEADER_EPOCH, ctx.api_version, ctx.frame, ctx.body_offset)
+    # A replica id marks a follower (v3+); like a follower fetch, that is a cluster action (KafkaApis).
+    denied = getattr(request, "replica_id", -2) >= 0 and not ctx.session.cluster_action
     topics = []
     for t in request.topics:
-        partitions = [_end_offset(broker, t.topic, p.partition, p.current_leader_epoch, p.leader_epoch)
+        partitions = [_denied(p.partition) if denied else
+                      _end_offset(broker, t.topic, p.partition, p.current_leader_epoch, p.leader_epoch)
                       for p in t.partitions]
         topics.append({"topic": t.topic, "partitions": partitions})
     body = {"throttle_time": 0, "topics": topics}
     return [encode_response(ApiKey.OFFSET_FOR_LEADER_EPOCH, ctx.api_version, body)]
+
+
+def _denied(index: int) -> dict:
+    return {"error_code": ErrorCode.cluster_authorization_failed, "partition": index, "leader_epoch": -1,
+            "end_offset": -1}
 
 
 def _end_offset(broker, topic: str, index: int, current_leader_epoch: int, leader_epoch: int) -> dict:

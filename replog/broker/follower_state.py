@@ -1,0 +1,48 @@
+"""What a partition leader knows about one follower: its LEO, when it last fetched, when it was last caught up.
+
+Kafka's Replica.scala rules (facts §4). "Caught up" is judged by time, not by offsets alone, so a follower
+that fetches constantly under heavy produce load stays in the ISR even though it never reaches the moving
+LEO exactly (KAFKA-4485).
+"""
+
+from dataclasses import dataclass
+
+UNKNOWN_OFFSET = -1
+
+
+@dataclass(slots=True)
+class FollowerState:
+    broker_id: int
+    log_end_offset: int = UNKNOWN_OFFSET
+    log_start_offset: int = UNKNOWN_OFFSET
+    last_fetch_time_ms: int = 0
+    last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
+    last_caught_up_time_ms: int = 0
+
+    def update_fetch_state(self, fetch_offset: int, log_start_offset: int, fetch_time_ms: int,
+                           leader_log_end_offset: int) -> None:
+        """Record a fetch at fetch_offset (the follower's LEO) made when the leader's LEO was leader_log_end_offset.
+
+        lastCaughtUpTime moves to this fetch's time when the follower asked for everything the leader had;
+        to the previous fetch's time when it asked for everything the leader had back then (Replica.scala).
+        """
+        if fetch_offset >= leader_log_end_offset:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, fetch_time_ms)
+        elif fetch_offset >= self.last_fetch_leader_log_end_offset:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, self.last_fetch_time_ms)
+        self.log_end_offset = fetch_offset
+        self.log_start_offset = log_start_offset
+        self.last_fetch_time_ms = fetch_time_ms
+        self.last_fetch_leader_log_end_offset = leader_log_end_offset
+
+    def is_caught_up(self, leader_log_end_offset: int, now_ms: int, replica_lag_time_max_ms: int) -> bool:
+        return (self.log_end_offset == leader_log_end_offset
+                or now_ms - self.last_caught_up_time_ms <= replica_lag_time_max_ms)
+
+    def reset(self, now_ms: int, in_isr: bool) -> None:
+        """A new leader epoch: ISR members count as caught up now, the others as never (resetReplicaState)."""
+        self.log_end_offset = UNKNOWN_OFFSET
+        self.log_start_offset = UNKNOWN_OFFSET
+        self.last_fetch_time_ms = 0
+        self.last_fetch_leader_log_end_offset = UNKNOWN_OFFSET
+        self.last_caught_up_time_ms = now_ms if in_isr else 0

@@ -1,0 +1,27 @@
+"""StopReplica (key 5), v4: stop following partitions, deleting their logs when the controller says so.
+
+A cluster action: only the authenticated controller may send it.
+"""
+
+from kio.schema.errors import ErrorCode
+
+from replog.protocol.control import (
+    StopReplicaPartitionError,
+    StopReplicaResponse,
+    decode_stop_replica_request,
+    encode_stop_replica_response,
+)
+
+
+def handle(ctx, broker) -> list:
+    request = decode_stop_replica_request(ctx.frame, ctx.body_offset)
+    if not ctx.session.cluster_action:
+        error, per_partition = ErrorCode.cluster_authorization_failed, {}
+    else:
+        error, per_partition = broker.replica_manager.stop_replicas(request)
+    partition_errors = [
+        StopReplicaPartitionError(topic.topic_name, p.partition_index,
+                                  per_partition.get((topic.topic_name, p.partition_index), error))
+        for topic in request.topic_states for p in topic.partition_states
+    ]
+    return [encode_stop_replica_response(StopReplicaResponse(error, partition_errors))]

@@ -1,0 +1,26 @@
+"""UpdateMetadata (key 6), v8: the controller's view of brokers and partition leadership, which this broker
+serves to clients in Metadata responses.
+
+A cluster action: only the authenticated controller may send it; an older controller epoch is stale.
+"""
+
+from kio.schema.errors import ErrorCode
+
+from replog.protocol.control import (
+    UpdateMetadataResponse,
+    decode_update_metadata_request,
+    encode_update_metadata_response,
+)
+
+
+def handle(ctx, broker) -> list:
+    request = decode_update_metadata_request(ctx.frame, ctx.body_offset)
+    if not ctx.session.cluster_action:
+        error = ErrorCode.cluster_authorization_failed
+    elif request.controller_epoch < broker.replica_manager.controller_epoch:
+        error = ErrorCode.stale_controller_epoch
+    else:
+        broker.replica_manager.controller_epoch = request.controller_epoch
+        broker.image.apply_update_metadata(request)
+        error = ErrorCode.none
+    return [encode_update_metadata_response(UpdateMetadataResponse(error))]

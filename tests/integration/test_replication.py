@@ -1,0 +1,221 @@
+"""Replication on three real broker processes whose leadership the test drives through an in-process
+controller: followers catch up after SIGKILL and rejoin the ISR, a leader killed under acks=all load loses
+no acknowledged record, a follower with a divergent tail truncates and converges, and every replica's
+segment data is identical up to the high watermark. confluent-kafka (librdkafka) produces and consumes."""
+
+import asyncio
+import os
+import signal
+
+import pytest
+
+from replog.client.errors import KafkaError
+from replog.protocol.apis import ApiKey
+from replog.protocol.control import (
+    LEADER_AND_ISR_VERSION,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    LeaderAndIsrTopicState,
+    decode_leader_and_isr_response,
+    encode_leader_and_isr_request,
+)
+from replog.protocol.headers import decode_response_header
+from replog.protocol.apis import response_header_version
+from replog.broker.inter_broker import open_inter_broker_connection
+
+from .replication_cluster import ReplicatedCluster, log_dump
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+MIN_ISR_2 = {"min.insync.replicas": "2"}
+
+
+@pytest.fixture
+async def cluster(tmp_path):
+    cluster = ReplicatedCluster(tmp_path)
+    try:
+        await cluster.start()
+        yield cluster
+    finally:
+        await cluster.stop()
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes], *, partition: int = 0, acks: str = "all",
+            extra: dict | None = None) -> list[tuple[int, int, bytes]]:
+    """Produce with librdkafka; returns the acknowledged (partition, offset, value)."""
+    acked, errors = [], []
+
+    def on_delivery(err, msg):
+        if err is not None:
+            errors.append(err)
+        else:
+            acked.append((msg.partition(), msg.offset(), msg.value()))
+
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
+                                         "topic.metadata.refresh.interval.ms": 1000, **(extra or {})})
+    for value in values:
+        producer.produce(topic, value, partition=partition, on_delivery=on_delivery)
+        producer.poll(0)
+    assert producer.flush(90) == 0
+    assert errors == [], errors[:3]
+    return acked
+
+
+def consume_all(bootstrap: str, topic: str, partitions: list[int], expected: int) -> list[tuple[int, int, bytes]]:
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "replication-check",
+                                         "enable.auto.commit": False})
+    consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
+                     for p in partitions])
+    read = []
+    idle_polls = 0
+    while len(read) < expected or idle_polls < 5:  # a few empty polls past the goal: nothing extra arrives
+        batch = consumer.consume(1000, timeout=0.2)
+        idle_polls = idle_polls + 1 if not batch else 0
+        for msg in batch:
+            assert msg.error() is None, msg.error()
+            read.append((msg.partition(), msg.offset(), msg.value()))
+        if idle_polls > 300:
+            break
+    consumer.close()
+    return read
+
+
+def values(prefix: str, count: int) -> list[bytes]:
+    return [f"{prefix}-{i:06d}".encode() for i in range(count)]
+
+
+async def wait_identical_replicas(cluster: ReplicatedCluster, topic: str, partition: int, replicas: list[int],
+                                  end_offset: int) -> list[str]:
+    """Wait until every replica holds the same batches below end_offset; return them."""
+    dumps: dict[int, list[str]] = {}
+
+    def identical() -> bool:
+        for node in replicas:
+            dumps[node] = log_dump(cluster.log_dir(node, topic, partition), end_offset)
+        first = dumps[replicas[0]]
+        return all(dumps[n] == first for n in replicas) and first and int(first[-1].split()[3]) == end_offset - 1
+
+    await cluster.wait_for(identical, 30.0, f"identical replicas of {topic}-{partition} up to {end_offset}")
+    return dumps[replicas[0]]
+
+
+async def test_followers_replicate_to_identical_segment_data(cluster):
+    await cluster.controller.create_topic("replicated", {0: [1, 2, 3], 1: [2, 3, 1]}, MIN_ISR_2)
+    for partition in (0, 1):
+        acked = await asyncio.to_thread(produce, cluster.bootstrap, "replicated", values(f"p{partition}", 3000),
+                                        partition=partition)
+        assert [offset for _, offset, _ in acked] == list(range(3000))
+        batches = await wait_identical_replicas(cluster, "replicated", partition, [1, 2, 3], 3000)
+        assert all("isvalid: true" in line for line in batches)
+    assert set(cluster.controller.registration("replicated", 0).isr) == {1, 2, 3}
+
+
+async def test_killed_follower_drops_out_of_isr_then_catches_up_and_rejoins(cluster):
+    await cluster.controller.create_topic("catch-up", {0: [1, 2, 3]}, MIN_ISR_2)
+    await asyncio.to_thread(produce, cluster.bootstrap, "catch-up", values("before", 500))
+    await cluster.kill(3)
+    # acks=all waits for the whole ISR, so these complete once the leader has shrunk the ISR to {1, 2}.
+    acked = await asyncio.to_thread(produce, cluster.bootstrap, "catch-up", values("during", 2000))
+    assert acked[-1][1] == 2499
+    await cluster.wait_for_isr("catch-up", 0, {1, 2})
+    await cluster.restart(3)
+    await cluster.wait_for_isr("catch-up", 0, {1, 2, 3})
+    await wait_identical_replicas(cluster, "catch-up", 0, [1, 2, 3], 2500)
+
+
+async def test_leader_killed_under_acks_all_load_loses_no_acknowledged_record(cluster):
+    topic = "failover"
+    await cluster.controller.create_topic(topic, {0: [1, 2, 3]}, MIN_ISR_2)
+    count = 20_000
+    producing = asyncio.create_task(asyncio.to_thread(
+        produce, cluster.bootstrap, topic, values("load", count),
+        extra={"enable.idempotence": True, "message.timeout.ms": 60_000, "linger.ms": 2}))
+    await cluster.wait_for(lambda: os.path.getsize(cluster.log_dir(1, topic, 0) / "00000000000000000000.log")
+                           > 50_000, 30.0, "the leader to take some load")
+    survivors = [b for b in cluster.controller.registration(topic, 0).isr if b != 1]
+    await cluster.kill(1)
+    await cluster.controller.elect_leader(topic, 0, survivors[0], isr=survivors)
+    acked = await producing
+    assert len(acked) == count
+    read = await asyncio.to_thread(consume_all, cluster.bootstrap, topic, [0], count)
+    assert_no_acknowledged_record_lost(acked, read)
+    assert len({value for _, _, value in read}) == len(read), "the idempotent producer wrote a duplicate"
+    await cluster.restart(1)
+    await cluster.wait_for_isr(topic, 0, {1, 2, 3})
+    end = max(offset for _, offset, _ in read) + 1
+    await wait_identical_replicas(cluster, topic, 0, [1, 2, 3], end)
+
+
+def assert_no_acknowledged_record_lost(acked, read) -> None:
+    at_offset = {(p, o): v for p, o, v in read}
+    lost = [(p, o, v) for p, o, v in acked if at_offset.get((p, o)) != v]
+    assert not lost, f"{len(lost)} acknowledged records lost or moved, first {lost[:3]}"
+    offsets = sorted(o for _, o, _ in read)
+    assert offsets == list(range(len(offsets))), "offsets are not dense"
+
+
+async def test_follower_with_divergent_tail_truncates_and_converges(cluster):
+    """KIP-101's divergence: a deposed leader, paused while the others elected a new one, wakes up still
+    believing it leads and appends records (acks=1) that no other replica has. Told to follow, it must find
+    where its log diverges from the new leader's and drop those records, not keep them."""
+    topic = "divergent"
+    await cluster.controller.create_topic(topic, {0: [1, 2, 3]}, {"min.insync.replicas": "1"})
+    await asyncio.to_thread(produce, cluster.bootstrap, topic, values("committed", 100))
+    await wait_identical_replicas(cluster, topic, 0, [1, 2, 3], 100)
+    old_leader = cluster.brokers[1]
+    os.kill(old_leader.proc.pid, signal.SIGSTOP)
+    try:
+        await cluster.controller.remove_broker(1)
+        await cluster.controller.elect_leader(topic, 0, 2, isr=[2, 3])
+        new_bootstrap = f"{cluster.brokers[2].bootstrap},{cluster.brokers[3].bootstrap}"
+        await asyncio.to_thread(produce, new_bootstrap, topic, values("new-epoch", 30))
+    finally:
+        os.kill(old_leader.proc.pid, signal.SIGCONT)
+    # The zombie still leads epoch 0 in its own eyes; acks=1 needs nobody else, so it appends.
+    stale = await asyncio.to_thread(produce, old_leader.bootstrap, topic, values("zombie", 50), acks="1")
+    assert [offset for _, offset, _ in stale] == list(range(100, 150))
+    await cluster.controller.add_broker(1, "127.0.0.1", old_leader.port)
+    await cluster.wait_for_isr(topic, 0, {1, 2, 3})
+    batches = await wait_identical_replicas(cluster, topic, 0, [1, 2, 3], 130)
+    assert len(log_dump(cluster.log_dir(1, topic, 0), 10**9)) == len(batches), "the old leader kept its tail"
+    read = await asyncio.to_thread(consume_all, cluster.bootstrap, topic, [0], 130)
+    assert [v for _, _, v in read] == values("committed", 100) + values("new-epoch", 30)
+
+
+async def test_controller_requests_need_the_inter_broker_principal_and_a_current_epoch(cluster):
+    broker = cluster.brokers[1]
+    with pytest.raises(KafkaError) as refused:
+        await open_inter_broker_connection("127.0.0.1", broker.port, client_id="impostor", username="broker-9",
+                                           secret="wrong", request_timeout_ms=5000)
+    assert refused.value.code == 58  # SASL_AUTHENTICATION_FAILED
+    await cluster.controller.create_topic("fenced", {0: [1, 2, 3]})
+    registration = cluster.controller.registration("fenced", 0)
+
+    def request(controller_epoch: int) -> bytes:
+        state = LeaderAndIsrPartitionState("fenced", 0, controller_epoch, 1, registration.leader_epoch + 5,
+                                           [1], registration.partition_epoch + 5, [1, 2, 3])
+        return encode_leader_and_isr_request(LeaderAndIsrRequest(
+            4000, controller_epoch, -1, [LeaderAndIsrTopicState("fenced", registration.topic_id, [state])], []))
+
+    async def send(connection, body: bytes):
+        frame = await connection.request(ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION, [body])
+        _, offset = decode_response_header(frame, response_header_version(ApiKey.LEADER_AND_ISR,
+                                                                          LEADER_AND_ISR_VERSION))
+        return decode_leader_and_isr_response(frame, offset)
+
+    from replog.client.connection import Connection
+    anonymous = Connection("127.0.0.1", broker.port)
+    await anonymous.connect()
+    try:
+        assert (await send(anonymous, request(cluster.controller.controller_epoch))).error_code == 31
+    finally:
+        anonymous.close()
+    authenticated = await open_inter_broker_connection("127.0.0.1", broker.port, client_id="old-controller",
+                                                       username="controller", secret=cluster.secret,
+                                                       request_timeout_ms=5000)
+    try:
+        stale = await send(authenticated, request(cluster.controller.controller_epoch - 1))
+        assert stale.error_code == 11  # STALE_CONTROLLER_EPOCH: a deposed controller is ignored
+    finally:
+        authenticated.close()
+    assert cluster.controller.registration("fenced", 0).leader == 1
