@@ -24,7 +24,7 @@ from replog.protocol.control import (
 )
 from replog.protocol.records import CorruptRecordError, InvalidRecordError
 
-from .metadata import MetadataImage, TopicMetadata
+from .metadata import MetadataImage
 from .partition import AlterIsr, LeadershipState, Partition, PartitionError, PendingIsrChange
 from .purgatory import Purgatory
 

@@ -6,11 +6,17 @@ segment data is identical up to the high watermark. confluent-kafka (librdkafka)
 import asyncio
 import os
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+from replog.broker.inter_broker import open_inter_broker_connection
+from replog.client.connection import Connection
 from replog.client.errors import KafkaError
-from replog.protocol.apis import ApiKey
+from replog.local_cluster import LocalCluster
+from replog.protocol.apis import ApiKey, response_header_version
 from replog.protocol.control import (
     LEADER_AND_ISR_VERSION,
     LeaderAndIsrPartitionState,
@@ -20,10 +26,6 @@ from replog.protocol.control import (
     encode_leader_and_isr_request,
 )
 from replog.protocol.headers import decode_response_header
-from replog.protocol.apis import response_header_version
-from replog.broker.inter_broker import open_inter_broker_connection
-
-from .replication_cluster import ReplicatedCluster, log_dump
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -32,7 +34,7 @@ MIN_ISR_2 = {"min.insync.replicas": "2"}
 
 @pytest.fixture
 async def cluster(tmp_path):
-    cluster = ReplicatedCluster(tmp_path)
+    cluster = LocalCluster(tmp_path)
     try:
         await cluster.start()
         yield cluster
@@ -80,11 +82,28 @@ def consume_all(bootstrap: str, topic: str, partitions: list[int], expected: int
     return read
 
 
+def log_dump(partition_dir: Path, below_offset: int) -> list[str]:
+    """`replog log dump` of a replica's partition directory: its batches below an offset, without the
+    per-replica file names and positions (segment boundaries differ between replicas)."""
+    out = subprocess.run([sys.executable, "-m", "replog", "log", "dump", str(partition_dir)], check=True,
+                         capture_output=True, text=True).stdout
+    batches = []
+    for line in out.splitlines():
+        if not line.startswith("baseOffset:"):
+            continue
+        fields = line.split()
+        if int(fields[3]) >= below_offset:  # lastOffset
+            continue
+        position = fields.index("position:")
+        batches.append(" ".join(fields[:position] + fields[position + 2:]))
+    return batches
+
+
 def values(prefix: str, count: int) -> list[bytes]:
     return [f"{prefix}-{i:06d}".encode() for i in range(count)]
 
 
-async def wait_identical_replicas(cluster: ReplicatedCluster, topic: str, partition: int, replicas: list[int],
+async def wait_identical_replicas(cluster: LocalCluster, topic: str, partition: int, replicas: list[int],
                                   end_offset: int) -> list[str]:
     """Wait until every replica holds the same batches below end_offset; return them."""
     dumps: dict[int, list[str]] = {}
@@ -203,7 +222,6 @@ async def test_controller_requests_need_the_inter_broker_principal_and_a_current
                                                                           LEADER_AND_ISR_VERSION))
         return decode_leader_and_isr_response(frame, offset)
 
-    from replog.client.connection import Connection
     anonymous = Connection("127.0.0.1", broker.port)
     await anonymous.connect()
     try:

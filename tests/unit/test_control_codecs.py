@@ -449,8 +449,11 @@ def test_alter_partition_round_trip(version):
 
 def test_leader_and_isr_topic_configs_travel_in_a_tagged_field():
     from replog.protocol.control import (
-        LeaderAndIsrPartitionState, LeaderAndIsrRequest, LeaderAndIsrTopicState,
-        decode_leader_and_isr_request, encode_leader_and_isr_request,
+        LeaderAndIsrPartitionState,
+        LeaderAndIsrRequest,
+        LeaderAndIsrTopicState,
+        decode_leader_and_isr_request,
+        encode_leader_and_isr_request,
     )
     topic_id = uuid.UUID(int=7)
     state = LeaderAndIsrPartitionState("t", 0, 1, 2, 3, [2], 4, [2])

@@ -1,18 +1,17 @@
-"""Three real broker processes driven by an in-process controller, for replication integration tests.
+"""A local cluster: broker processes driven by a controller that runs in the caller's event loop.
 
-The controller runs on the test's event loop (tests decide leadership by calling it); the brokers are
-`replog broker start` child processes that replicate among themselves and send AlterPartition to it.
+Integration tests and benchmarks use it to decide leadership by calling the controller; the brokers are
+`replog broker start` child processes on 127.0.0.1 that replicate among themselves and send AlterPartition
+to the controller. (The controller becomes a process of its own with registration and fencing later.)
 """
 
 import asyncio
 import secrets
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-from replog.controller.server import ClusterController, ControllerConfig
-from replog.demo import BrokerProcess
+from .controller.server import ClusterController, ControllerConfig
+from .demo import BrokerProcess
 
 FAST_REPLICATION = {
     # Short lag and back-off so ISR changes happen within a test's patience; semantics are unchanged.
@@ -23,7 +22,7 @@ FAST_REPLICATION = {
 }
 
 
-class ReplicatedCluster:
+class LocalCluster:
     def __init__(self, root: Path, *, brokers: int = 3, overrides: dict[str, str] | None = None) -> None:
         self.root = root
         self.secret = secrets.token_hex(16)
@@ -75,20 +74,3 @@ class ReplicatedCluster:
     async def wait_for_isr(self, topic: str, partition: int, isr: set[int], timeout: float = 20.0) -> None:
         await self.wait_for(lambda: set(self.controller.registration(topic, partition).isr) == isr, timeout,
                             f"ISR of {topic}-{partition} to become {sorted(isr)}")
-
-
-def log_dump(partition_dir: Path, below_offset: int) -> list[str]:
-    """`replog log dump` of a replica's partition directory: its batches below an offset, without the
-    per-replica file names and positions (segment boundaries differ between replicas)."""
-    out = subprocess.run([sys.executable, "-m", "replog", "log", "dump", str(partition_dir)], check=True,
-                         capture_output=True, text=True).stdout
-    batches = []
-    for line in out.splitlines():
-        if not line.startswith("baseOffset:"):
-            continue
-        fields = line.split()
-        if int(fields[3]) >= below_offset:  # lastOffset
-            continue
-        position = fields.index("position:")
-        batches.append(" ".join(fields[:position] + fields[position + 2:]))
-    return batches
