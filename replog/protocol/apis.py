@@ -57,7 +57,8 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.LEADER_AND_ISR, 7, 7, 4),
         ApiSpec(ApiKey.STOP_REPLICA, 4, 4, 2),
         ApiSpec(ApiKey.UPDATE_METADATA, 8, 8, 6),
-        ApiSpec(ApiKey.SASL_HANDSHAKE, 0, 1, NEVER_FLEXIBLE),  # "flexibleVersions": "none"
+        # v1 only: after a v0 handshake raw SASL tokens follow outside Kafka framing (KIP-152 replaced it).
+        ApiSpec(ApiKey.SASL_HANDSHAKE, 1, 1, NEVER_FLEXIBLE),  # "flexibleVersions": "none"
         ApiSpec(ApiKey.SASL_AUTHENTICATE, 0, 2, 2),
         ApiSpec(ApiKey.ALTER_PARTITION, 2, 3, 0),
     )

@@ -39,7 +39,8 @@ def _describe_topic(broker, name: str, allow_auto_create: bool) -> dict:
         invalid = topic_name_error(name)
         if invalid is not None:
             return _topic_error(name, ErrorCode.invalid_topic_exception)
-        if not (allow_auto_create and broker.config.auto_create_topics_enable):
+        # In a cluster only the controller creates topics (forwarding auto-creation to it is not built yet).
+        if not (allow_auto_create and broker.config.auto_create_topics_enable and not broker.in_cluster):
             return _topic_error(name, ErrorCode.unknown_topic_or_partition)
         try:
             topic = broker.create_topic(name, broker.config.num_partitions,
