@@ -28,13 +28,30 @@ def _discard_forever(listener: socket.socket) -> None:
             connection.sendall(b"!")
 
 
-@contextmanager
+def _echo_forever(listener: socket.socket) -> None:
+    buffer = bytearray(CHUNK)
+    while True:
+        connection, _ = listener.accept()
+        connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with connection:
+            while n := connection.recv_into(buffer):
+                connection.sendall(buffer[:n])
+
+
 def discard_server():
     """A child process accepting connections on 127.0.0.1 and discarding their bytes; yields its address."""
+    return _child_server(_discard_forever)
+
+
+def echo_server():
+    """A child process accepting connections on 127.0.0.1 and sending back what it reads; yields its address."""
+    return _child_server(_echo_forever)
+
+
+@contextmanager
+def _child_server(serve):
     listener = socket.create_server(("127.0.0.1", 0))
-    child = multiprocessing.get_context("fork").Process(
-        target=_discard_forever, args=(listener,), daemon=True
-    )
+    child = multiprocessing.get_context("fork").Process(target=serve, args=(listener,), daemon=True)
     child.start()
     try:
         yield listener.getsockname()
@@ -63,6 +80,26 @@ def loopback_tcp(address, total: int) -> float:
         return total // CHUNK * CHUNK
 
     return _timed_send(address, send)
+
+
+def loopback_round_trips(address, message_bytes: int, count: int) -> list[int]:
+    """Nanoseconds for each of `count` send-a-message, read-it-back exchanges with an echo server."""
+    message = os.urandom(message_bytes)
+    buffer = bytearray(message_bytes)
+    view = memoryview(buffer)
+    times = []
+    with socket.create_connection(address) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for _ in range(count):
+            started = time.perf_counter_ns()
+            sock.sendall(message)
+            got = 0
+            while got < message_bytes:
+                if not (n := sock.recv_into(view[got:])):
+                    raise ConnectionError("echo server closed the connection")
+                got += n
+            times.append(time.perf_counter_ns() - started)
+    return times
 
 
 def sendfile_to_loopback(address, path: Path) -> float:

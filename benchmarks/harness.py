@@ -1,18 +1,31 @@
 """What every benchmark shares: repeated timing, results with their baseline, the table and the JSON file."""
 
 import json
+import os
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from replog.demo import BrokerProcess
+from replog.local_cluster import LocalCluster
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "bench-results"
 MiB = 1 << 20
+GiB = 1 << 30
+
+# LocalCluster's defaults shorten lag and back-off so tests see ISR changes quickly; the benchmarks measure
+# the brokers as they ship, so these put Kafka's (and BrokerConfig's) defaults back.
+KAFKA_REPLICATION_DEFAULTS = {
+    "replica.lag.time.max.ms": "30000",
+    "replica.fetch.backoff.ms": "1000",
+    "replica.fetch.wait.max.ms": "500",
+    "replica.high.watermark.checkpoint.interval.ms": "5000",
+}
 
 
 @dataclass
@@ -60,11 +73,20 @@ class Result:
         return self.value.median / self.baseline_value
 
 
+def percentile(ordered: list[float], fraction: float) -> float:
+    """Nearest-rank percentile of an ascending list (fraction 0.999 is p99.9)."""
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
 def format_value(value: float, unit: str) -> str:
     if unit == "B/s":
         return f"{value / 1e6:,.1f} MB/s"
     if unit == "us/op":
         return f"{value:,.1f} µs"
+    if unit == "us":
+        return f"{value / 1000:,.2f} ms" if value >= 1000 else f"{value:,.1f} µs"
+    if unit == "CPU-s/GiB":
+        return f"{value:,.2f} {unit}"
     return f"{value:,.0f} {unit}"
 
 
@@ -116,3 +138,26 @@ class BenchBroker(BrokerProcess):
         with open(self.output, "ab") as out:
             self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
         self.wait_ready(timeout)
+
+
+@asynccontextmanager
+async def replicated_cluster(root: Path) -> AsyncIterator[LocalCluster]:
+    """Three broker processes with Kafka's replication defaults and a controller in this event loop."""
+    cluster = LocalCluster(root, brokers=3, overrides=KAFKA_REPLICATION_DEFAULTS)
+    try:
+        await cluster.start()
+        yield cluster
+    finally:
+        await cluster.stop()
+
+
+def cpu_seconds(pids: Iterable[int]) -> float:
+    """User plus system CPU time the processes have used so far (utime + stime of /proc/<pid>/stat)."""
+    total_ticks = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            # Fields after the command name, which is in parentheses and may contain spaces;
+            # utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the ")".
+            fields = f.read().rpartition(")")[2].split()
+        total_ticks += int(fields[11]) + int(fields[12])
+    return total_ticks / os.sysconf("SC_CLK_TCK")

@@ -1,0 +1,145 @@
+"""DelayedFetch and DelayedProduce on a real ReplicaManager: each of Kafka's completion conditions wakes a
+parked request through the event that causes it, with no timer involved (facts §3 and §5)."""
+
+import uuid
+from types import SimpleNamespace
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from replog.broker.handlers.fetch import DelayedFetch, FetchParams, FetchPartitionParams
+from replog.broker.handlers.produce import DelayedProduce
+from replog.broker.replica_manager import FollowerFetch, ReplicaManager
+from replog.log.config import LogConfig
+from replog.log.log_manager import LogManager
+from replog.protocol.control import LeaderAndIsrPartitionState, LeaderAndIsrRequest, LeaderAndIsrTopicState
+from replog.protocol.records import build_batch
+
+LOCAL, FOLLOWER = 1, 2
+TOPIC_ID = uuid.uuid4()
+PARKED_MS = 60_000  # long enough that only the condition under test can complete the operation
+
+
+class Clock:
+    now = 1_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@pytest.fixture
+def replicas(tmp_path):
+    config = LogConfig(segment_bytes=4096)
+    manager = ReplicaManager(LOCAL, LogManager([tmp_path], config, clock_ms=Clock()), config, 1,
+                             clock_ms=Clock(), replica_lag_time_max_ms=10_000, fetch_purgatory_size=100,
+                             produce_purgatory_size=100, alter_isr=lambda partition, change: None)
+    lead(manager, leader_epoch=3, isr=[LOCAL, FOLLOWER])
+    return manager
+
+
+def lead(manager: ReplicaManager, *, leader_epoch: int, isr: list[int], leader: int = LOCAL,
+         partition_epoch: int | None = None) -> None:
+    state = LeaderAndIsrPartitionState("t", 0, 1, leader, leader_epoch, isr,
+                                       leader_epoch if partition_epoch is None else partition_epoch,
+                                       [LOCAL, FOLLOWER])
+    error, errors = manager.become_leader_or_follower(
+        LeaderAndIsrRequest(9, 1, -1, [LeaderAndIsrTopicState("t", TOPIC_ID, [state])], []))
+    assert error == ErrorCode.none and set(errors.values()) == {ErrorCode.none}
+
+
+def append(manager: ReplicaManager, count: int = 1, acks: int = 1):
+    records = memoryview(bytearray(build_batch([(None, b"x" * 100, [], 1000)] * count)))
+    result = manager.append_to_partition("t", 0, records, acks)
+    assert result.error_code == ErrorCode.none
+    return result
+
+
+def park_fetch(manager: ReplicaManager, fetch_offset: int, *, replica_id: int = FOLLOWER, min_bytes: int = 1,
+               current_leader_epoch: int = 3, last_fetched_epoch: int = -1) -> DelayedFetch:
+    params = FetchParams(replica_id, PARKED_MS, min_bytes, 1 << 20, [
+        FetchPartitionParams("t", 0, fetch_offset, current_leader_epoch, last_fetched_epoch, 0, 1 << 20)])
+    op = DelayedFetch(SimpleNamespace(replica_manager=manager), params)
+    assert not manager.fetch_purgatory.try_complete_else_watch(op, [("t", 0)])
+    return op
+
+
+def fetched(op: DelayedFetch):
+    assert op.future.done(), "the delayed fetch is still parked"
+    (result,) = op.future.result()
+    return result
+
+
+async def test_follower_fetch_completes_when_an_append_reaches_min_bytes(replicas):
+    op = park_fetch(replicas, 0, min_bytes=500)
+    append(replicas)  # one ~130-byte batch: below min_bytes
+    assert not op.future.done()
+    append(replicas, 5)
+    assert fetched(op).error_code == ErrorCode.none
+
+
+async def test_consumer_fetch_waits_for_the_high_watermark_not_the_leo(replicas):
+    op = park_fetch(replicas, 0, replica_id=-1)
+    append(replicas)  # the follower has not fetched it yet: HW stays 0
+    assert not op.future.done()
+    replicas.read_partition("t", 0, 1, current_leader_epoch=3, last_fetched_epoch=-1, max_bytes=1 << 20,
+                            fetcher=FollowerFetch(FOLLOWER, 0), min_one_batch=True)  # the follower reports offset 1: HW moves to 1
+    assert fetched(op).high_watermark == 1
+
+
+async def test_leadership_change_completes_with_not_leader(replicas):
+    op = park_fetch(replicas, 0)
+    lead(replicas, leader_epoch=4, isr=[FOLLOWER], leader=FOLLOWER)
+    assert fetched(op).error_code == ErrorCode.not_leader_or_follower
+
+
+async def test_new_leader_epoch_completes_a_fetch_with_the_old_one_as_fenced(replicas):
+    op = park_fetch(replicas, 0, current_leader_epoch=3)
+    lead(replicas, leader_epoch=4, isr=[LOCAL, FOLLOWER])
+    assert fetched(op).error_code == ErrorCode.fenced_leader_epoch
+
+
+async def test_fetch_offset_past_the_end_completes_with_out_of_range(replicas):
+    append(replicas, 3)
+    op = park_fetch(replicas, 3)
+    replicas.get_partition("t", 0).log.truncate_to(1)  # as after a truncation
+    replicas.fetch_purgatory.check_and_complete(("t", 0))
+    assert fetched(op).error_code == ErrorCode.offset_out_of_range
+
+
+async def test_segment_roll_completes_a_fetch_on_the_older_segment(replicas):
+    append(replicas)
+    op = park_fetch(replicas, 1, min_bytes=1 << 20)
+    while replicas.get_partition("t", 0).log.active_segment.base_offset <= 1:
+        append(replicas, 10)  # fills the 4 KiB segment, then rolls
+    assert fetched(op).error_code == ErrorCode.none
+
+
+async def test_diverging_epoch_completes_at_once(replicas):
+    append(replicas, 2)
+    lead(replicas, leader_epoch=4, isr=[LOCAL, FOLLOWER])
+    append(replicas, 2)
+    params = FetchParams(FOLLOWER, PARKED_MS, 1, 1 << 20, [FetchPartitionParams("t", 0, 3, 4, 3, 0, 1 << 20)])
+    op = DelayedFetch(SimpleNamespace(replica_manager=replicas), params)
+    assert replicas.fetch_purgatory.try_complete_else_watch(op, [("t", 0)])
+    assert fetched(op).diverging_epoch == (3, 2)
+
+
+async def test_acks_all_produce_completes_when_the_isr_has_the_records(replicas):
+    result = append(replicas, 2, acks=-1)
+    op = DelayedProduce(replicas, PARKED_MS, {("t", 0): result}, {("t", 0): result})
+    assert not replicas.produce_purgatory.try_complete_else_watch(op, [("t", 0)])
+    follower = FollowerFetch(FOLLOWER, 0)
+    replicas.read_partition("t", 0, 1, current_leader_epoch=3, last_fetched_epoch=-1, max_bytes=1 << 20,
+                            fetcher=follower, min_one_batch=True)
+    assert not op.future.done()  # the follower has offset 0 only
+    replicas.read_partition("t", 0, 2, current_leader_epoch=3, last_fetched_epoch=-1, max_bytes=1 << 20,
+                            fetcher=follower, min_one_batch=True)
+    assert op.future.result()[("t", 0)].error_code == ErrorCode.none
+
+
+async def test_acks_all_produce_answers_not_leader_when_leadership_moves(replicas):
+    result = append(replicas, 1, acks=-1)
+    op = DelayedProduce(replicas, PARKED_MS, {("t", 0): result}, {("t", 0): result})
+    assert not replicas.produce_purgatory.try_complete_else_watch(op, [("t", 0)])
+    lead(replicas, leader_epoch=4, isr=[FOLLOWER], leader=FOLLOWER)
+    assert op.future.result()[("t", 0)].error_code == ErrorCode.not_leader_or_follower
