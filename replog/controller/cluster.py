@@ -14,8 +14,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from replog.broker.metadata import TOPIC_CONFIG_KEYS, topic_name_error
-from replog.log.config import LogConfig
+from replog.broker.metadata import topic_config_error, topic_name_error
 
 from .registry import (
     MAX_REPLICATION_FACTOR,
@@ -259,23 +258,6 @@ class ClusterMetadata:
             return self.is_eligible(broker_id) and epoch in (NO_BROKER_EPOCH, self.brokers[broker_id].epoch)
 
         return [member.broker_id for member in data.new_isr_with_epochs], is_eligible
-
-
-def topic_config_error(configs: Mapping[str, str]) -> str | None:
-    """Why topic configs are unacceptable to the brokers, which receive them in LeaderAndIsr, or None."""
-    unknown = sorted(set(configs) - TOPIC_CONFIG_KEYS)
-    if unknown:
-        return f"unknown topic configs: {', '.join(unknown)}"
-    if configs.get("cleanup.policy", "delete") != "delete":
-        return "only cleanup.policy=delete is supported"
-    try:
-        LogConfig.from_topic_configs(configs)
-        min_isr = int(configs.get("min.insync.replicas", "1"))
-    except ValueError as e:
-        return str(e)
-    if min_isr < 1:
-        return "min.insync.replicas must be at least 1"
-    return None
 
 
 def alter_partition_error(error: ErrorCode) -> dict[str, Any]:

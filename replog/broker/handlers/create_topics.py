@@ -2,12 +2,11 @@
 
 from kio.schema.errors import ErrorCode
 
-from replog.log.config import LogConfig
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
 
 from ..local_controller import TopicCreationError
-from ..metadata import TOPIC_CONFIG_KEYS, topic_name_error
+from ..metadata import topic_config_error, topic_name_error
 
 CONFIG_SOURCE_TOPIC = 1  # DescribeConfigs' TOPIC_CONFIG source
 
@@ -33,7 +32,7 @@ def _create(broker, topic, validate_only: bool) -> dict:
     if topic.assignments:
         return _error(topic.name, ErrorCode.invalid_request, "manual replica assignment is not supported yet")
     configs = {c.name: c.value for c in topic.configs if c.value is not None}
-    config_error = _config_error(broker, configs)
+    config_error = topic_config_error(configs, broker.config.log_config())
     if config_error is not None:
         return _error(topic.name, ErrorCode.invalid_config, config_error)
     partitions = broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
@@ -49,22 +48,6 @@ def _create(broker, topic, validate_only: bool) -> dict:
         "configs": [{"name": k, "value": v, "read_only": False, "config_source": CONFIG_SOURCE_TOPIC,
                      "is_sensitive": False} for k, v in sorted(configs.items())],
     }
-
-
-def _config_error(broker, configs: dict[str, str]) -> str | None:
-    unknown = sorted(set(configs) - TOPIC_CONFIG_KEYS)
-    if unknown:
-        return f"unknown topic configs: {', '.join(unknown)}"
-    if configs.get("cleanup.policy", "delete") != "delete":
-        return "only cleanup.policy=delete is supported"
-    try:
-        LogConfig.from_topic_configs(configs, broker.config.log_config())
-        min_isr = int(configs.get("min.insync.replicas", "1"))
-    except ValueError as e:
-        return str(e)
-    if min_isr < 1:
-        return "min.insync.replicas must be at least 1"
-    return None
 
 
 def _error(name: str, code: ErrorCode, message: str) -> dict:
