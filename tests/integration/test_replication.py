@@ -237,3 +237,12 @@ async def test_controller_requests_need_the_inter_broker_principal_and_a_current
     finally:
         authenticated.close()
     assert cluster.controller.registration("fenced", 0).leader == 1
+
+
+async def test_stop_replica_with_delete_removes_every_replica_log(cluster):
+    await cluster.controller.create_topic("doomed", {0: [1, 2, 3]})
+    await asyncio.to_thread(produce, cluster.bootstrap, "doomed", values("doomed", 10))
+    await wait_identical_replicas(cluster, "doomed", 0, [1, 2, 3], 10)
+    await cluster.controller.delete_topic("doomed")
+    await cluster.wait_for(lambda: not any(cluster.log_dir(n, "doomed", 0).exists() for n in (1, 2, 3)), 10.0,
+                           "every replica's log of doomed-0 to be deleted")
