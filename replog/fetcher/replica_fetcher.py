@@ -68,6 +68,7 @@ class ReplicaFetcher:
         self._failed: set[TopicPartition] = set()
         self._generations = itertools.count()
         self._changed = asyncio.Event()
+        self._stopping = False
         self._task: asyncio.Task | None = None
 
     def __repr__(self) -> str:
@@ -139,6 +140,10 @@ class ReplicaFetcher:
     async def stop(self) -> None:
         """Cancel the loop and close the endpoint. A loop that died of a bug re-raises its error here."""
         task = self._task
+        # The flag ends the loop even if a cancellation is swallowed: on Python 3.11, asyncio.wait_for (used
+        # by the connection) returns a result that arrives together with the cancel and drops the cancel.
+        self._stopping = True
+        self._changed.set()
         try:
             if task is not None and not task.done():
                 task.cancel()
@@ -154,7 +159,7 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         try:
-            while True:
+            while not self._stopping:
                 # Cleared before looking at any state: a change made while a round awaits sets it again, so
                 # the idle wait below cannot miss it.
                 self._changed.clear()
@@ -172,7 +177,8 @@ class ReplicaFetcher:
         deadlines = [f.state.delayed_until_ms for f in self._partitions.values() if f.state.is_delayed(now)]
         timeout = (min(deadlines) - now) / 1000 if deadlines else None
         try:
-            await asyncio.wait_for(self._changed.wait(), timeout)
+            async with asyncio.timeout(timeout):  # unlike wait_for, never swallows a cancellation
+                await self._changed.wait()
         except TimeoutError:
             pass
 

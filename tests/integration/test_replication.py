@@ -240,9 +240,15 @@ async def test_controller_requests_need_the_inter_broker_principal_and_a_current
 
 
 async def test_stop_replica_with_delete_removes_every_replica_log(cluster):
-    await cluster.controller.create_topic("doomed", {0: [1, 2, 3]})
-    await asyncio.to_thread(produce, cluster.bootstrap, "doomed", values("doomed", 10))
-    await wait_identical_replicas(cluster, "doomed", 0, [1, 2, 3], 10)
+    layout = {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]}
+    await cluster.controller.create_topic("doomed", layout)
+    for partition in layout:
+        await asyncio.to_thread(produce, cluster.bootstrap, "doomed", values("doomed", 10), partition=partition)
+        await wait_identical_replicas(cluster, "doomed", partition, [1, 2, 3], 10)
     await cluster.controller.delete_topic("doomed")
-    await cluster.wait_for(lambda: not any(cluster.log_dir(n, "doomed", 0).exists() for n in (1, 2, 3)), 10.0,
-                           "every replica's log of doomed-0 to be deleted")
+    await cluster.wait_for(lambda: not any(cluster.log_dir(n, "doomed", p).exists() for n in (1, 2, 3)
+                                           for p in layout), 10.0, "every replica's log of doomed to be deleted")
+    # Followers that lost their last partition stop their fetchers; SIGTERM must still stop the broker
+    # cleanly (a fetcher whose cancellation was swallowed once kept brokers alive until SIGKILL).
+    exit_codes = await asyncio.gather(*(asyncio.to_thread(b.stop, 10) for b in cluster.brokers.values()))
+    assert exit_codes == [0, 0, 0]
