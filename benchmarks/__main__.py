@@ -7,11 +7,20 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import baselines, codec_kio_vs_handwritten, consume_catchup, produce_throughput
+from . import (
+    baselines,
+    codec_kio_vs_handwritten,
+    consume_catchup,
+    follower_catchup,
+    produce_throughput,
+    replicated_latency,
+    replicated_produce,
+)
 from .harness import print_table, write_json
 
 BENCHMARKS = {
-    m.NAME: m for m in (codec_kio_vs_handwritten, baselines, produce_throughput, consume_catchup)
+    m.NAME: m for m in (codec_kio_vs_handwritten, baselines, produce_throughput, consume_catchup,
+                        replicated_produce, replicated_latency, follower_catchup)
 }  # fmt: skip
 
 

@@ -1,8 +1,9 @@
-"""Same-run machine ceilings the broker figures are divided by; each function returns bytes per second.
+"""Same-run machine ceilings the broker figures are divided by: throughputs in bytes per second, and the
+round-trip times of a small message over loopback TCP.
 
-The receiving end of every socket baseline is a separate process that discards what it reads (as a
-consumer on another vCPU would) and answers with one byte once the sender has shut down its side, so the
-time covers delivery, not just handing bytes to the kernel.
+The receiving end of every socket baseline is a separate process. For throughput it discards what it reads
+(as a consumer on another vCPU would) and answers with one byte once the sender has shut down its side, so
+the time covers delivery, not just handing bytes to the kernel; for round trips it echoes what it reads.
 """
 
 import multiprocessing

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -149,6 +150,8 @@ async def replicated_cluster(root: Path) -> AsyncIterator[LocalCluster]:
         yield cluster
     finally:
         await cluster.stop()
+        # Nothing reads the logs afterwards, and deleting them frees their page cache for the next cluster.
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def cpu_seconds(pids: Iterable[int]) -> float:
@@ -156,8 +159,8 @@ def cpu_seconds(pids: Iterable[int]) -> float:
     total_ticks = 0
     for pid in pids:
         with open(f"/proc/{pid}/stat") as f:
-            # Fields after the command name, which is in parentheses and may contain spaces;
-            # utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the ")".
+            # Split after the command name, which is in parentheses and may contain spaces: utime and
+            # stime, fields 14 and 15 of the line, are then at indexes 11 and 12.
             fields = f.read().rpartition(")")[2].split()
         total_ticks += int(fields[11]) + int(fields[12])
     return total_ticks / os.sysconf("SC_CLK_TCK")

@@ -39,6 +39,7 @@ class AlterPartitionManager:
         self._has_work = asyncio.Event()
         self._connection: Connection | None = None
         self._task: asyncio.Task | None = None
+        self._stopping = False
         self.requests_sent = 0
 
     def submit(self, partition: Partition, change: PendingIsrChange) -> None:
@@ -51,6 +52,9 @@ class AlterPartitionManager:
         self._task = asyncio.create_task(self._run(), name="alter-partition-manager")
 
     async def stop(self) -> None:
+        # The flag ends the loop even if the cancel is swallowed by asyncio.wait_for inside a request (3.11).
+        self._stopping = True
+        self._has_work.set()
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -58,7 +62,7 @@ class AlterPartitionManager:
             self._connection.close()
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             await self._has_work.wait()
             self._has_work.clear()
             batch = {key: item for key, item in self._queued.items() if item[0].pending_isr is item[1]}

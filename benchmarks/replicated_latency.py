@@ -1,0 +1,188 @@
+"""End-to-end latency on RF=3 with acks=all, at fixed produce rates, against loopback TCP round trips.
+
+A producer thread paces 1 KiB records (idempotent, so acks=all; linger 5 ms) at a target rate onto a
+3-partition RF=3 topic (min.insync.replicas=2, leaders on brokers 1, 2 and 3); each value starts with the
+time.perf_counter_ns() at which it was handed to produce(). A consumer thread in the same process (so on
+the same clock), assigned to every partition from the end, records receive time minus send time; it can only
+read records below the high watermark, so the figure covers replication to the whole ISR. The samples after
+a warm-up are split into consecutive windows; a percentile's median and min-max are over the windows. Rates
+the producer does not sustain (under 95% of the target over the window) are skipped and reported on stderr.
+The baseline is the round trip of a 1 KiB message to an echo process over loopback TCP, measured in the same
+run and summarised the same way.
+"""
+
+import asyncio
+import os
+import struct
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import confluent_kafka
+
+from .baselines import echo_server, loopback_round_trips
+from .harness import Result, Stats, percentile, replicated_cluster
+
+NAME = "replicated-latency"
+TOPIC = "latency"
+ASSIGNMENT = {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]}
+VALUE_BYTES = 1024
+SEND_TIME = struct.Struct(">q")
+PERCENTILES = {"p50": 0.50, "p99": 0.99, "p99.9": 0.999}
+LINGER_MS = 5  # librdkafka's default; with 0 the brokers get many small requests and p50 doubles
+WINDOWS = 3
+SUSTAINED_FRACTION = 0.95
+PACING_TICK_S = 0.001  # the producer wakes this often and sends what is due
+DRAIN_TIMEOUT_S = 30.0
+
+
+@dataclass
+class RateRun:
+    latencies_ns: list[int]  # in send order, records sent after the warm-up only
+    sent: int  # records sent after the warm-up
+    achieved_bytes_per_s: float
+
+
+def primed_producer(bootstrap: str, topic: str, padding: bytes) -> confluent_kafka.Producer:
+    """An idempotent producer that already has its producer id (librdkafka asks for it in the background,
+    ~0.5 s after creation) and a connection to every leader: one record, stamped 0 so that the consumer
+    counts it as warm-up, to each partition."""
+    producer = confluent_kafka.Producer({
+        "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,
+        "linger.ms": LINGER_MS,
+        "compression.type": "none",
+        "queue.buffering.max.kbytes": 256 * 1024,
+    })  # fmt: skip
+    for partition in ASSIGNMENT:
+        producer.produce(topic, SEND_TIME.pack(0) + padding, partition=partition)
+    if producer.flush(30):
+        raise RuntimeError("confluent-kafka: the first records were not acknowledged in 30 s")
+    return producer
+
+
+def paced_produce(producer: confluent_kafka.Producer, topic: str, padding: bytes, bytes_per_s: float,
+                  started_ns: int, warmed_ns: int, ends_ns: int) -> tuple[int, float]:  # fmt: skip
+    """Produce at `bytes_per_s` from started_ns to ends_ns (perf_counter_ns); returns the records sent from
+    warmed_ns on and their rate in bytes per second."""
+    records_per_ns = bytes_per_s / VALUE_BYTES / 1e9
+    sent = sent_after_warmup = 0
+    while (now := time.perf_counter_ns()) < ends_ns:
+        due = int((now - started_ns) * records_per_ns)
+        while sent < due:
+            try:
+                send_ns = time.perf_counter_ns()
+                producer.produce(topic, SEND_TIME.pack(send_ns) + padding)
+            except BufferError:  # local queue full: the brokers are not keeping up; wait for deliveries
+                producer.poll(0.001)
+                continue
+            sent += 1
+            sent_after_warmup += send_ns >= warmed_ns
+        producer.poll(0)
+        time.sleep(PACING_TICK_S)
+    if remaining := producer.flush(DRAIN_TIMEOUT_S):
+        raise RuntimeError(f"confluent-kafka: {remaining} records undelivered")
+    return sent_after_warmup, sent_after_warmup * VALUE_BYTES / ((ends_ns - warmed_ns) / 1e9)
+
+
+def measure_rate(
+    bootstrap: str, topic: str, bytes_per_s: float, warmup_s: float, measure_s: float
+) -> RateRun:
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": "bench-latency",
+        "enable.auto.commit": False,
+    })  # fmt: skip
+    samples: list[tuple[int, int]] = []  # (send ns, latency ns)
+    outcome: list[tuple[int, float]] = []
+    producing = None
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_END)
+                         for p in ASSIGNMENT])  # fmt: skip
+        padding = os.urandom(VALUE_BYTES - SEND_TIME.size)
+        producer = primed_producer(bootstrap, topic, padding)
+        started_ns = time.perf_counter_ns()
+        warmed_ns = started_ns + int(warmup_s * 1e9)
+        ends_ns = warmed_ns + int(measure_s * 1e9)
+        producing = threading.Thread(target=lambda: outcome.append(
+            paced_produce(producer, topic, padding, bytes_per_s, started_ns, warmed_ns, ends_ns)))  # fmt: skip
+        producing.start()
+        while producing.is_alive():
+            receive(consumer, samples, warmed_ns)
+        if not outcome:
+            raise RuntimeError("the producer thread failed (see its traceback above)")
+        sent, achieved = outcome[0]
+        deadline = time.monotonic() + DRAIN_TIMEOUT_S
+        while len(samples) < sent and time.monotonic() < deadline:
+            receive(consumer, samples, warmed_ns)
+    finally:
+        if producing is not None:
+            producing.join()
+        consumer.close()
+    samples.sort()
+    return RateRun([latency for _, latency in samples], sent, achieved)
+
+
+def receive(consumer: confluent_kafka.Consumer, samples: list[tuple[int, int]], measured_from: int) -> None:
+    """One poll; poll rather than consume(n) because consume waits to fill its batch or time out."""
+    message = consumer.poll(0.1)
+    received_ns = time.perf_counter_ns()
+    if message is None:
+        return
+    if message.error():
+        raise RuntimeError(f"consumer error: {message.error()}")
+    (send_ns,) = SEND_TIME.unpack_from(message.value())
+    if send_ns >= measured_from:
+        samples.append((send_ns, received_ns - send_ns))
+
+
+def window_percentiles(latencies_ns: list[int]) -> dict[str, Stats]:
+    """Each percentile over each of WINDOWS consecutive slices, in microseconds."""
+    size = len(latencies_ns) // WINDOWS
+    windows = [sorted(latencies_ns[i * size : (i + 1) * size]) for i in range(WINDOWS)]
+    return {name: Stats.of([percentile(w, q) / 1000 for w in windows]) for name, q in PERCENTILES.items()}
+
+
+async def measure_on_fresh_cluster(root: Path, bytes_per_s: float, warmup_s: float,
+                                   measure_s: float) -> RateRun:  # fmt: skip
+    """A cluster per rate, its directory deleted afterwards, so that the rates do not pile up page cache
+    (this kind of VM's memory reclaim makes writes slower once a few GB have)."""
+    async with replicated_cluster(root) as cluster:
+        await cluster.controller.create_topic(TOPIC, ASSIGNMENT, {"min.insync.replicas": "2"})
+        # Blocking clients run in a thread: the controller in this loop must keep answering the brokers.
+        return await asyncio.to_thread(
+            measure_rate, cluster.bootstrap, TOPIC, bytes_per_s, warmup_s, measure_s
+        )
+
+
+def run(quick: bool, workdir: Path) -> list[Result]:
+    rates = [2e6, 10e6] if quick else [10e6, 50e6, 100e6]
+    warmup_s, measure_s = (1.0, 3.0) if quick else (3.0, 15.0)
+    with echo_server() as address:
+        loopback_round_trips(address, VALUE_BYTES, 2000)  # warm-up
+        round_trips = window_percentiles(
+            loopback_round_trips(address, VALUE_BYTES, 30_000 if quick else 150_000)
+        )
+    results = []
+    for rate in rates:
+        run_ = asyncio.run(
+            measure_on_fresh_cluster(workdir / f"replicated-latency-{rate:.0f}", rate, warmup_s, measure_s)
+        )
+        if run_.achieved_bytes_per_s < SUSTAINED_FRACTION * rate:
+            print(f"{NAME}: skipped {rate / 1e6:g} MB/s: the producer reached only "
+                  f"{run_.achieved_bytes_per_s / 1e6:.1f} MB/s", file=sys.stderr)  # fmt: skip
+            continue
+        if len(run_.latencies_ns) < run_.sent:
+            raise RuntimeError(
+                f"{rate / 1e6:g} MB/s: received {len(run_.latencies_ns)} of {run_.sent} records"
+            )
+        ordered = sorted(run_.latencies_ns)
+        extra = {"target_bytes_per_s": rate, "achieved_bytes_per_s": run_.achieved_bytes_per_s,
+                 "records": run_.sent,
+                 "overall_us": {name: percentile(ordered, q) / 1000 for name, q in PERCENTILES.items()}}  # fmt: skip
+        for name, stats in window_percentiles(run_.latencies_ns).items():
+            results.append(Result(NAME, f"RF=3 acks=all, {rate / 1e6:g} MB/s, {name}", "us", stats,
+                                  f"TCP round trip {name}", round_trips[name].median, extra))  # fmt: skip
+    return results

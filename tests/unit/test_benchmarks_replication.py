@@ -1,0 +1,40 @@
+"""Smoke test of the pieces the replication benchmarks measure with (the clusters themselves are the
+integration tests' business): percentiles, per-process CPU time, and the loopback round-trip baseline."""
+
+import os
+import time
+
+from benchmarks.baselines import echo_server, loopback_round_trips
+from benchmarks.harness import cpu_seconds, percentile
+from benchmarks.replicated_latency import WINDOWS, window_percentiles
+
+
+def test_percentile_is_nearest_rank():
+    ordered = list(range(1, 1001))
+    assert percentile(ordered, 0.5) == 501
+    assert percentile(ordered, 0.99) == 991
+    assert percentile(ordered, 0.999) == 1000
+    assert percentile([7], 0.999) == 7
+
+
+def test_window_percentiles_summarise_consecutive_slices_in_microseconds():
+    latencies_ns = [1000] * 100 + [2000] * 100 + [3000] * 100
+    stats = window_percentiles(latencies_ns)
+    assert WINDOWS == 3
+    assert stats["p50"].samples == [1.0, 2.0, 3.0]
+    assert stats["p50"].median == 2.0
+
+
+def test_cpu_seconds_counts_this_process_busy_time():
+    before = cpu_seconds([os.getpid()])
+    deadline = time.process_time() + 0.05
+    while time.process_time() < deadline:
+        pass
+    assert cpu_seconds([os.getpid()]) - before >= 0.03  # clock ticks are 10 ms
+
+
+def test_loopback_round_trips_echo_every_message():
+    with echo_server() as address:
+        times = loopback_round_trips(address, 1024, 200)
+    assert len(times) == 200
+    assert all(t > 0 for t in times)
