@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from replog.broker.config import load_config, parse_properties
+from replog.broker.config import config_from_properties, load_config, parse_properties
 
 
 def test_properties_file_and_overrides(tmp_path: Path):
@@ -28,3 +28,16 @@ def test_properties_parser_accepts_colon_and_rejects_garbage():
     assert parse_properties("a: 1\nb=2=3") == {"a": "1", "b": "2=3"}
     with pytest.raises(ValueError):
         parse_properties("just words")
+
+
+def test_cluster_membership_keys():
+    config = config_from_properties({"controller.quorum.bootstrap.servers": "127.0.0.1:9093",
+                                     "inter.broker.secret": "s3cret", "num.replica.fetchers": "2",
+                                     "replica.fetch.wait.max.ms": "250"})
+    assert config.controller_address == ("127.0.0.1", 9093)
+    assert (config.num_replica_fetchers, config.replica_fetch_wait_max_ms) == (2, 250)
+    assert config_from_properties({}).controller_address is None
+    with pytest.raises(ValueError, match="inter.broker.secret"):
+        config_from_properties({"controller.quorum.bootstrap.servers": "127.0.0.1:9093"})
+    with pytest.raises(ValueError, match="host:port"):
+        config_from_properties({"controller.quorum.bootstrap.servers": "nohost", "inter.broker.secret": "s"})
