@@ -40,7 +40,6 @@ class AlterPartitionManager:
         self._connection: Connection | None = None
         self._task: asyncio.Task | None = None
         self._stopping = False
-        self.requests_sent = 0
 
     def submit(self, partition: Partition, change: PendingIsrChange) -> None:
         """Called by a partition proposing `change`; a newer proposal for the same partition replaces it."""
@@ -91,7 +90,6 @@ class AlterPartitionManager:
         except (KafkaError, OSError) as e:
             log.warning("AlterPartition to the controller failed, will retry: %s", e)
             return False
-        self.requests_sent += 1
         if response.error_code in _RETRY_WHOLE_REQUEST:
             log.warning("controller answered AlterPartition with %s, will retry", response.error_code.name)
             return False

@@ -7,7 +7,7 @@ a leadership change also wakes delayed produces.
 """
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
@@ -295,9 +295,6 @@ class ReplicaManager:
         self.fetch_purgatory.check_and_complete(key)
         if hw_moved:
             self.produce_purgatory.check_and_complete(key)
-
-    def leader_partitions(self) -> Iterable[Partition]:
-        return (p for p in self.partitions.values() if p.is_leader)
 
     async def shutdown(self) -> None:
         if self.fetcher_manager is not None:

@@ -20,7 +20,7 @@ from typing import NamedTuple
 from replog.fetcher.config import FetcherConfig, InitialFetchState, LeaderInfo
 from replog.fetcher.fetch_state import PartitionFetchState
 from replog.fetcher.leader_endpoint import LeaderEndpoint
-from replog.fetcher.replica_fetcher import AppendListener, ReplicaFetcher
+from replog.fetcher.replica_fetcher import ReplicaFetcher
 from replog.log.partition_log import TopicPartition
 
 __all__ = [
@@ -45,12 +45,10 @@ class ReplicaFetcherManager:
         config: FetcherConfig,
         endpoint_factory: EndpointFactory,
         clock_ms: Callable[[], int],
-        on_partition_appended: AppendListener | None = None,
     ) -> None:
         self._config = config
         self._endpoint_factory = endpoint_factory
         self._clock_ms = clock_ms
-        self._on_partition_appended = on_partition_appended
         self._fetchers: dict[FetcherKey, ReplicaFetcher] = {}
         self._fetcher_leaders: dict[FetcherKey, LeaderInfo] = {}
         self._assigned: dict[TopicPartition, tuple[FetcherKey, InitialFetchState]] = {}
@@ -148,7 +146,6 @@ class ReplicaFetcherManager:
             self._endpoint_factory(leader, key.fetcher_id),
             self._config,
             self._clock_ms,
-            self._on_partition_appended,
         )
         self._fetchers[key] = fetcher
         self._fetcher_leaders[key] = leader

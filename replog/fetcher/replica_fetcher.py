@@ -27,13 +27,12 @@ from replog.fetcher.leader_endpoint import (
     LeaderEndpointError,
 )
 from replog.log.errors import LogError
-from replog.log.partition_log import AppendInfo, PartitionLog, TopicPartition
+from replog.log.partition_log import PartitionLog, TopicPartition
 from replog.protocol.fetch import FetchPartitionResult
 from replog.protocol.records import CorruptRecordError, InvalidRecordError
 
 logger = logging.getLogger(__name__)
 
-AppendListener = Callable[[TopicPartition, AppendInfo], None]
 
 # Local failures that end fetching for one partition until it is added again (Kafka's markPartitionFailed:
 # storage errors, an append not at the LEO); bad fetched data only backs off, it may be transient.
@@ -55,7 +54,6 @@ class ReplicaFetcher:
         endpoint: LeaderEndpoint,
         config: FetcherConfig,
         clock_ms: Callable[[], int],
-        on_partition_appended: AppendListener | None = None,
     ) -> None:
         assert 0 <= fetcher_id < config.num_fetchers
         self.leader_id = leader_id
@@ -63,7 +61,6 @@ class ReplicaFetcher:
         self._endpoint = endpoint
         self._config = config
         self._clock_ms = clock_ms
-        self._on_partition_appended = on_partition_appended
         self._partitions: dict[TopicPartition, _Followed] = {}
         self._failed: set[TopicPartition] = set()
         self._generations = itertools.count()
@@ -406,8 +403,6 @@ class ReplicaFetcher:
             return
         assert log.log_end_offset == info.last_offset + 1
         followed.state = followed.state.fetching_from(log.log_end_offset, action.last_batch_epoch)
-        if self._on_partition_appended is not None:
-            self._on_partition_appended(tp, info)
 
     def _fail(self, tp: TopicPartition, reason: str) -> None:
         logger.warning("%r: %s: stops fetching until it is added again: %s", self, tp, reason)

@@ -10,7 +10,6 @@ import asyncio
 import functools
 import itertools
 import types
-from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
@@ -23,21 +22,12 @@ from replog.protocol import control
 from replog.protocol.apis import ApiKey, response_header_version
 from replog.protocol.headers import decode_response_header
 
+from ..conditions import wait_until
+
 SECRET = "s3cret-for-tests"
 HOST = "127.0.0.1"
 FAKE_BROKER_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
                               ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA, ApiKey.STOP_REPLICA})
-WAIT_TIMEOUT_S = 10.0
-
-
-async def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = WAIT_TIMEOUT_S) -> None:
-    """Poll condition on every loop turn (with a short pause) until it holds; fail after timeout_s."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not condition():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        await asyncio.sleep(0.002)
 
 
 async def connect_as_controller(host: str, port: int, *, request_timeout_ms: int = 5_000) -> Connection:

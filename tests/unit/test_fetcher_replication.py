@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -35,6 +34,8 @@ from replog.log.partition_log import PartitionLog, TopicPartition
 from replog.protocol.fetch import FetchPartitionResult
 from replog.protocol.records import build_batch, iter_batches
 
+from ..conditions import wait_until
+
 SMALL = LogConfig(segment_bytes=600, index_interval_bytes=100, segment_index_bytes=4096)
 CONFIG = FetcherConfig(
     replica_id=7,
@@ -50,15 +51,6 @@ TP2 = TopicPartition("events", 1)
 
 def clock_ms() -> int:
     return int(time.monotonic() * 1000)
-
-
-async def wait_until(predicate: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.002)
 
 
 def open_log(path, broker: str, tp: TopicPartition = TP) -> PartitionLog:

@@ -3,6 +3,8 @@ import logging
 
 from replog.broker.purgatory import DelayedOperation, Purgatory
 
+from ..conditions import wait_until
+
 
 class Counter(DelayedOperation):
     def __init__(self, timeout_ms: int, threshold: int, source: dict, expiry_log: list | None = None) -> None:
@@ -28,15 +30,6 @@ class Counter(DelayedOperation):
 def never(timeout_ms: int, expiry_log: list | None = None) -> Counter:
     """An operation whose condition never holds: only expiry or force completes it."""
     return Counter(timeout_ms, 1, {"value": 0}, expiry_log)
-
-
-async def until(condition, timeout_s: float = 2.0) -> None:
-    """Wait for condition() to hold, failing after timeout_s rather than sleeping a guessed time."""
-    async def poll():
-        while not condition():
-            await asyncio.sleep(0.001)
-
-    await asyncio.wait_for(poll(), timeout_s)
 
 
 class LoopTimerSpy:
@@ -96,7 +89,7 @@ async def test_expires_after_timeout():
     purgatory = Purgatory("p", 10)
     op = never(20)
     assert not purgatory.try_complete_else_watch(op, ["k"])
-    await until(lambda: op.expired)
+    await wait_until(lambda: op.expired)
     assert op.completions == 1
     assert purgatory.size == 0 and purgatory.expired_total == 1
     assert purgatory._wakeup is None
@@ -107,7 +100,7 @@ async def test_zero_timeout_expires_on_a_later_loop_iteration_not_synchronously(
     op = never(0)
     assert not purgatory.try_complete_else_watch(op, ["k"])
     assert not op.expired and op.completions == 0 and purgatory.size == 1
-    await until(lambda: op.expired)
+    await wait_until(lambda: op.expired)
     assert op.completions == 1 and purgatory.expired_total == 1
 
 
@@ -121,7 +114,7 @@ async def test_many_timeouts_expire_in_deadline_order_with_one_loop_timer(monkey
     for op in ops:
         assert not purgatory.try_complete_else_watch(op, [op.timeout_ms % 3])
         assert spy.pending == 1
-    await until(lambda: purgatory.size == 0)
+    await wait_until(lambda: purgatory.size == 0)
     assert [op.timeout_ms for op in expiry_log] == sorted(timeouts)
     assert all(op.completions == 1 for op in ops)
     assert purgatory.expired_total == len(ops)
@@ -141,7 +134,7 @@ async def test_deadlines_come_from_the_injected_clock(monkeypatch):
     assert purgatory._expirations.next_deadline() == 1_030
     assert spy.armed_total == 1  # the new deadline is not the earliest: no re-arm
     now["ms"] = 1_040
-    await until(lambda: purgatory.size == 0)
+    await wait_until(lambda: purgatory.size == 0)
     assert expiry_log == [long_wait, late_short_wait]
     assert spy.pending == 0
 
@@ -154,7 +147,7 @@ async def test_earlier_deadline_rearms_the_one_loop_timer(monkeypatch):
     purgatory.try_complete_else_watch(soon := never(5), ["k"])
     assert spy.armed_total == 2 and spy.pending == 1
     assert purgatory._wakeup_deadline_ms == 5
-    await until(lambda: soon.expired)
+    await wait_until(lambda: soon.expired)
     # Fired, then re-armed for the op still waiting.
     assert spy.pending == 1 and purgatory._wakeup_deadline_ms == 10_000
     purgatory.complete_all()
@@ -175,7 +168,7 @@ async def test_early_completion_cancels_the_expiration(monkeypatch):
     assert purgatory.check_and_complete("hot") == 1
     assert len(purgatory._expirations) == 2 == purgatory.size
     assert purgatory._expirations.next_deadline() > purgatory._wakeup_deadline_ms  # fires early, harmlessly
-    await until(lambda: purgatory.size == 0)
+    await wait_until(lambda: purgatory.size == 0)
     assert early.completions == 1 and not early.expired
     assert all(op.expired and op.completions == 1 for op in waiting)
     assert purgatory.expired_total == 2
@@ -187,7 +180,7 @@ async def test_expired_op_completes_exactly_once():
     state = {"value": 0}
     op = Counter(0, 1, state)
     purgatory.try_complete_else_watch(op, ["k"])
-    await until(lambda: op.expired)
+    await wait_until(lambda: op.expired)
     state["value"] = 1
     assert purgatory.check_and_complete("k") == 0
     assert not op.force_complete()
@@ -209,7 +202,7 @@ async def test_op_completed_by_an_earlier_expiry_in_the_same_batch_is_not_expire
     purgatory.try_complete_else_watch(first, ["k"])
     purgatory.try_complete_else_watch(second, ["k"])
     now["ms"] = 100  # both are due when the loop timer fires
-    await until(lambda: purgatory.size == 0)
+    await wait_until(lambda: purgatory.size == 0)
     assert first.expired and first.completions == 1
     assert not second.expired and second.completions == 1
     assert purgatory.expired_total == 1
@@ -228,7 +221,7 @@ async def test_failing_expiry_hook_does_not_strand_the_batch(caplog):
     purgatory.try_complete_else_watch(other, ["k"])
     now["ms"] = 100
     with caplog.at_level(logging.ERROR, logger="replog.broker.purgatory"):
-        await until(lambda: purgatory.size == 0)
+        await wait_until(lambda: purgatory.size == 0)
     assert failing.completions == 1 and other.expired and other.completions == 1
     assert "metrics down" in caplog.text
 
