@@ -179,3 +179,21 @@ class BrokerConnection(asyncio.BufferedProtocol):
         if not self._closed and not self._reading_paused:
             self._transport.pause_reading()
             self._reading_paused = True
+
+
+class ConnectionHolder:
+    """The server side BrokerConnection reports to: it admits connections up to config.max_connections
+    (none while shutting down) and forgets closed ones. Servers set `connections`, `shutting_down`, `config`."""
+
+    connections: set[BrokerConnection]
+    shutting_down: bool
+
+    def connection_opened(self, connection: BrokerConnection) -> None:
+        if self.shutting_down or len(self.connections) >= self.config.max_connections:
+            log.warning("refusing connection from %s: %d connections open", connection.peer, len(self.connections))
+            connection.close()
+            return
+        self.connections.add(connection)
+
+    def connection_closed(self, connection: BrokerConnection) -> None:
+        self.connections.discard(connection)

@@ -18,7 +18,7 @@ from replog.log.log_manager import LogManager
 
 from .alter_partition import AlterPartitionManager
 from .config import BrokerConfig, load_config, report_unknown_keys
-from .connection import BrokerConnection
+from .connection import BrokerConnection, ConnectionHolder
 from .dispatch import Dispatcher
 from .handlers import BROKER_APIS, build_handlers
 from .handlers.api_versions import unsupported_version_body
@@ -34,7 +34,7 @@ def clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class Broker:
+class Broker(ConnectionHolder):
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.image = MetadataImage(config.cluster_id, config.node_id)
@@ -143,16 +143,6 @@ class Broker:
             self.replica_manager.apply_metadata(self.image)
         return topic
 
-    # connections
-    def connection_opened(self, connection: BrokerConnection) -> None:
-        if self.shutting_down or len(self.connections) >= self.config.max_connections:
-            log.warning("refusing connection from %s: %d connections open", connection.peer, len(self.connections))
-            connection.close()
-            return
-        self.connections.add(connection)
-
-    def connection_closed(self, connection: BrokerConnection) -> None:
-        self.connections.discard(connection)
 
     # background work
     async def _every(self, interval_ms: int, action) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from replog.broker.connection import BrokerConnection
+from replog.broker.connection import BrokerConnection, ConnectionHolder
 from replog.broker.dispatch import Dispatcher
 from replog.broker.inter_broker import open_inter_broker_connection
 from replog.client.connection import Connection
@@ -56,7 +56,7 @@ class ControllerConfig:
         assert 0 <= self.port < 65536
 
 
-class ClusterController:
+class ClusterController(ConnectionHolder):
     def __init__(self, config: ControllerConfig, *, connect: ConnectFactory | None = None) -> None:
         """connect(host, port) opens an authenticated connection to a broker (default: SASL/PLAIN with the
         inter-broker secret)."""
@@ -208,18 +208,6 @@ class ClusterController:
                 await self.propagator.wait(self.propagator.update_metadata())
             except PropagationError as e:
                 log.warning("UpdateMetadata after an ISR change: %s", e)
-
-    # ---------------------------------------------------------------- listener (BrokerConnection's server)
-
-    def connection_opened(self, connection: BrokerConnection) -> None:
-        if self.shutting_down or len(self.connections) >= self.config.max_connections:
-            log.warning("refusing connection from %s: %d connections open", connection.peer, len(self.connections))
-            connection.close()
-            return
-        self.connections.add(connection)
-
-    def connection_closed(self, connection: BrokerConnection) -> None:
-        self.connections.discard(connection)
 
     async def _open_broker_connection(self, host: str, port: int) -> Connection:
         name = f"controller-{self.controller_id}"
