@@ -26,7 +26,9 @@ KAFKA_REPLICATION_DEFAULTS = {
     "replica.fetch.backoff.ms": "1000",
     "replica.fetch.wait.max.ms": "500",
     "replica.high.watermark.checkpoint.interval.ms": "5000",
+    "broker.heartbeat.interval.ms": "2000",
 }
+KAFKA_SESSION_TIMEOUT_MS = 9_000  # broker.session.timeout.ms
 
 
 @dataclass
@@ -144,7 +146,8 @@ class BenchBroker(BrokerProcess):
 @asynccontextmanager
 async def replicated_cluster(root: Path) -> AsyncIterator[LocalCluster]:
     """Three broker processes with Kafka's replication defaults and a controller in this event loop."""
-    cluster = LocalCluster(root, brokers=3, overrides=KAFKA_REPLICATION_DEFAULTS)
+    cluster = LocalCluster(root, brokers=3, overrides=KAFKA_REPLICATION_DEFAULTS,
+                           session_timeout_ms=KAFKA_SESSION_TIMEOUT_MS)
     try:
         await cluster.start()
         yield cluster

@@ -32,7 +32,7 @@ def parse_listeners(value: str) -> list[Listener]:
     return listeners
 
 
-def _bool(value: str) -> bool:
+def parse_bool(value: str) -> bool:
     lowered = value.strip().lower()
     if lowered not in ("true", "false"):
         raise ValueError(f"expected true or false, got {value!r}")
@@ -50,9 +50,9 @@ _KEYS: dict[str, tuple[str, object]] = {
     "cluster.id": ("cluster_id", str),
     "num.partitions": ("num_partitions", int),
     "default.replication.factor": ("default_replication_factor", int),
-    "auto.create.topics.enable": ("auto_create_topics_enable", _bool),
+    "auto.create.topics.enable": ("auto_create_topics_enable", parse_bool),
     "min.insync.replicas": ("min_insync_replicas", int),
-    "unclean.leader.election.enable": ("unclean_leader_election_enable", _bool),
+    "unclean.leader.election.enable": ("unclean_leader_election_enable", parse_bool),
     "log.segment.bytes": ("log_segment_bytes", int),
     "log.roll.ms": ("log_roll_ms", int),
     "log.roll.hours": ("log_roll_ms", lambda v: int(v) * _HOUR_MS),
@@ -69,7 +69,7 @@ _KEYS: dict[str, tuple[str, object]] = {
     "max.connections": ("max_connections", int),
     "queued.max.requests": ("queued_max_requests", int),
     "max.inflight.requests.per.connection": ("max_inflight_requests_per_connection", int),
-    "fetch.sendfile.enable": ("fetch_sendfile_enable", _bool),
+    "fetch.sendfile.enable": ("fetch_sendfile_enable", parse_bool),
     "fetch.purgatory.max.size": ("fetch_purgatory_max_size", int),
     "producer.purgatory.max.size": ("producer_purgatory_max_size", int),
     "replica.lag.time.max.ms": ("replica_lag_time_max_ms", int),
@@ -77,6 +77,9 @@ _KEYS: dict[str, tuple[str, object]] = {
     "controlled.shutdown.timeout.ms": ("shutdown_drain_timeout_ms", int),
     "controller.quorum.bootstrap.servers": ("controller_bootstrap_servers", str),
     "inter.broker.secret": ("inter_broker_secret", str),
+    "broker.heartbeat.interval.ms": ("broker_heartbeat_interval_ms", int),
+    "controlled.shutdown.enable": ("controlled_shutdown_enable", parse_bool),
+    "broker.rack": ("broker_rack", str),
     "num.replica.fetchers": ("num_replica_fetchers", int),
     "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", int),
     "replica.fetch.min.bytes": ("replica_fetch_min_bytes", int),
@@ -121,6 +124,9 @@ class BrokerConfig:
     # host:port of the controller; unset means a single node that is its own controller
     controller_bootstrap_servers: str | None = None
     inter_broker_secret: str | None = None  # SASL/PLAIN password of the inter-broker principal (broker/auth.py)
+    broker_heartbeat_interval_ms: int = 2000
+    controlled_shutdown_enable: bool = True  # SIGTERM first moves this broker's leaderships away
+    broker_rack: str | None = None
     num_replica_fetchers: int = 1
     replica_fetch_wait_max_ms: int = 500
     replica_fetch_min_bytes: int = 1
@@ -162,6 +168,8 @@ class BrokerConfig:
             raise ValueError("log.dirs is empty")
         if self.max_inflight_requests_per_connection <= 0:
             raise ValueError("max.inflight.requests.per.connection must be positive")
+        if self.broker_heartbeat_interval_ms <= 0:
+            raise ValueError("broker.heartbeat.interval.ms must be positive")
         if self.replica_lag_time_max_ms <= 0 or self.num_replica_fetchers <= 0:
             raise ValueError("replica.lag.time.max.ms and num.replica.fetchers must be positive")
         if self.controller_bootstrap_servers is not None:
@@ -186,14 +194,19 @@ def parse_properties(text: str) -> dict[str, str]:
     return props
 
 
-def load_config(path: str | Path | None, overrides: list[str]) -> BrokerConfig:
+def read_properties(path: str | Path | None, overrides: list[str]) -> dict[str, str]:
+    """A properties file (if any) with `key=value` overrides applied on top, as Kafka's scripts take them."""
     props = parse_properties(Path(path).read_text()) if path else {}
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ValueError(f"--override expects key=value, got {item!r}")
         props[key.strip()] = value.strip()
-    return config_from_properties(props)
+    return props
+
+
+def load_config(path: str | Path | None, overrides: list[str]) -> BrokerConfig:
+    return config_from_properties(read_properties(path, overrides))
 
 
 def config_from_properties(props: dict[str, str]) -> BrokerConfig:

@@ -12,9 +12,12 @@ import signal
 import sys
 import time
 
+from replog.client.connection import Connection
 from replog.fetcher.leader_endpoint import RemoteLeaderEndpoint
 from replog.fetcher.manager import FetcherConfig, LeaderInfo, ReplicaFetcherManager
 from replog.log.log_manager import LogManager
+from replog.protocol.apis import response_header_version
+from replog.protocol.headers import decode_response_header
 
 from .alter_partition import AlterPartitionManager
 from .config import BrokerConfig, load_config, report_unknown_keys
@@ -23,11 +26,15 @@ from .dispatch import Dispatcher
 from .handlers import BROKER_APIS, build_handlers
 from .handlers.api_versions import unsupported_version_body
 from .inter_broker import open_inter_broker_connection
+from .lifecycle import BrokerIdentity, BrokerLifecycleManager
 from .local_controller import LocalController
 from .metadata import BrokerEndpoint, MetadataImage, TopicMetadata
 from .replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
+
+# A controlled shutdown longer than this is given up on: the controller fences a silent broker anyway.
+CONTROLLED_SHUTDOWN_MAX_WAIT_MS = 30_000
 
 
 def clock_ms() -> int:
@@ -47,6 +54,9 @@ class Broker(ConnectionHolder):
         self.controller: LocalController | None = None
         self.replica_manager: ReplicaManager | None = None
         self.alter_partition_manager: AlterPartitionManager | None = None
+        self.lifecycle: BrokerLifecycleManager | None = None
+        self._controller_connection: Connection | None = None  # for forwarded topic administration
+        self._metadata_broker_epoch = -1  # the broker epoch of the last UpdateMetadata applied
 
     @property
     def in_cluster(self) -> bool:
@@ -84,7 +94,41 @@ class Broker(ConnectionHolder):
             asyncio.create_task(self._every(config.replica_lag_time_max_ms // 2,
                                             self.replica_manager.maybe_shrink_isr)),
         ]
+        if self.in_cluster:
+            # Register only once listening: the controller connects back as soon as it accepts us.
+            self.lifecycle = self._build_lifecycle_manager()
+            self.lifecycle.start()
         log.info("replog broker %d listening on %s:%d", config.node_id, listener.host, self.port)
+
+    def _build_lifecycle_manager(self) -> BrokerLifecycleManager:
+        config = self.config
+        advertised = config.advertised
+        port = advertised.port or self.port  # listening on port 0: advertise the one the OS picked
+        identity = BrokerIdentity(config.node_id, config.cluster_id, advertised.host, port, config.broker_rack)
+        host, controller_port = config.controller_address
+        return BrokerLifecycleManager(
+            identity, lambda: self.connect_to_node(host, controller_port, f"lifecycle-{config.node_id}"),
+            heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
+            has_metadata=lambda epoch: self._metadata_broker_epoch == epoch)
+
+    def metadata_applied(self, broker_epoch: int) -> None:
+        """The controller's UpdateMetadata for the registration with `broker_epoch` has been applied."""
+        self._metadata_broker_epoch = broker_epoch
+
+    def is_stale_broker_epoch(self, broker_epoch: int) -> bool:
+        """A controller request meant for an earlier registration of this broker (Kafka's
+        isBrokerEpochStale); -1 means the sender does not check."""
+        return self.lifecycle is not None and broker_epoch != -1 and broker_epoch < self.lifecycle.broker_epoch
+
+    async def forward_to_controller(self, ctx) -> bytes:
+        """Send a client's request on to the controller unchanged and return the response body (KIP-590)."""
+        if self._controller_connection is None or self._controller_connection.closed:
+            host, port = self.config.controller_address
+            self._controller_connection = await self.connect_to_node(host, port, f"forwarding-{self.config.node_id}")
+        api_key, version = ctx.header.api_key, ctx.api_version
+        frame = await self._controller_connection.request(api_key, version, [memoryview(ctx.frame)[ctx.body_offset:]])
+        _, offset = decode_response_header(frame, response_header_version(api_key, version))
+        return bytes(frame[offset:])
 
     def _build_replica_manager(self) -> ReplicaManager:
         config = self.config
@@ -107,7 +151,8 @@ class Broker(ConnectionHolder):
             self.alter_partition_manager = AlterPartitionManager(
                 config.node_id,
                 lambda: self.connect_to_node(controller_host, controller_port, f"alter-partition-{config.node_id}"),
-                lambda *args, **kwargs: self.replica_manager.complete_isr_change(*args, **kwargs))
+                lambda *args, **kwargs: self.replica_manager.complete_isr_change(*args, **kwargs),
+                broker_epoch=lambda: -1 if self.lifecycle is None else self.lifecycle.broker_epoch)
             alter_isr = self.alter_partition_manager.submit
         return ReplicaManager(
             config.node_id, self.log_manager, config.log_config(), config.min_insync_replicas,
@@ -163,6 +208,9 @@ class Broker(ConnectionHolder):
         self.log_manager.checkpoint_log_start_offsets()
 
     async def stop(self) -> None:
+        if self.lifecycle is not None and self.config.controlled_shutdown_enable:
+            # Still serving: clients keep producing to our leaderships until the controller moves them.
+            await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_MAX_WAIT_MS)
         self.shutting_down = True
         self._server.close()
         for connection in list(self.connections):
@@ -171,6 +219,10 @@ class Broker(ConnectionHolder):
         await self.replica_manager.shutdown()
         if self.alter_partition_manager is not None:
             await self.alter_partition_manager.stop()
+        if self.lifecycle is not None:
+            await self.lifecycle.stop()
+        if self._controller_connection is not None:
+            self._controller_connection.close()
         drains = [asyncio.ensure_future(c.idle.wait()) for c in self.connections]
         if drains:
             await asyncio.wait(drains, timeout=self.config.shutdown_drain_timeout_ms / 1000)

@@ -59,8 +59,10 @@ def leader_and_isr_request(controller_id: int, controller_epoch: int, broker: Br
             list(p.replicas), is_new=is_new, leader_recovery_state=int(p.leader_recovery_state)))
     leader_ids = {s.leader for t in topic_states.values() for s in t.partition_states}
     # Kafka sends only the leaders that are alive; a follower of a dead leader waits for the next election.
+    live = metadata.live_broker_ids()
     live_leaders = [LiveLeader(b.broker_id, b.host, b.port)
-                    for b in sorted(metadata.brokers.values(), key=lambda b: b.broker_id) if b.broker_id in leader_ids]
+                    for b in sorted(metadata.brokers.values(), key=lambda b: b.broker_id)
+                    if b.broker_id in leader_ids and b.broker_id in live]
     return LeaderAndIsrRequest(controller_id, controller_epoch, broker.epoch, list(topic_states.values()),
                                live_leaders)
 
@@ -68,7 +70,7 @@ def leader_and_isr_request(controller_id: int, controller_epoch: int, broker: Br
 def update_metadata_request(controller_id: int, controller_epoch: int, broker: BrokerRegistration,
                             metadata: ClusterMetadata) -> UpdateMetadataRequest:
     """A full snapshot (KIP-866 type 2): every registered broker, every partition of every topic."""
-    live = metadata.brokers
+    live = metadata.live_broker_ids()
     topic_states = [
         UpdateMetadataTopicState(topic.name, topic.topic_id, [
             # Kafka's offline replicas are those not on a live broker (or on an offline log dir).
@@ -80,8 +82,8 @@ def update_metadata_request(controller_id: int, controller_epoch: int, broker: B
         for topic in metadata.topics.values()
     ]
     brokers = [UpdateMetadataBroker(b.broker_id, [UpdateMetadataEndpoint(b.port, b.host, LISTENER_NAME,
-                                                                         SECURITY_PROTOCOL_PLAINTEXT)])
-               for b in sorted(live.values(), key=lambda b: b.broker_id)]
+                                                                         SECURITY_PROTOCOL_PLAINTEXT)], b.rack)
+               for b in sorted(metadata.brokers.values(), key=lambda b: b.broker_id) if b.broker_id in live]
     return UpdateMetadataRequest(controller_id, controller_epoch, broker.epoch, topic_states, brokers,
                                  type=UPDATE_METADATA_FULL)
 

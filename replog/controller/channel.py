@@ -114,6 +114,7 @@ class BrokerSender:
                 continue
             request = self._queue[0]  # stays at the head until answered, so a failure resends it
             frame = await self._deliver(request)
+            self._raise_if_closed()
             assert self._queue[0] is request  # only close() empties the queue, and it cancels us first
             self._queue.popleft()
             if not request.future.done():  # a caller that stopped waiting cancelled it; it was still sent
@@ -123,6 +124,7 @@ class BrokerSender:
         backoff_ms = self._config.retry_backoff_ms
         # Unbounded by design, like RequestSendThread: it ends when the broker answers or is removed.
         while True:
+            self._raise_if_closed()
             try:
                 if self._connection is None or self._connection.closed:
                     self._connection = None
@@ -139,6 +141,13 @@ class BrokerSender:
                     self._connection = None
             await asyncio.sleep(backoff_ms / 1000)
             backoff_ms = min(2 * backoff_ms, self._config.retry_backoff_max_ms)
+
+    def _raise_if_closed(self) -> None:
+        # close() cancels this task, but Python 3.11's asyncio.wait_for (under Connection.connect and
+        # request) returns the inner result or error instead when it completes as the cancel arrives, and the
+        # retry loop would then go on forever, to a broker that was removed, and close() would never return.
+        if self._closed:
+            raise asyncio.CancelledError
 
 
 class ControllerChannel:

@@ -44,14 +44,30 @@ class ControllerError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class BrokerRegistration:
+    """Kafka's BrokerRegistration: where a broker listens, its epoch, and whether it may lead or join an ISR.
+
+    A fenced broker is missing from clients' metadata and from every ISR; one in controlled shutdown is
+    still listed but leads nothing new and leaves every ISR (KIP-841).
+    """
+
     broker_id: int
     host: str
     port: int
     epoch: int = NO_BROKER_EPOCH
+    incarnation_id: uuid.UUID | None = None  # a new one each time the broker process starts
+    rack: str | None = None
+    fenced: bool = False
+    in_controlled_shutdown: bool = False
 
     def __post_init__(self) -> None:
         assert self.broker_id >= 0, self
         assert 0 < self.port < 65536, self
+        assert not (self.fenced and self.in_controlled_shutdown), self
+
+    @property
+    def is_active(self) -> bool:
+        """May lead and join ISRs (Kafka's ClusterControlManager.isActive)."""
+        return not self.fenced and not self.in_controlled_shutdown
 
 
 @dataclass(slots=True)
@@ -89,21 +105,42 @@ class ClusterMetadata:
         return broker
 
     def is_eligible(self, broker_id: int) -> bool:
-        """May the broker join an ISR (KIP-841)? Registered; fencing and controlled shutdown come later."""
-        return broker_id in self.brokers
+        """May the broker lead or join an ISR (KIP-841)? Registered, unfenced, not shutting down."""
+        broker = self.brokers.get(broker_id)
+        return broker is not None and broker.is_active
+
+    def active_broker_ids(self) -> list[int]:
+        return sorted(b for b, registration in self.brokers.items() if registration.is_active)
+
+    def live_broker_ids(self) -> set[int]:
+        """The brokers clients see in Metadata: registered and unfenced (controlled shutdown included)."""
+        return {b for b, registration in self.brokers.items() if not registration.fenced}
+
+    def leads_any(self, broker_id: int) -> bool:
+        return any(p.leader == broker_id for t in self.topics.values() for p in t.partitions.values())
 
     # ------------------------------------------------------------------------------------------ topics
 
-    def create_topic(self, name: str, assignment: Mapping[int, Sequence[int]],
-                     configs: Mapping[str, str]) -> TopicRegistration:
-        """A topic with the given replica assignment: every replica in sync, the first replica leads."""
+    def new_topic(self, name: str, assignment: Mapping[int, Sequence[int]],
+                  configs: Mapping[str, str]) -> TopicRegistration:
+        """A valid new topic with the given replica assignment (not yet added; see add_topic): every replica
+        in sync, the first replica leads."""
         self._check_new_topic(name, assignment, configs)
         topic = TopicRegistration(name, uuid.uuid4(), dict(configs))
         assert topic.topic_id not in self._topic_names_by_id
         for index in range(len(assignment)):
             topic.partitions[index] = new_partition(name, topic.topic_id, index, assignment[index])
-        self.topics[name] = topic
-        self._topic_names_by_id[topic.topic_id] = name
+        return topic
+
+    def add_topic(self, topic: TopicRegistration) -> None:
+        assert topic.name not in self.topics and topic.topic_id not in self._topic_names_by_id, topic.name
+        self.topics[topic.name] = topic
+        self._topic_names_by_id[topic.topic_id] = topic.name
+
+    def create_topic(self, name: str, assignment: Mapping[int, Sequence[int]],
+                     configs: Mapping[str, str]) -> TopicRegistration:
+        topic = self.new_topic(name, assignment, configs)
+        self.add_topic(topic)
         return topic
 
     def _check_new_topic(self, name: str, assignment: Mapping[int, Sequence[int]],
@@ -194,11 +231,12 @@ class ClusterMetadata:
     def apply(self, changes: Iterable[PartitionRegistration]) -> None:
         for registration in changes:
             topic = self.topics[registration.topic]
-            current = topic.partitions[registration.partition]
+            current = topic.partitions.get(registration.partition)  # None while replaying a new topic
             assert registration.topic_id == topic.topic_id, (registration, topic.topic_id)
-            assert registration.replicas == current.replicas, (registration, current)
-            assert registration.partition_epoch > current.partition_epoch, (registration, current)
-            assert registration.leader_epoch >= current.leader_epoch, (registration, current)
+            if current is not None:
+                assert registration.replicas == current.replicas, (registration, current)
+                assert registration.partition_epoch > current.partition_epoch, (registration, current)
+                assert registration.leader_epoch >= current.leader_epoch, (registration, current)
             topic.partitions[registration.partition] = registration
 
     # ---------------------------------------------------------------------------------- AlterPartition

@@ -1,11 +1,16 @@
-"""The APIs the controller serves: ApiVersions and SASL (shared with the broker), and AlterPartition.
+"""The APIs the controller serves: ApiVersions and SASL (shared with the broker), broker sessions,
+AlterPartition, and the topic administration brokers forward.
 
-AlterPartition (key 56), v2-3: a partition leader proposes a new ISR (KIP-497). Only the inter-broker
-principal may send it (Kafka's ControllerApis authorizes CLUSTER_ACTION); anyone else gets
-CLUSTER_AUTHORIZATION_FAILED for the whole request.
+Everything but ApiVersions and SASL is a cluster action: only the inter-broker principal may send it (Kafka's
+ControllerApis authorizes CLUSTER_ACTION); anyone else gets CLUSTER_AUTHORIZATION_FAILED.
+- BrokerRegistration (62) and BrokerHeartbeat (63), KIP-631: a broker's session (controller/heartbeats.py).
+- AlterPartition (56), v2-3: a partition leader proposes a new ISR (KIP-497).
+- CreateTopics (19) and DeleteTopics (20): a broker forwards its clients' requests unchanged, as KIP-590
+  forwarding does, and relays the answer; topics are decided only here.
 """
 
 import functools
+import logging
 
 from kio.schema.errors import ErrorCode
 
@@ -13,10 +18,15 @@ from replog.broker.handlers import api_versions, sasl_authenticate, sasl_handsha
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
 
-from .cluster import alter_partition_error
+from .cluster import ControllerError, alter_partition_error
+from .propagation import PropagationError
+
+log = logging.getLogger(__name__)
 
 CONTROLLER_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
-                             ApiKey.ALTER_PARTITION})
+                             ApiKey.ALTER_PARTITION, ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT,
+                             ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS})
+CONFIG_SOURCE_TOPIC = 1  # DescribeConfigs' TOPIC_CONFIG source, as CreateTopics v5+ reports configs
 
 
 def handle_alter_partition(ctx, controller) -> list:
@@ -28,13 +38,133 @@ def handle_alter_partition(ctx, controller) -> list:
     return [encode_response(ApiKey.ALTER_PARTITION, ctx.api_version, body)]
 
 
+def handle_broker_registration(ctx, controller) -> list:
+    request = decode_request(ApiKey.BROKER_REGISTRATION, ctx.api_version, ctx.frame, ctx.body_offset)
+    body = {"throttle_time": 0, "error_code": ErrorCode.none, "broker_epoch": -1}
+    listener = request.listeners[0] if request.listeners else None
+    if not ctx.session.cluster_action:
+        body["error_code"] = ErrorCode.cluster_authorization_failed
+    elif listener is None or request.incarnation_id is None or request.broker_id < 0:
+        body["error_code"] = ErrorCode.invalid_request
+    else:
+        try:
+            body["broker_epoch"] = controller.register_broker(request.broker_id, request.incarnation_id,
+                                                              listener.host, listener.port, request.rack,
+                                                              request.cluster_id)
+        except ControllerError as e:
+            log.warning("registration of broker %d refused: %s", request.broker_id, e)
+            body["error_code"] = e.error_code
+    return [encode_response(ApiKey.BROKER_REGISTRATION, ctx.api_version, body)]
+
+
+def handle_broker_heartbeat(ctx, controller) -> list:
+    request = decode_request(ApiKey.BROKER_HEARTBEAT, ctx.api_version, ctx.frame, ctx.body_offset)
+    body = {"throttle_time": 0, "error_code": ErrorCode.none, "is_caught_up": False, "is_fenced": True,
+            "should_shut_down": False}
+    if not ctx.session.cluster_action:
+        body["error_code"] = ErrorCode.cluster_authorization_failed
+    else:
+        try:
+            answer = controller.broker_heartbeat(request.broker_id, request.broker_epoch,
+                                                 want_fence=request.want_fence,
+                                                 want_shutdown=request.want_shut_down)
+        except ControllerError as e:
+            body["error_code"] = e.error_code
+        else:
+            body.update(is_caught_up=not answer.is_fenced, is_fenced=answer.is_fenced,
+                        should_shut_down=answer.should_shut_down)
+    return [encode_response(ApiKey.BROKER_HEARTBEAT, ctx.api_version, body)]
+
+
+async def handle_create_topics(ctx, controller) -> list:
+    request = decode_request(ApiKey.CREATE_TOPICS, ctx.api_version, ctx.frame, ctx.body_offset)
+    results = []
+    seen: set[str] = set()
+    for topic in request.topics:
+        if not ctx.session.cluster_action:
+            results.append(_create_error(topic.name, ErrorCode.cluster_authorization_failed, "not a broker"))
+        elif topic.name in seen:
+            results.append(_create_error(topic.name, ErrorCode.invalid_request, "topic named twice in one request"))
+        else:
+            seen.add(topic.name)
+            results.append(await _create_topic(controller, topic, request.validate_only))
+    body = {"throttle_time": 0, "topics": results}
+    return [encode_response(ApiKey.CREATE_TOPICS, ctx.api_version, body)]
+
+
+async def _create_topic(controller, topic, validate_only: bool) -> dict:
+    configs = {c.name: c.value for c in topic.configs if c.value is not None}
+    assignment = None
+    if topic.assignments:
+        if topic.num_partitions != -1 or topic.replication_factor != -1:
+            return _create_error(topic.name, ErrorCode.invalid_request,
+                                 "both a replica assignment and a partition count or replication factor")
+        assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
+    try:
+        created = await controller.create_topic(
+            topic.name, assignment, configs,
+            partitions=None if topic.num_partitions == -1 else topic.num_partitions,
+            replication_factor=None if topic.replication_factor == -1 else topic.replication_factor,
+            validate_only=validate_only)
+    except ControllerError as e:
+        return _create_error(topic.name, e.error_code, str(e))
+    except PropagationError as e:
+        # The topic exists (it is in the metadata log); some broker just has not confirmed it yet.
+        log.warning("topic %s created, but: %s", topic.name, e)
+        return _create_error(topic.name, ErrorCode.request_timed_out, str(e))
+    return {
+        "name": topic.name, "topic_id": created.topic_id, "error_code": ErrorCode.none, "error_message": None,
+        "num_partitions": len(created.partitions),
+        "replication_factor": len(created.partitions[0].replicas),
+        "configs": [{"name": k, "value": v, "read_only": False, "config_source": CONFIG_SOURCE_TOPIC,
+                     "is_sensitive": False} for k, v in sorted(configs.items())],
+    }
+
+
+def _create_error(name: str, code: ErrorCode, message: str) -> dict:
+    return {"name": name, "topic_id": None, "error_code": code, "error_message": message,
+            "num_partitions": -1, "replication_factor": -1, "configs": None}
+
+
+async def handle_delete_topics(ctx, controller) -> list:
+    request = decode_request(ApiKey.DELETE_TOPICS, ctx.api_version, ctx.frame, ctx.body_offset)
+    if ctx.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(name, None) for name in request.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        error, message = ErrorCode.none, None
+        if name is None and topic_id is not None:
+            topic = controller.metadata.topic_by_id(topic_id)
+            name = None if topic is None else topic.name
+        if not ctx.session.cluster_action:
+            error, message = ErrorCode.cluster_authorization_failed, "not a broker"
+        elif name is None:
+            error, message = ErrorCode.unknown_topic_id, "no topic has that id"
+        else:
+            try:
+                await controller.delete_topic(name)
+            except ControllerError as e:
+                error, message = e.error_code, str(e)
+            except PropagationError as e:
+                log.warning("topic %s deleted, but: %s", name, e)
+        results.append({"name": name, "topic_id": topic_id, "error_code": error, "error_message": message})
+    return [encode_response(ApiKey.DELETE_TOPICS, ctx.api_version, {"throttle_time": 0, "responses": results})]
+
+
 def build_handlers(controller) -> dict:
-    """`controller` must have `config.inter_broker_secret` (read by the SASL handlers) and `alter_partition`."""
+    """`controller` must have `config.inter_broker_secret` (read by the SASL handlers) and the methods the
+    handlers call (ClusterController)."""
     handlers = {
         ApiKey.API_VERSIONS: functools.partial(api_versions.handle, broker=controller, served=CONTROLLER_APIS),
         ApiKey.SASL_HANDSHAKE: functools.partial(sasl_handshake.handle, broker=controller),
         ApiKey.SASL_AUTHENTICATE: functools.partial(sasl_authenticate.handle, broker=controller),
         ApiKey.ALTER_PARTITION: functools.partial(handle_alter_partition, controller=controller),
+        ApiKey.BROKER_REGISTRATION: functools.partial(handle_broker_registration, controller=controller),
+        ApiKey.BROKER_HEARTBEAT: functools.partial(handle_broker_heartbeat, controller=controller),
+        ApiKey.CREATE_TOPICS: functools.partial(handle_create_topics, controller=controller),
+        ApiKey.DELETE_TOPICS: functools.partial(handle_delete_topics, controller=controller),
     }
     assert set(handlers) == CONTROLLER_APIS
     return handlers

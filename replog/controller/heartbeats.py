@@ -135,6 +135,17 @@ class BrokerSessions:
             session.state = change.after
         return change
 
+    def restore(self, broker_id: int, incarnation_id: uuid.UUID, broker_epoch: int, *, fenced: bool,
+                now_ms: int) -> None:
+        """The session of a broker registered before this controller started (replayed from the metadata
+        log). An unfenced broker gets a full session timeout from now to show it is alive, as the brokers
+        get from a newly active Kafka controller: its silence while no controller ran proves nothing."""
+        assert broker_id not in self._sessions, broker_id
+        self._advance_clock(now_ms)
+        state = BrokerState.FENCED if fenced else BrokerState.UNFENCED
+        self._sessions[broker_id] = _Session(incarnation_id, broker_epoch, state, now_ms)
+        self._last_broker_epoch = max(self._last_broker_epoch, broker_epoch)
+
     # ---------------------------------------------------------------------------------------- timers
 
     def fence_expired(self, now_ms: int) -> list[int]:

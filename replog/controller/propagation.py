@@ -66,12 +66,15 @@ class Propagator:
 
     def leader_and_isr(self, partitions: Iterable[PartitionRegistration], *, is_new: bool = False,
                        broker_ids: Iterable[int] | None = None) -> list[Delivery]:
-        """One LeaderAndIsr to each registered replica of `partitions` (or to those of broker_ids)."""
-        targets = set(self._metadata.brokers) if broker_ids is None else set(broker_ids)
+        """One LeaderAndIsr to each replica of `partitions` the controller talks to (or to those of
+        broker_ids). Fenced brokers that stopped heartbeating are out of the channel: they get everything
+        again when they return."""
+        reachable = set(self._channel.broker_ids)
+        targets = reachable if broker_ids is None else set(broker_ids) & reachable
         by_broker: dict[int, list[PartitionRegistration]] = {}
         for p in partitions:
             for replica in p.replicas:
-                if replica in targets and replica in self._metadata.brokers:
+                if replica in targets:
                     by_broker.setdefault(replica, []).append(p)
         deliveries = []
         for broker_id, owned in sorted(by_broker.items()):
@@ -84,8 +87,8 @@ class Propagator:
         return deliveries
 
     def update_metadata(self, broker_ids: Iterable[int] | None = None) -> list[Delivery]:
-        """A full UpdateMetadata to every registered broker (or to broker_ids)."""
-        targets = sorted(self._metadata.brokers if broker_ids is None else broker_ids)
+        """A full UpdateMetadata to every broker the controller talks to (or to broker_ids)."""
+        targets = sorted(self._channel.broker_ids if broker_ids is None else broker_ids)
         deliveries = []
         for broker_id in targets:
             request = broker_requests.update_metadata_request(
@@ -97,7 +100,7 @@ class Propagator:
 
     def stop_replica(self, topic: TopicRegistration, *, delete: bool) -> list[Delivery]:
         """A StopReplica for `topic` to each of its registered replicas."""
-        replicas = sorted({r for p in topic.partitions.values() for r in p.replicas} & set(self._metadata.brokers))
+        replicas = sorted({r for p in topic.partitions.values() for r in p.replicas} & set(self._channel.broker_ids))
         deliveries = []
         for broker_id in replicas:
             request = broker_requests.stop_replica_request(
@@ -134,6 +137,8 @@ class Propagator:
         if not future.done():
             # The request stays queued and will still be sent: the broker may apply it later.
             return [DeliveryFailure(delivery.broker_id, api, None, f"no answer within {self._timeout_ms} ms")]
+        if not future.cancelled() and isinstance(future.exception(), ChannelClosed):
+            return []  # the broker left (fenced or shut down); it gets everything again when it returns
         if future.cancelled() or future.exception() is not None:
             reason = "cancelled" if future.cancelled() else repr(future.exception())
             return [DeliveryFailure(delivery.broker_id, api, None, reason)]

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 MAX_REPLICATION_FACTOR = 64  # far above any real cluster; bounds every replica list the controller keeps
+# No replica may lead (Kafka's LeaderConstants.NO_LEADER): the partition is offline until one comes back.
+NO_LEADER = -1
 
 
 class LeaderRecoveryState(enum.IntEnum):
@@ -46,13 +48,20 @@ class PartitionRegistration:
         assert 0 < len(self.replicas) <= MAX_REPLICATION_FACTOR, self
         assert is_valid_replica_list(self.replicas), self
         assert is_valid_isr(self.replicas, self.isr), self
-        assert self.leader in self.isr, self  # DESIGN.md: the ISR always contains the leader
+        # DESIGN.md: the ISR always contains the leader. Without a leader the ISR keeps its last member, so
+        # the controller knows which replica has every committed record (KRaft's PartitionChangeBuilder).
+        assert self.isr, self
+        assert self.leader == NO_LEADER or self.leader in self.isr, self
         assert self.leader_epoch >= 0, self
         assert self.partition_epoch >= self.leader_epoch, self  # every leader change is a partition change
 
     @property
     def preferred_leader(self) -> int:
         return self.replicas[0]
+
+    @property
+    def has_leader(self) -> bool:
+        return self.leader != NO_LEADER
 
 
 def new_partition(topic: str, topic_id: uuid.UUID, partition: int, replicas: Sequence[int]) -> PartitionRegistration:
@@ -121,7 +130,7 @@ def apply_isr_change(registration: PartitionRegistration, new_isr: Sequence[int]
     no record in Kafka (PartitionChangeBuilder.build returns empty) and so no epoch bump: same here.
     """
     new_isr = tuple(new_isr)
-    assert registration.leader in new_isr
+    assert registration.leader == NO_LEADER or registration.leader in new_isr
     recovery = LeaderRecoveryState(leader_recovery_state)
     if new_isr == registration.isr and recovery == registration.leader_recovery_state:
         return registration
@@ -131,17 +140,20 @@ def apply_isr_change(registration: PartitionRegistration, new_isr: Sequence[int]
     return changed
 
 
-def elect_leader(registration: PartitionRegistration, leader: int, isr: Sequence[int]) -> PartitionRegistration:
-    """The registration after the controller makes `leader` lead with `isr`: both epochs + 1.
+def elect_leader(registration: PartitionRegistration, leader: int, isr: Sequence[int], *,
+                 leader_recovery_state: LeaderRecoveryState | None = None) -> PartitionRegistration:
+    """The registration after the controller makes `leader` (or NO_LEADER) lead with `isr`: both epochs + 1.
 
     The caller has checked that the leader is acceptable (a live replica in isr); a new leader epoch fences
-    the previous leader and tells every follower to truncate to the new leader's log.
+    the previous leader and tells every follower to truncate to the new leader's log. Going leaderless
+    bumps the leader epoch too, as KRaft does, so the deposed leader's epoch is stale everywhere.
     """
     isr = tuple(isr)
-    assert leader in isr
+    assert leader == NO_LEADER or leader in isr
     assert is_valid_isr(registration.replicas, isr)
+    recovery = registration.leader_recovery_state if leader_recovery_state is None else leader_recovery_state
     changed = dataclasses.replace(registration, isr=isr, leader=leader, leader_epoch=registration.leader_epoch + 1,
-                                  partition_epoch=registration.partition_epoch + 1)
+                                  partition_epoch=registration.partition_epoch + 1, leader_recovery_state=recovery)
     assert changed.partition_epoch > registration.partition_epoch
     return changed
 

@@ -1,20 +1,28 @@
-"""ClusterController: an in-process controller that owns the cluster's metadata and pushes it to brokers.
+"""ClusterController: owns the cluster's metadata, keeps brokers' sessions, elects leaders, tells the brokers.
 
-It plays the part of Kafka's ZooKeeper-mode controller towards the brokers (LeaderAndIsr, UpdateMetadata,
-StopReplica, each carrying the controller id and epoch) and of the KRaft controller towards partition
-leaders (AlterPartition; the leader learns its new ISR from the response and the others from metadata).
-Tests and, later, the controller process drive it through methods: each change is decided and applied to
-the metadata at once, then sent; the `async` methods return once every affected broker has applied it
-(or raise PropagationError naming those that did not).
+Towards the brokers it plays two of Kafka's parts (kafka-replication-facts.md, section 10):
+- the KRaft controller: brokers register (BrokerRegistration, a new broker epoch each time) and heartbeat
+  (BrokerHeartbeat); a broker silent for broker.session.timeout.ms is fenced, which removes it from every
+  ISR and moves its leaderships; a broker that wants to stop goes through controlled shutdown first;
+  partition leaders send AlterPartition; brokers forward CreateTopics / DeleteTopics;
+- the ZooKeeper-mode controller's wire: decisions reach the brokers as LeaderAndIsr / UpdateMetadata /
+  StopReplica, each carrying the controller id and epoch (brokers refuse an older epoch).
+Every decision is written to the metadata log (fsync) before it is applied or sent, so a restarted
+controller replays the same brokers, leaders and epochs, and takes the next controller epoch.
 
-Single event loop, no locks: state changes are plain synchronous steps, and requests are built and queued
-in the same step as the change they carry, so per-broker order equals the order of changes.
+Single event loop, no locks: each change is decided, logged, applied and its requests queued in one
+synchronous step, so per-broker request order equals the order of changes. Sending is asynchronous: the
+channel resends until the broker answers or leaves; `settle()` waits for everything sent so far.
 """
 
 import asyncio
+import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -24,10 +32,15 @@ from replog.broker.dispatch import Dispatcher
 from replog.broker.inter_broker import open_inter_broker_connection
 from replog.client.connection import Connection
 
+from . import records
+from .assignment import assign_replicas
 from .channel import ChannelConfig, ConnectFactory, ControllerChannel
 from .cluster import BrokerRegistration, ClusterMetadata, ControllerError, TopicRegistration
 from .handlers import build_handlers, unsupported_version_body
-from .propagation import PropagationError, Propagator
+from .heartbeats import BROKER_SESSION_TIMEOUT_MS, BrokerSessions, BrokerState
+from .leadership import elect_offline_partitions, preferred_leader_elections, without_broker
+from .metadata_log import MetadataLog
+from .propagation import Delivery, PropagationError, Propagator
 from .registry import PartitionRegistration
 
 log = logging.getLogger(__name__)
@@ -35,16 +48,31 @@ log = logging.getLogger(__name__)
 # ZooKeeper-mode Kafka starts the controller epoch at 0 and increments it on every election, so the first
 # controller runs in epoch 1. Brokers start at -1 and take the epoch of the first request they accept.
 FIRST_CONTROLLER_EPOCH = 1
+# How often silent brokers are looked for; a tenth of the session timeout keeps detection within 10% late.
+MAX_FENCE_CHECK_INTERVAL_MS = 1_000
+
+
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
 class ControllerConfig:
     inter_broker_secret: str  # SASL/PLAIN password shared with the brokers (broker/auth.py)
+    metadata_log_dir: Path
     controller_id: int = 3000
+    cluster_id: str = "replog-cluster"
     host: str = "127.0.0.1"
     port: int = 0  # 0: the OS picks one; see ClusterController.port
+    broker_session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS
+    unclean_leader_election_enable: bool = False  # the cluster default; topics may override it
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_ms: int = 300_000  # leader.imbalance.check.interval.seconds = 300
+    leader_imbalance_per_broker_percentage: int = 10
+    num_partitions: int = 1  # for CreateTopics asking for the default (-1)
+    default_replication_factor: int = 1
     request_timeout_ms: int = 30_000  # Kafka's controller.socket.timeout.ms
-    propagation_timeout_ms: int = 30_000  # how long a method waits for the brokers' answers
+    propagation_timeout_ms: int = 30_000  # how long settle() and CreateTopics wait for the brokers' answers
     channel: ChannelConfig = field(default_factory=ChannelConfig)
     max_connections: int = 1_000
     max_inflight_requests_per_connection: int = 16
@@ -54,23 +82,40 @@ class ControllerConfig:
         assert self.inter_broker_secret, "a controller without inter.broker.secret cannot talk to brokers"
         assert self.controller_id >= 0
         assert 0 <= self.port < 65536
+        assert self.broker_session_timeout_ms > 0
+        assert self.num_partitions > 0 and self.default_replication_factor > 0
+        assert self.leader_imbalance_check_interval_ms > 0 and 0 <= self.leader_imbalance_per_broker_percentage <= 100
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatAnswer:
+    is_fenced: bool
+    should_shut_down: bool
 
 
 class ClusterController(ConnectionHolder):
-    def __init__(self, config: ControllerConfig, *, connect: ConnectFactory | None = None) -> None:
+    def __init__(self, config: ControllerConfig, *, connect: ConnectFactory | None = None,
+                 clock_ms=monotonic_ms) -> None:
         """connect(host, port) opens an authenticated connection to a broker (default: SASL/PLAIN with the
-        inter-broker secret)."""
+        inter-broker secret); clock_ms is the monotonic clock of broker sessions."""
         self.config = config  # the SASL handlers read config.inter_broker_secret
+        self.clock_ms = clock_ms
         self.controller_epoch = FIRST_CONTROLLER_EPOCH
         self.metadata = ClusterMetadata()
+        self.sessions = BrokerSessions(config.broker_session_timeout_ms)
         self.channel = ControllerChannel(connect or self._open_broker_connection, config.channel)
         self.propagator = Propagator(self.channel, self.metadata, config.controller_id,
                                      lambda: self.controller_epoch, config.propagation_timeout_ms)
         self.connections: set[BrokerConnection] = set()
         self.shutting_down = False
+        self._log: MetadataLog | None = None
         self._server: asyncio.AbstractServer | None = None
+        self._tasks: list[asyncio.Task] = []
         self._metadata_push_needed = asyncio.Event()
-        self._metadata_pusher: asyncio.Task | None = None
+        self._in_flight: set[asyncio.Task] = set()  # deliveries being watched, for settle()
+        # Leadership moves of brokers in controlled shutdown; such a broker is told to stop only once
+        # its successors have them (Kafka waits until the moves are replayed).
+        self._shutdown_moves: dict[int, list[Delivery]] = {}
 
     @property
     def controller_id(self) -> int:
@@ -84,14 +129,39 @@ class ClusterController(ConnectionHolder):
     async def start(self) -> None:
         assert self._server is None
         config = self.config
+        self._recover()
+        for broker in self.metadata.brokers.values():
+            if not broker.fenced:
+                self.channel.add_broker(broker.broker_id, broker.host, broker.port)
+                self._watch(self.propagator.leader_and_isr(self.metadata.partitions_with_replica(broker.broker_id),
+                                                           broker_ids=[broker.broker_id]), "resync")
+        self._metadata_push_needed.set()
         dispatcher = Dispatcher(build_handlers(self), unsupported_version_body)
         self._server = await asyncio.get_running_loop().create_server(
             lambda: BrokerConnection(self, dispatcher, max_frame_bytes=config.max_frame_bytes,
                                      max_inflight=config.max_inflight_requests_per_connection, use_sendfile=False),
             config.host, config.port, reuse_address=True)
-        self._metadata_pusher = asyncio.create_task(self._push_metadata_when_needed(), name="controller-metadata")
-        log.info("controller %d listening on %s:%d, epoch %d", self.controller_id, config.host, self.port,
-                 self.controller_epoch)
+        self._tasks = [asyncio.create_task(self._push_metadata_when_needed(), name="controller-metadata"),
+                       asyncio.create_task(self._fence_silent_brokers(), name="controller-fencing")]
+        if config.auto_leader_rebalance_enable:
+            self._tasks.append(asyncio.create_task(self._rebalance_leaders(), name="controller-rebalance"))
+        log.info("controller %d listening on %s:%d, epoch %d, %d brokers and %d topics in its log",
+                 self.controller_id, config.host, self.port, self.controller_epoch, len(self.metadata.brokers),
+                 len(self.metadata.topics))
+
+    def _recover(self) -> None:
+        """Replay the metadata log, take the next controller epoch, and compact the log to a snapshot."""
+        self._log, logged = MetadataLog.open(self.config.metadata_log_dir)
+        previous_epoch = records.replay((entry.record for entry in logged), self.metadata)
+        self.controller_epoch = max(FIRST_CONTROLLER_EPOCH, previous_epoch + 1)
+        self._log.compact(records.snapshot_records(self.controller_epoch, self.metadata))
+        now = self.clock_ms()
+        for broker in self.metadata.brokers.values():
+            # A shutdown in progress was cut short by the restart: the broker is still up, or will be fenced.
+            if broker.in_controlled_shutdown:
+                self._replace_broker(dataclasses.replace(broker, in_controlled_shutdown=False))
+            self.sessions.restore(broker.broker_id, broker.incarnation_id or uuid.UUID(int=0), broker.epoch,
+                                  fenced=broker.fenced, now_ms=now)
 
     async def stop(self) -> None:
         self.shutting_down = True
@@ -99,59 +169,167 @@ class ClusterController(ConnectionHolder):
             self._server.close()
         for connection in list(self.connections):
             connection.close()
-        if self._metadata_pusher is not None:
-            self._metadata_pusher.cancel()
-            await asyncio.gather(self._metadata_pusher, return_exceptions=True)
+        for task in self._tasks + list(self._in_flight):
+            task.cancel()
+        await asyncio.gather(*self._tasks, *self._in_flight, return_exceptions=True)
         await self.channel.close()
         if self._server is not None:
             await self._server.wait_closed()
+        if self._log is not None:
+            self._log.close()
         log.info("controller %d stopped", self.controller_id)
 
-    # ------------------------------------------------------------------------------------------ brokers
+    async def settle(self) -> None:
+        """Wait until every request sent so far is answered; raise PropagationError if some were not."""
+        failures = []
+        while self._in_flight or self._metadata_push_needed.is_set():
+            if self._metadata_push_needed.is_set():
+                await asyncio.sleep(0)  # let the pusher queue it
+                continue
+            failures += [e for e in await asyncio.gather(*list(self._in_flight)) if e is not None]
+        if failures:
+            raise PropagationError([f for e in failures for f in e.failures])
 
-    async def add_broker(self, broker_id: int, host: str, port: int) -> None:
-        """Register a broker (again, if it moved): it gets LeaderAndIsr for its partitions, every broker
-        gets UpdateMetadata. Kafka's KafkaController.onBrokerStartup does the same."""
-        self.metadata.add_broker(BrokerRegistration(broker_id, host, port))
+    # --------------------------------------------------------------------------------- registration
+
+    def register_broker(self, broker_id: int, incarnation_id: uuid.UUID, host: str, port: int,
+                        rack: str | None = None, cluster_id: str | None = None) -> int:
+        """A BrokerRegistration: returns the new broker epoch. The broker starts fenced; a heartbeat
+        unfences it once it has the metadata. A broker registering again while unfenced restarted
+        without a clean shutdown, so it is fenced first: its log may have lost unflushed records."""
+        if cluster_id is not None and cluster_id != self.config.cluster_id:
+            raise ControllerError(ErrorCode.inconsistent_cluster_id,
+                                  f"broker {broker_id} is in cluster {cluster_id!r}, not {self.config.cluster_id!r}")
+        # KRaft's broker epoch is the offset of the registration record; here the offset where registering
+        # starts (fencing the previous incarnation may log records first): unique, and it only grows.
+        epoch = self._log.next_offset
+        previous = self.sessions.register(broker_id, incarnation_id, epoch, self.clock_ms())
+        if previous is not None and previous is not BrokerState.FENCED:
+            self._fence(broker_id, "registered again")
+        registration = BrokerRegistration(broker_id, host, port, epoch, incarnation_id, rack, fenced=True)
+        self._replace_broker(registration)
         if broker_id in self.channel.broker_ids:
-            self.channel.remove_broker(broker_id)  # requests for its old address; the resync below covers them
+            self.channel.remove_broker(broker_id)  # requests for its old incarnation; the resync covers them
         self.channel.add_broker(broker_id, host, port)
-        assert self.channel.broker_ids == sorted(self.metadata.brokers)
-        deliveries = self.propagator.leader_and_isr(self.metadata.partitions_with_replica(broker_id),
-                                                    broker_ids=[broker_id])
-        deliveries += self.propagator.update_metadata()
-        await self.propagator.wait(deliveries)
-
-    async def remove_broker(self, broker_id: int) -> None:
-        """Unregister a broker and tell the others. Its partitions keep their leaders and ISRs: moving them
-        is an election (elect_leader), as fencing will be."""
-        self.metadata.remove_broker(broker_id)
-        self.channel.remove_broker(broker_id)
-        assert self.channel.broker_ids == sorted(self.metadata.brokers)
-        await self.propagator.wait(self.propagator.update_metadata())
-
-    async def resync_broker(self, broker_id: int) -> None:
-        """Send a broker (say, restarted) the LeaderAndIsr of all its partitions and the metadata."""
-        if broker_id not in self.metadata.brokers:
-            raise ControllerError(ErrorCode.broker_not_available, f"broker {broker_id} is not registered")
         deliveries = self.propagator.leader_and_isr(self.metadata.partitions_with_replica(broker_id),
                                                     broker_ids=[broker_id])
         deliveries += self.propagator.update_metadata([broker_id])
-        await self.propagator.wait(deliveries)
+        self._watch(deliveries, f"registration of broker {broker_id}")
+        log.info("broker %d registered at %s:%d with epoch %d (incarnation %s)", broker_id, host, port, epoch,
+                 incarnation_id)
+        return epoch
+
+    def broker_heartbeat(self, broker_id: int, broker_epoch: int, *, want_fence: bool,
+                         want_shutdown: bool) -> HeartbeatAnswer:
+        """A BrokerHeartbeat: renews the session and acts on the broker's state change."""
+        change = self.sessions.heartbeat(broker_id, broker_epoch, self.clock_ms(),
+                                         leads_partitions=lambda: self._still_leads(broker_id),
+                                         want_fence=want_fence, want_shutdown=want_shutdown)
+        before, after = change.before, change.after
+        if before is BrokerState.FENCED and after is BrokerState.UNFENCED:
+            self._unfence(broker_id)
+        elif before is BrokerState.UNFENCED and after is BrokerState.CONTROLLED_SHUTDOWN:
+            self._begin_controlled_shutdown(broker_id)
+        elif before is not BrokerState.FENCED and after in (BrokerState.FENCED, BrokerState.SHUTDOWN_NOW):
+            self._fence(broker_id, "shut down" if after is BrokerState.SHUTDOWN_NOW else "asked to be fenced",
+                        clean=True)
+        if after is BrokerState.SHUTDOWN_NOW:
+            self._shutdown_moves.pop(broker_id, None)
+            log.info("broker %d may shut down now", broker_id)
+        return HeartbeatAnswer(is_fenced=after in (BrokerState.FENCED, BrokerState.SHUTDOWN_NOW),
+                               should_shut_down=after is BrokerState.SHUTDOWN_NOW)
+
+    def fence_expired_brokers(self) -> list[int]:
+        expired = self.sessions.fence_expired(self.clock_ms())
+        for broker_id in expired:
+            self._fence(broker_id, f"silent for more than {self.config.broker_session_timeout_ms} ms")
+        return expired
+
+    def _still_leads(self, broker_id: int) -> bool:
+        moves = self._shutdown_moves.get(broker_id, [])
+        return self.metadata.leads_any(broker_id) or any(not d.future.done() for d in moves)
+
+    def _unfence(self, broker_id: int) -> None:
+        broker = self.metadata.brokers[broker_id]
+        self._replace_broker(dataclasses.replace(broker, fenced=False))
+        deliveries = []
+        if broker_id not in self.channel.broker_ids:  # fenced by silence: it missed every change since
+            self.channel.add_broker(broker_id, broker.host, broker.port)
+            deliveries += self.propagator.leader_and_isr(self.metadata.partitions_with_replica(broker_id),
+                                                         broker_ids=[broker_id])
+        changes = elect_offline_partitions(self.metadata.partitions_with_replica(broker_id),
+                                           self.metadata.active_broker_ids(), self._unclean_allowed)
+        deliveries += self._commit_partition_changes(changes)
+        self._watch(deliveries, f"unfencing broker {broker_id}")
+        self._metadata_push_needed.set()
+        log.info("broker %d unfenced; %d offline partitions got a leader", broker_id, len(changes))
+
+    def _begin_controlled_shutdown(self, broker_id: int) -> None:
+        broker = self.metadata.brokers[broker_id]
+        self._replace_broker(dataclasses.replace(broker, in_controlled_shutdown=True))
+        changes = without_broker(self.metadata.partitions_with_replica(broker_id), broker_id,
+                                 self.metadata.active_broker_ids(), self._unclean_allowed)
+        deliveries = self._commit_partition_changes(changes)
+        self._shutdown_moves[broker_id] = deliveries
+        self._watch(deliveries, f"controlled shutdown of broker {broker_id}")
+        self._metadata_push_needed.set()
+        log.info("broker %d in controlled shutdown: %d partitions changed", broker_id, len(changes))
+
+    def _fence(self, broker_id: int, reason: str, *, clean: bool = False) -> None:
+        """Out of every ISR, leaderships moved, no more requests to it (it is resynced when it returns)."""
+        broker = self.metadata.brokers[broker_id]
+        self._replace_broker(dataclasses.replace(broker, fenced=True, in_controlled_shutdown=False))
+        if broker_id in self.channel.broker_ids:
+            self.channel.remove_broker(broker_id)
+        changes = without_broker(self.metadata.partitions_with_replica(broker_id), broker_id,
+                                 self.metadata.active_broker_ids(), self._unclean_allowed)
+        self._watch(self._commit_partition_changes(changes), f"fencing broker {broker_id}")
+        self._metadata_push_needed.set()
+        offline = sum(1 for p in changes if not p.has_leader)
+        log.log(logging.INFO if clean else logging.WARNING, "broker %d fenced (%s): %d partitions changed, "
+                "%d without a leader", broker_id, reason, len(changes), offline)
+
+    def _replace_broker(self, registration: BrokerRegistration) -> None:
+        self._log.append([records.broker_record(registration)])
+        self.metadata.brokers[registration.broker_id] = registration
+
+    def _unclean_allowed(self, topic: str) -> bool:
+        configured = self.metadata.topics[topic].configs.get("unclean.leader.election.enable")
+        if configured is None:
+            return self.config.unclean_leader_election_enable
+        return configured.lower() == "true"
 
     # ------------------------------------------------------------------------------------------- topics
 
-    async def create_topic(self, name: str, assignment: Mapping[int, Sequence[int]],
-                           configs: Mapping[str, str] | None = None) -> TopicRegistration:
-        """assignment: {partition: replicas}; the first replica leads, all are in sync, epochs start at 0."""
-        topic = self.metadata.create_topic(name, assignment, configs or {})
+    async def create_topic(self, name: str, assignment: Mapping[int, Sequence[int]] | None = None,
+                           configs: Mapping[str, str] | None = None, *, partitions: int | None = None,
+                           replication_factor: int | None = None, validate_only: bool = False) -> TopicRegistration:
+        """Create a topic and wait until its replicas have it. Without an explicit assignment ({partition:
+        replicas}; the first replica leads) replicas are assigned round-robin over the active brokers."""
+        if assignment is None:
+            assignment = assign_replicas(self.metadata.active_broker_ids(), partitions or self.config.num_partitions,
+                                         replication_factor or self.config.default_replication_factor)
+        inactive = sorted({r for replicas in assignment.values() for r in replicas
+                           if r in self.metadata.brokers and not self.metadata.is_eligible(r)})
+        if inactive:
+            raise ControllerError(ErrorCode.invalid_replica_assignment, f"brokers {inactive} are fenced or "
+                                  f"shutting down")
+        topic = self.metadata.new_topic(name, assignment, configs or {})
+        if validate_only:
+            return topic
+        self._log.append(records.new_topic_records(topic))
+        self.metadata.add_topic(topic)
         deliveries = self.propagator.leader_and_isr(topic.partitions.values(), is_new=True)
         deliveries += self.propagator.update_metadata()
         await self.propagator.wait(deliveries)
+        log.info("created topic %s with %d partitions", name, len(topic.partitions))
         return topic
 
     async def delete_topic(self, name: str) -> TopicRegistration:
         """Replicas stop and delete their logs (StopReplica), then every broker forgets the topic."""
+        if name not in self.metadata.topics:
+            raise ControllerError(ErrorCode.unknown_topic_or_partition, f"no topic {name!r}")
+        self._log.append([records.remove_topic_record(name)])
         topic = self.metadata.delete_topic(name)
         deliveries = self.propagator.stop_replica(topic, delete=True)
         deliveries += self.propagator.update_metadata()
@@ -161,56 +339,76 @@ class ClusterController(ConnectionHolder):
     def registration(self, topic: str, partition: int) -> PartitionRegistration:
         return self.metadata.registration(topic, partition)
 
-    # --------------------------------------------------------------------------------------- leadership
-
-    async def elect_leader(self, topic: str, partition: int, leader: int,
-                           isr: Sequence[int] | None = None) -> PartitionRegistration:
-        """Make `leader` (a registered replica, in the new ISR) lead with `isr` (default: the current ISR);
-        bumps the leader and partition epochs. Whether the choice is clean (a member of the current ISR) is
-        the caller's business: the selectors that decide it come with the full controller."""
-        changed = self.metadata.elect_leader(topic, partition, leader, isr)
-        await self._propagate_partition_change(changed)
-        return changed
-
-    async def set_isr(self, topic: str, partition: int, isr: Sequence[int]) -> PartitionRegistration:
-        """Change the ISR under the current leader (bumps the partition epoch only)."""
-        changed = self.metadata.set_isr(topic, partition, isr)
-        await self._propagate_partition_change(changed)
-        return changed
-
-    async def _propagate_partition_change(self, changed: PartitionRegistration) -> None:
-        deliveries = self.propagator.leader_and_isr([changed])
-        deliveries += self.propagator.update_metadata()
-        await self.propagator.wait(deliveries)
-
-    def bump_controller_epoch(self) -> int:
-        """A new controller epoch, as a controller election makes; brokers then refuse the older one."""
-        self.controller_epoch += 1
-        return self.controller_epoch
+    def _commit_partition_changes(self, changes: Iterable[PartitionRegistration]) -> list[Delivery]:
+        """Log, apply and send partition changes (LeaderAndIsr to their replicas); metadata follows."""
+        changes = list(changes)
+        if not changes:
+            return []
+        self._log.append([records.partition_record(p) for p in changes])
+        self.metadata.apply(changes)
+        return self.propagator.leader_and_isr(changes)
 
     # ----------------------------------------------------------------------------------- AlterPartition
 
     def alter_partition(self, request: Any, version: int) -> dict[str, Any]:
-        """Decide and apply an authorized AlterPartition; returns the response body. The brokers learn the
-        new ISRs from an UpdateMetadata sent soon after; the leader needs no LeaderAndIsr (KRaft)."""
+        """Decide, log and apply an authorized AlterPartition; returns the response body. The brokers learn
+        the new ISRs from an UpdateMetadata sent soon after; the leader needs no LeaderAndIsr (KRaft)."""
         decision = self.metadata.decide_alter_partition(request, version)
-        self.metadata.apply(decision.changes)
         if decision.changes:
+            self._log.append([records.partition_record(p) for p in decision.changes])
+            self.metadata.apply(decision.changes)
             self._metadata_push_needed.set()
         return decision.response
 
+    # ------------------------------------------------------------------------------------ background
+
     async def _push_metadata_when_needed(self) -> None:
-        # One push at a time; ISR changes made meanwhile coalesce into the next full snapshot.
+        # One push at a time; changes made meanwhile coalesce into the next full snapshot.
         while True:
             await self._metadata_push_needed.wait()
             self._metadata_push_needed.clear()
-            try:
-                await self.propagator.wait(self.propagator.update_metadata())
-            except PropagationError as e:
-                log.warning("UpdateMetadata after an ISR change: %s", e)
+            self._watch(self.propagator.update_metadata(), "metadata push")
+
+    async def _fence_silent_brokers(self) -> None:
+        interval_ms = min(MAX_FENCE_CHECK_INTERVAL_MS, max(1, self.config.broker_session_timeout_ms // 10))
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            self.fence_expired_brokers()
+
+    async def _rebalance_leaders(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.leader_imbalance_check_interval_ms / 1000)
+            self.rebalance_leaders()
+
+    def rebalance_leaders(self) -> int:
+        """Hand leadership back to preferred replicas where it drifted (auto.leader.rebalance.enable)."""
+        partitions = [p for t in self.metadata.topics.values() for p in t.partitions.values()]
+        changes = preferred_leader_elections(partitions, self.metadata.active_broker_ids(),
+                                             self.config.leader_imbalance_per_broker_percentage)
+        self._watch(self._commit_partition_changes(changes), "preferred leader election")
+        if changes:
+            self._metadata_push_needed.set()
+            log.info("preferred leader election moved %d leaderships", len(changes))
+        return len(changes)
+
+    def _watch(self, deliveries: list[Delivery], what: str) -> None:
+        if not deliveries:
+            return
+        task = asyncio.get_running_loop().create_task(self._report(deliveries, what))
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)
+
+    async def _report(self, deliveries: list[Delivery], what: str) -> PropagationError | None:
+        try:
+            await self.propagator.wait(deliveries)
+        except PropagationError as e:
+            log.warning("%s: %s", what, e)
+            return e
+        return None
 
     async def _open_broker_connection(self, host: str, port: int) -> Connection:
         name = f"controller-{self.controller_id}"
         return await open_inter_broker_connection(
             host, port, client_id=name, username=name, secret=self.config.inter_broker_secret,
             request_timeout_ms=self.config.request_timeout_ms, max_frame_bytes=self.config.max_frame_bytes)
+

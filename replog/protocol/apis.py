@@ -20,6 +20,8 @@ class ApiKey(enum.IntEnum):
     OFFSET_FOR_LEADER_EPOCH = 23
     SASL_AUTHENTICATE = 36
     ALTER_PARTITION = 56
+    BROKER_REGISTRATION = 62
+    BROKER_HEARTBEAT = 63
 
 
 NEVER_FLEXIBLE = 99  # first_flexible_version of an API whose JSON says "flexibleVersions": "none"
@@ -61,6 +63,9 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.SASL_HANDSHAKE, 1, 1, NEVER_FLEXIBLE),  # "flexibleVersions": "none"
         ApiSpec(ApiKey.SASL_AUTHENTICATE, 0, 2, 2),
         ApiSpec(ApiKey.ALTER_PARTITION, 2, 3, 0),
+        # Broker to controller (KIP-631); v0 of each is all replog's brokers send, the rest adds no meaning here.
+        ApiSpec(ApiKey.BROKER_REGISTRATION, 0, 2, 0),
+        ApiSpec(ApiKey.BROKER_HEARTBEAT, 0, 1, 0),
     )
 }
 

@@ -1,11 +1,12 @@
-"""Replication on three real broker processes whose leadership the test drives through an in-process
-controller: followers catch up after SIGKILL and rejoin the ISR, a leader killed under acks=all load loses
-no acknowledged record, a follower with a divergent tail truncates and converges, and every replica's
-segment data is identical up to the high watermark. confluent-kafka (librdkafka) produces and consumes."""
+"""Replication and failover on three real broker processes that register with a controller running in the
+test's event loop (so the test can read its state): followers catch up after SIGKILL and rejoin the ISR, a
+leader killed or shut down under acks=all load loses no acknowledged record, a leader cut off from the
+controller is deposed and its divergent tail truncated, a restarted controller keeps every epoch, and
+every replica's segment data is identical up to the high watermark. confluent-kafka (librdkafka) produces
+and consumes."""
 
 import asyncio
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -151,9 +152,12 @@ async def test_leader_killed_under_acks_all_load_loses_no_acknowledged_record(cl
         extra={"enable.idempotence": True, "message.timeout.ms": 60_000, "linger.ms": 2}))
     await cluster.wait_for(lambda: os.path.getsize(cluster.log_dir(1, topic, 0) / "00000000000000000000.log")
                            > 50_000, 30.0, "the leader to take some load")
-    survivors = [b for b in cluster.controller.registration(topic, 0).isr if b != 1]
+    before = cluster.controller.registration(topic, 0)
     await cluster.kill(1)
-    await cluster.controller.elect_leader(topic, 0, survivors[0], isr=survivors)
+    # Nobody tells the controller: broker 1 stops heartbeating, is fenced, and 2 (next in the ISR) leads.
+    await cluster.wait_for(lambda: cluster.controller.registration(topic, 0).leader == 2, 20.0, "a new leader")
+    after = cluster.controller.registration(topic, 0)
+    assert (after.isr, after.leader_epoch) == ((2, 3), before.leader_epoch + 1)
     acked = await producing
     assert len(acked) == count
     read = await asyncio.to_thread(consume_all, cluster.bootstrap, topic, [0], count)
@@ -173,28 +177,26 @@ def assert_no_acknowledged_record_lost(acked, read) -> None:
     assert offsets == list(range(len(offsets))), "offsets are not dense"
 
 
-async def test_follower_with_divergent_tail_truncates_and_converges(cluster):
-    """KIP-101's divergence: a deposed leader, paused while the others elected a new one, wakes up still
-    believing it leads and appends records (acks=1) that no other replica has. Told to follow, it must find
-    where its log diverges from the new leader's and drop those records, not keep them."""
+async def test_leader_cut_off_from_the_controller_is_deposed_and_truncates_its_divergent_tail(cluster):
+    """KIP-101's divergence: a leader that cannot reach the controller is fenced and replaced, but clients
+    still reach it, and it still believes it leads, so it appends records (acks=1) that no other replica
+    has. Once the link heals it learns it follows, must find where its log diverges from the new leader's
+    and drop those records, not keep them."""
     topic = "divergent"
     await cluster.controller.create_topic(topic, {0: [1, 2, 3]}, {"min.insync.replicas": "1"})
     await asyncio.to_thread(produce, cluster.bootstrap, topic, values("committed", 100))
     await wait_identical_replicas(cluster, topic, 0, [1, 2, 3], 100)
     old_leader = cluster.brokers[1]
-    os.kill(old_leader.proc.pid, signal.SIGSTOP)
-    try:
-        await cluster.controller.remove_broker(1)
-        await cluster.controller.elect_leader(topic, 0, 2, isr=[2, 3])
-        new_bootstrap = f"{cluster.brokers[2].bootstrap},{cluster.brokers[3].bootstrap}"
-        await asyncio.to_thread(produce, new_bootstrap, topic, values("new-epoch", 30))
-    finally:
-        os.kill(old_leader.proc.pid, signal.SIGCONT)
+    cluster.controller_links[1].cut()
+    await cluster.wait_for(lambda: cluster.controller.registration(topic, 0).leader == 2, 20.0,
+                           "the controller to fence broker 1 and elect 2")
+    new_bootstrap = f"{cluster.brokers[2].bootstrap},{cluster.brokers[3].bootstrap}"
+    await asyncio.to_thread(produce, new_bootstrap, topic, values("new-epoch", 30))
     # The zombie still leads epoch 0 in its own eyes; acks=1 needs nobody else, so it appends.
     stale = await asyncio.to_thread(produce, old_leader.bootstrap, topic, values("zombie", 50), acks="1")
     assert [offset for _, offset, _ in stale] == list(range(100, 150))
-    await cluster.controller.add_broker(1, "127.0.0.1", old_leader.port)
-    await cluster.wait_for_isr(topic, 0, {1, 2, 3})
+    cluster.controller_links[1].heal()
+    await cluster.wait_for_isr(topic, 0, {2, 3, 1})
     batches = await wait_identical_replicas(cluster, topic, 0, [1, 2, 3], 130)
     assert len(log_dump(cluster.log_dir(1, topic, 0), 10**9)) == len(batches), "the old leader kept its tail"
     read = await asyncio.to_thread(consume_all, cluster.bootstrap, topic, [0], 130)
@@ -252,3 +254,47 @@ async def test_stop_replica_with_delete_removes_every_replica_log(cluster):
     # cleanly (a fetcher whose cancellation was swallowed once kept brokers alive until SIGKILL).
     exit_codes = await asyncio.gather(*(asyncio.to_thread(b.stop, 10) for b in cluster.brokers.values()))
     assert exit_codes == [0, 0, 0]
+
+
+async def test_controlled_shutdown_moves_leadership_first_and_loses_no_acknowledged_record(cluster):
+    topic = "controlled"
+    await cluster.controller.create_topic(topic, {0: [1, 2, 3]}, MIN_ISR_2)
+    count = 20_000
+    producing = asyncio.create_task(asyncio.to_thread(
+        produce, cluster.bootstrap, topic, values("load", count),
+        extra={"enable.idempotence": True, "message.timeout.ms": 60_000, "linger.ms": 2}))
+    await cluster.wait_for(lambda: os.path.getsize(cluster.log_dir(1, topic, 0) / "00000000000000000000.log")
+                           > 50_000, 30.0, "the leader to take some load")
+    # SIGTERM: the broker asks the controller to move its leaderships, and exits only once they moved.
+    exit_code = await asyncio.to_thread(cluster.brokers[1].stop)
+    assert exit_code == 0
+    moved = cluster.controller.registration(topic, 0)
+    assert moved.leader == 2 and 1 not in moved.isr, moved
+    acked = await producing  # produce() asserts that librdkafka reported no error at all
+    assert len(acked) == count
+    read = await asyncio.to_thread(consume_all, cluster.bootstrap, topic, [0], count)
+    assert_no_acknowledged_record_lost(acked, read)
+    assert len({value for _, _, value in read}) == len(read) == count
+
+
+async def test_a_restarted_controller_keeps_leaders_and_epochs_and_still_fences(cluster):
+    topic = "durable-metadata"
+    await cluster.controller.create_topic(topic, {0: [1, 2, 3], 1: [2, 3, 1]}, MIN_ISR_2)
+    await cluster.kill(1)  # a first failover, so partition 0's epochs are not the initial ones
+    await cluster.wait_for(lambda: cluster.controller.registration(topic, 0).leader == 2, 20.0, "failover")
+    before = {p: cluster.controller.registration(topic, p) for p in (0, 1)}
+    epoch = cluster.controller.controller_epoch
+    await cluster.restart_controller()
+    assert cluster.controller.controller_epoch == epoch + 1
+    assert {p: cluster.controller.registration(topic, p) for p in (0, 1)} == before
+    # Brokers keep their sessions across the restart and take the new controller epoch.
+    acked = await asyncio.to_thread(produce, cluster.bootstrap, topic, values("after", 100))
+    assert len(acked) == 100
+    await cluster.restart(1)
+    await cluster.wait_for_isr(topic, 0, {2, 3, 1})
+    # The restarted controller still fences a silent broker and moves its leaderships.
+    await cluster.kill(2)
+    # Broker 1 is back in the ISR and first in the assignment, so the offline selector picks it.
+    await cluster.wait_for(lambda: cluster.controller.registration(topic, 0).leader == 1, 20.0,
+                           "the restarted controller to fence broker 2")
+    assert cluster.controller.registration(topic, 0).leader_epoch == before[0].leader_epoch + 1

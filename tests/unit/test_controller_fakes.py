@@ -45,6 +45,7 @@ class FakeBroker:
         self.dropped: list[tuple[ApiKey, object]] = []  # requests answered by closing the connection
         self.drop_next: dict[ApiKey, int] = {}  # close the connection instead of answering the next n
         self.stall_next: dict[ApiKey, int] = {}  # never answer the next n (the sender's timeout must fire)
+        self.stalled: list[tuple[ApiKey, object]] = []  # requests left unanswered by stall_next
         self.request_error: dict[ApiKey, ErrorCode] = {}  # a whole-request error to answer with
         self.partition_error: dict[tuple[str, int], ErrorCode] = {}  # LeaderAndIsr/StopReplica per partition
         self.unauthorized = 0  # requests refused with CLUSTER_AUTHORIZATION_FAILED
@@ -107,15 +108,21 @@ class FakeBroker:
         self.received.append((api_key, request))
         return self.request_error.get(api_key)
 
-    def _stalls(self, api_key: ApiKey) -> bool:
+    def _stalls(self, api_key: ApiKey, request) -> bool:
         if self.stall_next.get(api_key, 0) > 0:
             self.stall_next[api_key] -= 1
+            self.stalled.append((api_key, request))
             return True
         return False
 
+    def close_connections(self) -> None:
+        """Close every connection (a stalled request's answer is never sent); the listener stays open."""
+        for connection in list(self.connections):
+            connection.close()
+
     def _leader_and_isr(self, ctx):
         request = control.decode_leader_and_isr_request(ctx.frame, ctx.body_offset)
-        if self._stalls(ApiKey.LEADER_AND_ISR):
+        if self._stalls(ApiKey.LEADER_AND_ISR, request):
             return asyncio.get_running_loop().create_future()  # cancelled when the connection closes
         error = self._accept(ctx, ApiKey.LEADER_AND_ISR, request)
         topics = [control.LeaderAndIsrTopicError(t.topic_id, [] if error else [
@@ -127,7 +134,7 @@ class FakeBroker:
 
     def _update_metadata(self, ctx):
         request = control.decode_update_metadata_request(ctx.frame, ctx.body_offset)
-        if self._stalls(ApiKey.UPDATE_METADATA):
+        if self._stalls(ApiKey.UPDATE_METADATA, request):
             return asyncio.get_running_loop().create_future()
         error = self._accept(ctx, ApiKey.UPDATE_METADATA, request)
         return [control.encode_update_metadata_response(control.UpdateMetadataResponse(error or ErrorCode.none))]
@@ -142,6 +149,20 @@ class FakeBroker:
             for t in request.topic_states for p in t.partition_states]
         response = control.StopReplicaResponse(error or ErrorCode.none, errors)
         return [control.encode_stop_replica_response(response)]
+
+
+class FakeClock:
+    """A monotonic millisecond clock (ClusterController's clock_ms) that moves only when a test advances it."""
+
+    def __init__(self, now_ms: int = 1_000_000) -> None:
+        self.now_ms = now_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+    def advance(self, ms: int) -> None:
+        assert ms >= 0, "a monotonic clock never goes back"
+        self.now_ms += ms
 
 
 _epochs = itertools.count(1)

@@ -1,18 +1,34 @@
-"""CreateTopics (key 19), v2-7."""
+"""CreateTopics (key 19), v2-7. A single node decides itself; in a cluster the controller does (forwarded)."""
+
+import logging
 
 from kio.schema.errors import ErrorCode
 
+from replog.client.errors import KafkaError
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
 
 from ..local_controller import TopicCreationError
 from ..metadata import topic_config_error, topic_name_error
 
+log = logging.getLogger(__name__)
+
 CONFIG_SOURCE_TOPIC = 1  # DescribeConfigs' TOPIC_CONFIG source
 
 
-def handle(ctx, broker) -> list:
+async def _forward(ctx, broker, request) -> list:
+    try:
+        return [await broker.forward_to_controller(ctx)]
+    except (KafkaError, OSError) as e:
+        log.warning("forwarding CreateTopics to the controller failed: %s", e)
+        results = [_error(t.name, ErrorCode.request_timed_out, f"controller unreachable: {e}") for t in request.topics]
+        return [encode_response(ApiKey.CREATE_TOPICS, ctx.api_version, {"throttle_time": 0, "topics": results})]
+
+
+def handle(ctx, broker):
     request = decode_request(ApiKey.CREATE_TOPICS, ctx.api_version, ctx.frame, ctx.body_offset)
+    if broker.in_cluster:
+        return _forward(ctx, broker, request)
     seen: set[str] = set()
     results = []
     for topic in request.topics:

@@ -1,20 +1,37 @@
-"""DeleteTopics (key 20), v1-6 (v6 names topics by name or id)."""
+"""DeleteTopics (key 20), v1-6 (v6 names topics by name or id). In a cluster the controller decides (forwarded)."""
+
+import logging
 
 from kio.schema.errors import ErrorCode
 
+from replog.client.errors import KafkaError
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
 
+log = logging.getLogger(__name__)
 
-def handle(ctx, broker) -> list:
+
+def handle(ctx, broker):
     request = decode_request(ApiKey.DELETE_TOPICS, ctx.api_version, ctx.frame, ctx.body_offset)
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
         wanted = [(name, None) for name in request.topic_names]
+    if broker.in_cluster:
+        return _forward(ctx, broker, wanted)
     results = [_delete(broker, name, topic_id) for name, topic_id in wanted]
     body = {"throttle_time": 0, "responses": results}
     return [encode_response(ApiKey.DELETE_TOPICS, ctx.api_version, body)]
+
+
+async def _forward(ctx, broker, wanted) -> list:
+    try:
+        return [await broker.forward_to_controller(ctx)]
+    except (KafkaError, OSError) as e:
+        log.warning("forwarding DeleteTopics to the controller failed: %s", e)
+        results = [{"name": name, "topic_id": topic_id, "error_code": ErrorCode.request_timed_out,
+                    "error_message": f"controller unreachable: {e}"} for name, topic_id in wanted]
+        return [encode_response(ApiKey.DELETE_TOPICS, ctx.api_version, {"throttle_time": 0, "responses": results})]
 
 
 def _delete(broker, name: str | None, topic_id) -> dict:

@@ -19,6 +19,8 @@ def handle(ctx, broker) -> list:
     request = decode_leader_and_isr_request(ctx.frame, ctx.body_offset)
     if not ctx.session.cluster_action:
         error, per_partition = ErrorCode.cluster_authorization_failed, {}
+    elif broker.is_stale_broker_epoch(request.broker_epoch):
+        error, per_partition = ErrorCode.stale_broker_epoch, {}
     else:
         error, per_partition = broker.replica_manager.become_leader_or_follower(request)
     topics = []

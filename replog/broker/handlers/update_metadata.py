@@ -1,7 +1,8 @@
 """UpdateMetadata (key 6), v8: the controller's view of brokers and partition leadership, which this broker
 serves to clients in Metadata responses.
 
-A cluster action: only the authenticated controller may send it; an older controller epoch is stale.
+A cluster action: only the authenticated controller may send it; an older controller epoch is stale, and
+so is one addressed to an earlier registration of this broker (a smaller broker epoch).
 """
 
 from kio.schema.errors import ErrorCode
@@ -17,10 +18,13 @@ def handle(ctx, broker) -> list:
     request = decode_update_metadata_request(ctx.frame, ctx.body_offset)
     if not ctx.session.cluster_action:
         error = ErrorCode.cluster_authorization_failed
+    elif broker.is_stale_broker_epoch(request.broker_epoch):
+        error = ErrorCode.stale_broker_epoch
     elif request.controller_epoch < broker.replica_manager.controller_epoch:
         error = ErrorCode.stale_controller_epoch
     else:
         broker.replica_manager.controller_epoch = request.controller_epoch
         broker.image.apply_update_metadata(request)
+        broker.metadata_applied(request.broker_epoch)
         error = ErrorCode.none
     return [encode_update_metadata_response(UpdateMetadataResponse(error))]

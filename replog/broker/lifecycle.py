@@ -1,0 +1,150 @@
+"""The broker's session with the controller: register, heartbeat, and the controlled-shutdown handshake.
+
+Kafka's BrokerLifecycleManager (KIP-631): the broker registers with a new incarnation id and gets a broker
+epoch, then heartbeats every broker.heartbeat.interval.ms with that epoch. It asks to stay fenced
+(want_fence) until it has applied the controller's metadata for this registration, so it never leads or
+joins an ISR knowing less than the controller assumes. To stop cleanly it sets want_shut_down and keeps
+heartbeating, quickly, until the controller, having moved its leaderships away, answers should_shut_down.
+
+A controller that is unreachable or restarting is retried with the same epoch (a restarted controller
+replays it from its metadata log); STALE_BROKER_EPOCH means the registration is gone, so register again.
+"""
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+
+from replog.client.connection import Connection
+from replog.client.errors import KafkaError
+from replog.protocol.apis import ApiKey
+
+log = logging.getLogger(__name__)
+
+BROKER_REGISTRATION_VERSION = 0
+BROKER_HEARTBEAT_VERSION = 0
+SECURITY_PROTOCOL_PLAINTEXT = 0
+SOON_INTERVAL_MS = 50  # heartbeat interval while the broker waits on the answer
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerIdentity:
+    node_id: int
+    cluster_id: str
+    host: str  # the advertised listener the controller and other brokers connect to
+    port: int
+    rack: str | None = None
+
+
+class BrokerLifecycleManager:
+    def __init__(self, identity: BrokerIdentity, connect: Callable[[], Awaitable[Connection]], *,
+                 heartbeat_interval_ms: int, has_metadata: Callable[[int], bool]) -> None:
+        """has_metadata(broker_epoch) says whether the broker has applied the controller's metadata sent
+        for the registration with that epoch."""
+        assert heartbeat_interval_ms > 0
+        self.identity = identity
+        self.incarnation_id = uuid.uuid4()
+        self.broker_epoch = -1
+        self.is_fenced = True
+        self._connect = connect
+        self._heartbeat_interval_ms = heartbeat_interval_ms
+        self._has_metadata = has_metadata
+        self._connection: Connection | None = None
+        self._want_shutdown = False
+        self._may_shut_down = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        assert self._task is None
+        self._task = asyncio.create_task(self._run(), name="broker-lifecycle")
+
+    async def controlled_shutdown(self, timeout_ms: int) -> bool:
+        """Ask the controller to move this broker's leaderships away; True once it says to stop now."""
+        if self.broker_epoch < 0:
+            return True  # never registered: nothing to hand over
+        self._want_shutdown = True
+        self._wake.set()
+        try:
+            async with asyncio.timeout(timeout_ms / 1000):
+                await self._may_shut_down.wait()
+        except TimeoutError:
+            log.warning("controlled shutdown not confirmed within %d ms; stopping anyway", timeout_ms)
+            return False
+        return True
+
+    async def stop(self) -> None:
+        # The flag ends the loop even if a cancel is swallowed inside a request (Python 3.11's wait_for).
+        self._stopping = True
+        self._wake.set()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._connection is not None:
+            self._connection.close()
+
+    async def _run(self) -> None:
+        while not self._stopping and not self._may_shut_down.is_set():
+            try:
+                if self.broker_epoch < 0:
+                    await self._register()
+                else:
+                    await self._heartbeat()
+            except (KafkaError, OSError) as e:
+                log.warning("controller unreachable (%s); retrying", e)
+                if self._connection is not None:
+                    self._connection.close()
+                    self._connection = None
+            # Soon while something waits on the answer: our shutdown, or our unfencing after registering.
+            soon = self._want_shutdown or (self.broker_epoch >= 0 and self.is_fenced)
+            interval = SOON_INTERVAL_MS if soon else self._heartbeat_interval_ms
+            self._wake.clear()
+            try:
+                async with asyncio.timeout(interval / 1000):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
+
+    async def _send(self, api_key: ApiKey, body: dict, version: int):
+        if self._connection is None or self._connection.closed:
+            self._connection = await self._connect()
+        return await self._connection.send(api_key, body, version=version)
+
+    async def _register(self) -> None:
+        identity = self.identity
+        response = await self._send(ApiKey.BROKER_REGISTRATION, {
+            "broker_id": identity.node_id, "cluster_id": identity.cluster_id, "incarnation_id": self.incarnation_id,
+            "listeners": [{"name": "PLAINTEXT", "host": identity.host, "port": identity.port,
+                           "security_protocol": SECURITY_PROTOCOL_PLAINTEXT}],
+            "features": [], "rack": identity.rack,
+        }, BROKER_REGISTRATION_VERSION)
+        if response.error_code != ErrorCode.none:
+            # DUPLICATE_BROKER_REGISTRATION: our previous process's session has not expired yet; wait it out.
+            log.warning("registration refused: %s; retrying", response.error_code.name)
+            return
+        self.broker_epoch = response.broker_epoch
+        self.is_fenced = True
+        log.info("registered with the controller, broker epoch %d", self.broker_epoch)
+
+    async def _heartbeat(self) -> None:
+        epoch = self.broker_epoch
+        response = await self._send(ApiKey.BROKER_HEARTBEAT, {
+            "broker_id": self.identity.node_id, "broker_epoch": epoch, "current_metadata_offset": -1,
+            "want_fence": not self._has_metadata(epoch), "want_shut_down": self._want_shutdown,
+        }, BROKER_HEARTBEAT_VERSION)
+        if response.error_code == ErrorCode.stale_broker_epoch:
+            log.warning("the controller no longer knows broker epoch %d; registering again", epoch)
+            self.broker_epoch = -1
+            return
+        if response.error_code != ErrorCode.none:
+            log.warning("heartbeat refused: %s", response.error_code.name)
+            return
+        if response.is_fenced != self.is_fenced:
+            log.info("broker is now %s", "fenced" if response.is_fenced else "unfenced")
+        self.is_fenced = response.is_fenced
+        if response.should_shut_down:
+            self._may_shut_down.set()

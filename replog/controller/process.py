@@ -1,0 +1,91 @@
+"""`replog controller start`: the controller as a process of its own, configured like a broker.
+
+Keys (Kafka's names where Kafka has one): node.id (the controller id, default 3000), listeners
+(PLAINTEXT://host:port), metadata.log.dir (required: the append-only metadata log), inter.broker.secret
+(required), cluster.id, broker.session.timeout.ms, unclean.leader.election.enable, num.partitions,
+default.replication.factor, auto.leader.rebalance.enable, leader.imbalance.check.interval.seconds,
+leader.imbalance.per.broker.percentage. Runs until SIGTERM or SIGINT, then stops cleanly (exit 0).
+"""
+
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from replog.broker.config import parse_bool, parse_listeners, read_properties
+
+from .server import ClusterController, ControllerConfig
+
+log = logging.getLogger(__name__)
+
+_KEYS = {
+    "node.id": ("controller_id", int),
+    "cluster.id": ("cluster_id", str),
+    "metadata.log.dir": ("metadata_log_dir", Path),
+    "inter.broker.secret": ("inter_broker_secret", str),
+    "broker.session.timeout.ms": ("broker_session_timeout_ms", int),
+    "unclean.leader.election.enable": ("unclean_leader_election_enable", parse_bool),
+    "auto.leader.rebalance.enable": ("auto_leader_rebalance_enable", parse_bool),
+    "leader.imbalance.check.interval.seconds": ("leader_imbalance_check_interval_ms", lambda v: int(v) * 1000),
+    "leader.imbalance.per.broker.percentage": ("leader_imbalance_per_broker_percentage", int),
+    "num.partitions": ("num_partitions", int),
+    "default.replication.factor": ("default_replication_factor", int),
+}
+
+
+def controller_config(props: dict[str, str]) -> ControllerConfig:
+    """The controller's configuration from properties; ValueError names what is wrong."""
+    values: dict[str, object] = {}
+    for key, raw in props.items():
+        if key == "listeners":
+            listener = parse_listeners(raw)[0]
+            values["host"], values["port"] = listener.host, listener.port
+        elif key in _KEYS:
+            attribute, parse = _KEYS[key]
+            try:
+                values[attribute] = parse(raw)
+            except ValueError as e:
+                raise ValueError(f"invalid value for {key}: {raw!r} ({e})") from e
+        else:
+            print(f"replog: unknown controller config key {key!r} ignored", file=sys.stderr)
+    for required in ("metadata.log.dir", "inter.broker.secret"):
+        if required not in props or not props[required]:
+            raise ValueError(f"{required} is required")
+    if int(values.get("leader_imbalance_check_interval_ms", 1)) <= 0:
+        raise ValueError("leader.imbalance.check.interval.seconds must be positive")
+    if not 0 <= int(values.get("leader_imbalance_per_broker_percentage", 10)) <= 100:
+        raise ValueError("leader.imbalance.per.broker.percentage must be between 0 and 100")
+    if int(values.get("broker_session_timeout_ms", 1)) <= 0:
+        raise ValueError("broker.session.timeout.ms must be positive")
+    if int(values.get("num_partitions", 1)) <= 0 or int(values.get("default_replication_factor", 1)) <= 0:
+        raise ValueError("num.partitions and default.replication.factor must be positive")
+    return ControllerConfig(**values)  # type: ignore[arg-type]
+
+
+async def serve_controller(config: ControllerConfig) -> None:
+    controller = ClusterController(config)
+    await controller.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await controller.stop()
+
+
+def run_controller(config_path: str | None, overrides: list[str]) -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = controller_config(read_properties(config_path, overrides))
+    except (OSError, ValueError) as e:
+        print(f"replog: bad controller configuration: {e}", file=sys.stderr)
+        return 2
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(serve_controller(config))
+    else:
+        uvloop.run(serve_controller(config))
+    return 0

@@ -1,0 +1,94 @@
+"""The controller's metadata records: what it writes to its metadata log, and how replay rebuilds its state.
+
+Like KRaft's metadata records, each record carries a whole entity's new state (a broker registration, a
+topic, a partition registration), so replaying them in order rebuilds the controller's state exactly, and
+a snapshot is just one record per live entity. Records are plain JSON-ready dicts; metadata_log.py stores
+them without looking inside.
+"""
+
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from .cluster import BrokerRegistration, ClusterMetadata, TopicRegistration
+from .registry import LeaderRecoveryState, PartitionRegistration
+
+Record = dict[str, Any]
+
+
+class CorruptMetadataError(Exception):
+    """A record that is well-formed JSON but not a record this controller wrote: it refuses to start."""
+
+
+def controller_epoch_record(epoch: int) -> Record:
+    return {"type": "controller_epoch", "epoch": epoch}
+
+
+def broker_record(b: BrokerRegistration) -> Record:
+    return {"type": "broker", "broker_id": b.broker_id, "host": b.host, "port": b.port, "epoch": b.epoch,
+            "incarnation_id": None if b.incarnation_id is None else str(b.incarnation_id), "rack": b.rack,
+            "fenced": b.fenced, "in_controlled_shutdown": b.in_controlled_shutdown}
+
+
+def topic_record(t: TopicRegistration) -> Record:
+    return {"type": "topic", "name": t.name, "topic_id": str(t.topic_id), "configs": t.configs}
+
+
+def partition_record(p: PartitionRegistration) -> Record:
+    return {"type": "partition", "topic": p.topic, "topic_id": str(p.topic_id), "partition": p.partition,
+            "replicas": list(p.replicas), "isr": list(p.isr), "leader": p.leader, "leader_epoch": p.leader_epoch,
+            "partition_epoch": p.partition_epoch, "leader_recovery_state": int(p.leader_recovery_state)}
+
+
+def remove_topic_record(name: str) -> Record:
+    return {"type": "remove_topic", "name": name}
+
+
+def new_topic_records(topic: TopicRegistration) -> list[Record]:
+    return [topic_record(topic)] + [partition_record(p) for p in topic.partitions.values()]
+
+
+def snapshot_records(controller_epoch: int, metadata: ClusterMetadata) -> list[Record]:
+    """Records that rebuild `metadata` and the controller epoch on their own."""
+    records = [controller_epoch_record(controller_epoch)]
+    records += [broker_record(b) for _, b in sorted(metadata.brokers.items())]
+    for topic in metadata.topics.values():
+        records += new_topic_records(topic)
+    return records
+
+
+def replay(records: Iterable[Record], metadata: ClusterMetadata) -> int:
+    """Apply `records` in order to an empty `metadata`; returns the last controller epoch (0 if none)."""
+    controller_epoch = 0
+    for record in records:
+        try:
+            kind = record["type"]
+            if kind == "controller_epoch":
+                controller_epoch = int(record["epoch"])
+            elif kind == "broker":
+                metadata.brokers[record["broker_id"]] = _broker(record)
+            elif kind == "topic":
+                metadata.add_topic(TopicRegistration(record["name"], uuid.UUID(record["topic_id"]),
+                                                     dict(record["configs"])))
+            elif kind == "partition":
+                metadata.apply([_partition(record)])
+            elif kind == "remove_topic":
+                metadata.delete_topic(record["name"])
+            else:
+                raise CorruptMetadataError(f"unknown record type {kind!r}")
+        except (KeyError, TypeError, ValueError, AssertionError) as e:
+            raise CorruptMetadataError(f"cannot replay {record!r}: {e!r}") from e
+    return controller_epoch
+
+
+def _broker(r: Record) -> BrokerRegistration:
+    incarnation = r["incarnation_id"]
+    return BrokerRegistration(int(r["broker_id"]), r["host"], int(r["port"]), int(r["epoch"]),
+                              None if incarnation is None else uuid.UUID(incarnation), r["rack"], bool(r["fenced"]),
+                              bool(r["in_controlled_shutdown"]))
+
+
+def _partition(r: Record) -> PartitionRegistration:
+    return PartitionRegistration(r["topic"], uuid.UUID(r["topic_id"]), int(r["partition"]), tuple(r["replicas"]),
+                                 tuple(r["isr"]), int(r["leader"]), int(r["leader_epoch"]), int(r["partition_epoch"]),
+                                 LeaderRecoveryState(r["leader_recovery_state"]))

@@ -1,0 +1,511 @@
+"""ClusterController's broker sessions end to end, on a fake clock: registration and unfencing, fencing on
+session expiry (leaderships moved, ISRs shrunk, the brokers told), controlled shutdown, AlterPartition
+against fenced or departing brokers, sessions across a controller restart, and replica assignment over
+the active brokers only. FakeBrokers record what the controller sends."""
+
+import collections
+import uuid
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from replog.controller.cluster import ControllerError
+from replog.controller.heartbeats import BrokerState
+from replog.controller.registry import NO_LEADER, LeaderRecoveryState
+from replog.controller.server import ClusterController, HeartbeatAnswer
+from replog.protocol.apis import ApiKey
+
+from .test_controller_fakes import HOST, FakeBroker, FakeClock, wait_until
+from .test_controller_server import (
+    LAI,
+    SESSION_MS,
+    UM,
+    Controllers,
+    alter_partition_request,
+    apis,
+    decoded,
+    epoch_of,
+    forget_requests,
+    heartbeat,
+    join,
+    let_sessions_expire,
+    live_broker_ids,
+    partition_states,
+)
+
+ALIVE = HeartbeatAnswer(is_fenced=False, should_shut_down=False)
+FENCED = HeartbeatAnswer(is_fenced=True, should_shut_down=False)
+GONE = HeartbeatAnswer(is_fenced=True, should_shut_down=True)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+async def brokers():
+    fakes = {i: await FakeBroker(i).start() for i in (1, 2, 3)}
+    yield fakes
+    for fake in fakes.values():
+        await fake.stop()
+
+
+@pytest.fixture
+async def controllers(tmp_path, clock):
+    started = Controllers(tmp_path / "metadata", clock)
+    yield started
+    await started.stop_all()
+
+
+@pytest.fixture
+async def controller(controllers, brokers):
+    return await controllers.start(*brokers.values())
+
+
+def state(controller: ClusterController, topic: str, partition: int = 0) -> tuple:
+    p = controller.registration(topic, partition)
+    return p.leader, p.isr, p.leader_epoch, p.partition_epoch
+
+
+def alter_partition(controller: ClusterController, topic: str, new_isr: list[int], *, broker_id: int | None = None,
+                    broker_epoch: int | None = None, **fields) -> ErrorCode:
+    """AlterPartition v2 from the current leader (or broker_id) with the current epochs and RECOVERED, or the
+    leader_epoch, partition_epoch, leader_recovery_state given: the request's error if it failed as a whole,
+    else the partition's."""
+    current = controller.registration(topic, 0)
+    broker_id = current.leader if broker_id is None else broker_id
+    body = alter_partition_request(
+        current.topic_id, 0, new_isr, broker_id=broker_id,
+        broker_epoch=epoch_of(controller, broker_id) if broker_epoch is None else broker_epoch,
+        leader_epoch=fields.get("leader_epoch", current.leader_epoch),
+        partition_epoch=fields.get("partition_epoch", current.partition_epoch),
+        leader_recovery_state=fields.get("leader_recovery_state", 0))
+    response = controller.alter_partition(decoded(ApiKey.ALTER_PARTITION, 2, body), 2)
+    if response["error_code"] != ErrorCode.none:
+        return response["error_code"]
+    return response["topics"][0]["partitions"][0]["error_code"]
+
+
+def alter_partition_v3(controller: ClusterController, topic: str, members: list[tuple[int, int]]) -> ErrorCode:
+    """AlterPartition v3 from the current leader: members are (broker id, the broker epoch the leader saw)."""
+    current = controller.registration(topic, 0)
+    body = {"broker_id": current.leader, "broker_epoch": epoch_of(controller, current.leader), "topics": [
+        {"topic_id": current.topic_id, "partitions": [
+            {"partition_index": 0, "leader_epoch": current.leader_epoch, "partition_epoch": current.partition_epoch,
+             "leader_recovery_state": 0,
+             "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": e} for b, e in members]}]}]}
+    return controller.alter_partition(decoded(ApiKey.ALTER_PARTITION, 3, body), 3)["topics"][0]["partitions"][0][
+        "error_code"]
+
+
+def last_state(fake: FakeBroker, api: ApiKey, topic: str, partition: int = 0):
+    """The state of topic-partition in the last request of `api` the broker got that names it."""
+    for request in reversed(fake.requests(api)):
+        states = partition_states(request)
+        if (topic, partition) in states:
+            return states[(topic, partition)]
+    raise AssertionError(f"broker {fake.broker_id} got no {api.name} naming {topic}-{partition}")
+
+
+def error_of(call) -> ErrorCode:
+    with pytest.raises(ControllerError) as raised:
+        call()
+    return raised.value.error_code
+
+
+# ------------------------------------------------------------------------------------------ registration
+
+
+async def test_a_registered_broker_is_fenced_until_a_heartbeat_unfences_it(controllers, brokers):
+    controller = await controllers.start()
+    epoch = controller.register_broker(1, uuid.uuid4(), HOST, brokers[1].port, rack="r1",
+                                       cluster_id="replog-cluster")
+    await controller.settle()
+    registered = controller.metadata.brokers[1]
+    assert (registered.epoch, registered.rack, registered.fenced) == (epoch, "r1", True)
+    assert controller.sessions.state(1) is BrokerState.FENCED
+    assert not controller.metadata.is_eligible(1) and controller.metadata.active_broker_ids() == []
+    (metadata,) = brokers[1].requests(UM)  # it learns the cluster, without itself in it
+    assert (live_broker_ids(metadata), metadata.broker_epoch) == ([], epoch)
+    with pytest.raises(ControllerError) as raised:
+        await controller.create_topic("t", {0: [1]})
+    assert raised.value.error_code == ErrorCode.invalid_replica_assignment
+    with pytest.raises(ControllerError) as raised:
+        await controller.create_topic("t")  # round robin over no active broker
+    assert raised.value.error_code == ErrorCode.invalid_replication_factor
+
+    assert heartbeat(controller, 1, want_fence=True) == FENCED  # not caught up yet
+    assert controller.metadata.brokers[1].fenced
+    assert heartbeat(controller, 1) == ALIVE
+    assert not controller.metadata.brokers[1].fenced and controller.metadata.active_broker_ids() == [1]
+    await controller.settle()
+    assert live_broker_ids(brokers[1].requests(UM)[-1]) == [1]
+    await controller.create_topic("t", {0: [1]})
+
+
+async def test_another_incarnation_is_refused_while_the_session_lives(controller, brokers, clock):
+    await controller.create_topic("t", {0: [1, 2]})
+    epoch = epoch_of(controller, 1)
+    clock.advance(SESSION_MS)  # the session is alive up to and including lastContact + timeout
+    error = error_of(lambda: controller.register_broker(1, uuid.uuid4(), HOST, brokers[1].port))
+    assert error == ErrorCode.duplicate_broker_registration
+    assert epoch_of(controller, 1) == epoch and not controller.metadata.brokers[1].fenced
+    assert state(controller, "t") == (1, (1, 2), 0, 0)
+
+
+async def test_a_new_incarnation_is_accepted_once_the_session_expired(controller, brokers, clock):
+    await controller.create_topic("t", {0: [1, 2]})
+    old_epoch = epoch_of(controller, 1)
+    assert let_sessions_expire(controller, clock, 1) == [1]
+    new_epoch = controller.register_broker(1, uuid.uuid4(), HOST, brokers[1].port)
+    assert new_epoch > old_epoch and controller.metadata.brokers[1].fenced
+    assert error_of(lambda: controller.broker_heartbeat(1, old_epoch, want_fence=False, want_shutdown=False)) == \
+        ErrorCode.stale_broker_epoch
+    assert heartbeat(controller, 1) == ALIVE
+    assert state(controller, "t") == (2, (2,), 1, 1)  # no preferred election: 2 keeps leading
+
+
+async def test_a_registration_after_an_unnoticed_expiry_fences_the_old_incarnation(controller, brokers, clock):
+    await controller.create_topic("t", {0: [1, 2]})
+    clock.advance(SESSION_MS + 1)
+    heartbeat(controller, 2)
+    heartbeat(controller, 3)  # the periodic check has not run: broker 1 is expired but still unfenced
+    assert not controller.metadata.brokers[1].fenced
+    controller.register_broker(1, uuid.uuid4(), HOST, brokers[1].port)
+    assert state(controller, "t") == (2, (2,), 1, 1)
+    assert controller.fence_expired_brokers() == []  # fenced once, by the registration
+    await controller.settle()
+    assert (last_state(brokers[2], LAI, "t").leader, last_state(brokers[2], LAI, "t").isr) == (2, [2])
+
+
+async def test_registering_again_while_unfenced_fences_first(controllers, brokers):
+    # The same incarnation again (a retry) is accepted, but as a restart: the broker may have lost unflushed
+    # records, so it leaves the ISRs and its leaderships move, as for any fencing.
+    controller = await controllers.start()
+    incarnations = {broker_id: uuid.uuid4() for broker_id in brokers}
+    for broker_id, fake in brokers.items():
+        join(controller, fake, incarnations[broker_id])
+    await controller.settle()
+    await controller.create_topic("t", {0: [1, 2]})
+    old_epoch = epoch_of(controller, 1)
+    forget_requests(brokers)
+    epoch = controller.register_broker(1, incarnations[1], HOST, brokers[1].port)
+    assert epoch > old_epoch and epoch_of(controller, 1) == epoch
+    assert controller.metadata.brokers[1].fenced and state(controller, "t") == (2, (2,), 1, 1)
+    await controller.settle()
+    assert apis(brokers[1])[:2] == [LAI, UM] and brokers[1].requests(LAI)[0].broker_epoch == epoch  # resynced
+    assert heartbeat(controller, 1) == ALIVE
+    await controller.settle()
+    assert state(controller, "t") == (2, (2,), 1, 1)  # back, but out of the ISR until the leader adds it
+
+
+async def test_a_foreign_cluster_id_is_refused(controller, brokers):
+    error = error_of(lambda: controller.register_broker(4, uuid.uuid4(), HOST, 9, cluster_id="other-cluster"))
+    assert error == ErrorCode.inconsistent_cluster_id
+    assert 4 not in controller.metadata.brokers and 4 not in controller.sessions
+
+
+async def test_heartbeats_with_a_stale_or_unknown_epoch_are_refused(controller, brokers):
+    epoch = epoch_of(controller, 1)
+    for broker_id, broker_epoch in ((1, epoch - 1), (1, epoch + 1), (9, 0)):
+        error = error_of(lambda: controller.broker_heartbeat(broker_id, broker_epoch, want_fence=True,
+                                                             want_shutdown=True))
+        assert error == ErrorCode.stale_broker_epoch
+    assert not controller.metadata.brokers[1].fenced  # the refused want_fence changed nothing
+
+
+# --------------------------------------------------------------------------------- fencing on expiry
+
+
+async def test_a_fenced_leader_is_replaced_by_the_next_replica_in_assignment_order(controller, brokers, clock):
+    await controller.create_topic("t", {0: [1, 3, 2]})
+    await controller.create_topic("u", {0: [2, 1]})
+    assert alter_partition(controller, "t", [1, 2, 3]) == ErrorCode.none  # ISR order differs from assignment
+    await controller.settle()
+    forget_requests(brokers)
+    assert let_sessions_expire(controller, clock, 1) == [1]
+    assert controller.metadata.brokers[1].fenced
+    # Leader fenced: the first replica in assignment order that is in the ISR leads; both epochs move.
+    assert state(controller, "t") == (3, (2, 3), 1, 2)
+    # Follower fenced: out of the ISR, the leader and its epoch stay.
+    assert state(controller, "u") == (2, (2,), 0, 1)
+    await controller.settle()
+    assert apis(brokers[1]) == []  # fenced: out of the channel
+    to_2 = partition_states(brokers[2].requests(LAI)[0])
+    assert set(to_2) == {("t", 0), ("u", 0)}
+    assert (to_2[("t", 0)].leader, to_2[("t", 0)].isr, to_2[("t", 0)].leader_epoch,
+            to_2[("t", 0)].partition_epoch) == (3, [2, 3], 1, 2)
+    assert (to_2[("u", 0)].leader, to_2[("u", 0)].isr, to_2[("u", 0)].leader_epoch) == (2, [2], 0)
+    to_3 = partition_states(brokers[3].requests(LAI)[0])
+    assert set(to_3) == {("t", 0)}  # not a replica of u
+    for survivor in (2, 3):
+        assert apis(brokers[survivor])[0] == LAI and apis(brokers[survivor])[-1] == UM
+        metadata = brokers[survivor].requests(UM)[-1]
+        assert live_broker_ids(metadata) == [2, 3]
+        for topic in ("t", "u"):
+            pushed = last_state(brokers[survivor], UM, topic)
+            assert pushed.offline_replicas == [1]
+        assert last_state(brokers[survivor], UM, "t").leader == 3
+
+
+async def test_the_last_isr_member_stays_in_the_isr_and_leads_again_when_it_returns(controller, brokers, clock):
+    await controller.create_topic("t", {0: [1, 2]})
+    assert alter_partition(controller, "t", [1]) == ErrorCode.none  # broker 2 fell behind
+    await controller.settle()
+    assert let_sessions_expire(controller, clock, 1) == [1]
+    # Broker 2 is alive but may have missed committed records: no clean leader, and unclean is off.
+    assert state(controller, "t") == (NO_LEADER, (1,), 1, 2)
+    await controller.settle()
+    assert (last_state(brokers[2], LAI, "t").leader, last_state(brokers[2], LAI, "t").isr) == (NO_LEADER, [1])
+    assert last_state(brokers[3], UM, "t").leader == NO_LEADER
+
+    forget_requests(brokers)
+    controller.register_broker(1, uuid.uuid4(), HOST, brokers[1].port)  # it restarted
+    assert state(controller, "t")[0] == NO_LEADER  # registered is not eligible yet
+    assert heartbeat(controller, 1) == ALIVE
+    assert state(controller, "t") == (1, (1,), 2, 3)
+    await controller.settle()
+    assert [partition_states(r)[("t", 0)].leader for r in brokers[1].requests(LAI)] == [NO_LEADER, 1]
+    assert last_state(brokers[2], LAI, "t").leader == 1 and last_state(brokers[2], LAI, "t").leader_epoch == 2
+
+
+async def test_unclean_election_when_the_topic_allows_it(controller, brokers, clock):
+    await controller.create_topic("dirty", {0: [1, 2, 3]}, {"unclean.leader.election.enable": "true"})
+    await controller.create_topic("clean", {0: [1, 2, 3]})
+    for topic in ("dirty", "clean"):
+        assert alter_partition(controller, topic, [1]) == ErrorCode.none
+    await controller.settle()
+    assert let_sessions_expire(controller, clock, 1) == [1]
+    dirty = controller.registration("dirty", 0)
+    assert (dirty.leader, dirty.isr, dirty.leader_epoch, dirty.partition_epoch) == (2, (2,), 1, 2)
+    assert dirty.leader_recovery_state == LeaderRecoveryState.RECOVERING
+    assert state(controller, "clean") == (NO_LEADER, (1,), 1, 2)
+    assert controller.registration("clean", 0).leader_recovery_state == LeaderRecoveryState.RECOVERED
+    await controller.settle()
+    told = last_state(brokers[3], LAI, "dirty")
+    assert (told.leader, told.isr, told.leader_recovery_state) == (2, [2], int(LeaderRecoveryState.RECOVERING))
+    # The recovering leader may not grow its ISR before it has recovered; once recovered it may.
+    assert alter_partition(controller, "dirty", [2, 3], leader_recovery_state=1) == ErrorCode.invalid_request
+    assert alter_partition(controller, "dirty", [2], leader_recovery_state=1) == ErrorCode.none  # no change
+    assert alter_partition(controller, "dirty", [2, 3]) == ErrorCode.none  # recovered, and grown
+    dirty = controller.registration("dirty", 0)
+    assert (dirty.isr, dirty.leader_recovery_state) == ((2, 3), LeaderRecoveryState.RECOVERED)
+
+
+@pytest.mark.parametrize(("cluster_default", "topic_config", "unclean"), [
+    (True, None, True), (True, "false", False), (False, "TRUE", True)])
+async def test_the_topic_config_overrides_the_cluster_default(controllers, brokers, clock, cluster_default,
+                                                              topic_config, unclean):
+    controller = await controllers.start(*brokers.values(), unclean_leader_election_enable=cluster_default)
+    configs = {} if topic_config is None else {"unclean.leader.election.enable": topic_config}
+    await controller.create_topic("t", {0: [1, 2]}, configs)
+    assert alter_partition(controller, "t", [1]) == ErrorCode.none
+    assert let_sessions_expire(controller, clock, 1) == [1]
+    assert controller.registration("t", 0).leader == (2 if unclean else NO_LEADER)
+
+
+async def test_fencing_the_last_replica_of_a_partition_leaves_it_leaderless(controller, brokers, clock):
+    await controller.create_topic("solo", {0: [3]})
+    assert let_sessions_expire(controller, clock, 3) == [3]
+    assert state(controller, "solo") == (NO_LEADER, (3,), 1, 1)
+    assert let_sessions_expire(controller, clock) == []  # reported once
+    assert heartbeat(controller, 3) == ALIVE  # same epoch: fenced by silence, now back and resynced
+    assert state(controller, "solo") == (3, (3,), 2, 2)
+
+
+# ----------------------------------------------------------------------------------- controlled shutdown
+
+
+async def test_controlled_shutdown_moves_leaderships_before_the_broker_may_stop(controller, brokers):
+    await controller.create_topic("t", {0: [1, 2, 3], 1: [2, 1, 3]})
+    await controller.create_topic("solo", {0: [1]})
+    forget_requests(brokers)
+    brokers[2].stall_next[LAI] = 1  # the new leader does not answer its LeaderAndIsr yet
+
+    assert heartbeat(controller, 1, want_shutdown=True) == ALIVE
+    assert controller.metadata.brokers[1].in_controlled_shutdown
+    assert not controller.metadata.is_eligible(1)
+    assert state(controller, "t", 0) == (2, (2, 3), 1, 1)  # leadership moved
+    assert state(controller, "t", 1) == (2, (2, 3), 0, 1)  # left the ISR it followed in
+    assert state(controller, "solo") == (NO_LEADER, (1,), 1, 1)  # RF=1: leaderless, not blocking
+    assert not controller.metadata.leads_any(1)
+
+    await wait_until(lambda: brokers[2].stalled, "the new leader to receive its LeaderAndIsr")
+    # It leads nothing, but its successor has not confirmed: not yet. And there is no way back.
+    assert heartbeat(controller, 1, want_shutdown=True) == ALIVE
+    assert heartbeat(controller, 1) == ALIVE
+    assert controller.sessions.state(1) is BrokerState.CONTROLLED_SHUTDOWN
+    [(stalled_key, stalled)] = brokers[2].stalled
+    assert stalled_key == LAI and partition_states(stalled)[("t", 0)].leader == 2
+
+    brokers[2].close_connections()  # the controller sends the LeaderAndIsr again, and it is answered
+    await controller.settle()
+    assert last_state(brokers[2], LAI, "t", 0).leader == 2
+    assert last_state(brokers[3], LAI, "t", 0).leader == 2
+    assert heartbeat(controller, 1, want_shutdown=True) == GONE
+    assert controller.metadata.brokers[1].fenced and not controller.metadata.brokers[1].in_controlled_shutdown
+    assert state(controller, "solo") == (NO_LEADER, (1,), 1, 1)
+    await controller.settle()
+    assert live_broker_ids(brokers[2].requests(UM)[-1]) == [2, 3]
+
+    # Its next process need not wait out the old session (KAFKA-19047).
+    controller.register_broker(1, uuid.uuid4(), HOST, brokers[1].port)
+    assert heartbeat(controller, 1) == ALIVE
+    assert state(controller, "solo") == (1, (1,), 2, 2)
+
+
+async def test_a_broker_leading_nothing_may_shut_down_at_once(controller, brokers):
+    await controller.create_topic("t", {0: [1, 3]})
+    assert heartbeat(controller, 3, want_shutdown=True) == GONE
+    assert controller.metadata.brokers[3].fenced
+    assert state(controller, "t") == (1, (1,), 0, 1)
+    await controller.settle()
+    assert live_broker_ids(brokers[1].requests(UM)[-1]) == [1, 2]
+
+
+async def test_a_broker_in_controlled_shutdown_is_still_listed_but_gets_no_new_replicas(controller, brokers):
+    await controller.create_topic("t", {0: [3, 1]})
+    assert heartbeat(controller, 3, want_shutdown=True) == ALIVE
+    await controller.settle()
+    assert live_broker_ids(brokers[1].requests(UM)[-1]) == [1, 2, 3]  # clients may still reach it
+    assert last_state(brokers[1], UM, "t").offline_replicas == []
+    with pytest.raises(ControllerError) as raised:
+        await controller.create_topic("u", {0: [3]})
+    assert raised.value.error_code == ErrorCode.invalid_replica_assignment
+    topic = await controller.create_topic("v", partitions=4, replication_factor=2)
+    assert all(set(p.replicas) == {1, 2} for p in topic.partitions.values())
+
+
+# ------------------------------------------------------------------------------ AlterPartition eligibility
+
+
+async def test_alter_partition_naming_a_fenced_broker_is_ineligible(controller, brokers, clock):
+    await controller.create_topic("t", {0: [1, 2, 3]})
+    assert let_sessions_expire(controller, clock, 3) == [3]
+    before = controller.registration("t", 0)
+    assert alter_partition(controller, "t", [1, 2, 3]) == ErrorCode.ineligible_replica
+    epochs = [(b, epoch_of(controller, b)) for b in (1, 2, 3)]
+    assert alter_partition_v3(controller, "t", epochs) == ErrorCode.ineligible_replica
+    assert controller.registration("t", 0) == before
+    assert alter_partition(controller, "t", [1]) == ErrorCode.none  # eligible members only: accepted
+
+
+async def test_alter_partition_naming_a_broker_in_controlled_shutdown_is_ineligible(controller, brokers):
+    await controller.create_topic("t", {0: [1, 2, 3]})
+    await controller.create_topic("u", {0: [3, 1]})  # so that broker 3 has leaderships to move
+    assert heartbeat(controller, 3, want_shutdown=True) == ALIVE
+    assert state(controller, "t") == (1, (1, 2), 0, 1)
+    assert alter_partition(controller, "t", [1, 2, 3]) == ErrorCode.ineligible_replica
+    assert state(controller, "t") == (1, (1, 2), 0, 1)
+
+
+async def test_alter_partition_from_a_fenced_former_leader_is_refused(controller, brokers, clock):
+    await controller.create_topic("t", {0: [1, 2]})
+    old_epoch = epoch_of(controller, 1)
+    assert let_sessions_expire(controller, clock, 1) == [1]
+    after_fencing = controller.registration("t", 0)
+    # Still registered with that epoch, but deposed: its leader epoch is old.
+    assert alter_partition(controller, "t", [1, 2], broker_id=1, leader_epoch=0, partition_epoch=0) == \
+        ErrorCode.fenced_leader_epoch
+    # Even with the current epochs it is not the leader.
+    assert alter_partition(controller, "t", [1, 2], broker_id=1) == ErrorCode.invalid_request
+    controller.register_broker(1, uuid.uuid4(), HOST, brokers[1].port)  # restarted: a new broker epoch
+    assert alter_partition(controller, "t", [1, 2], broker_id=1, broker_epoch=old_epoch) == \
+        ErrorCode.stale_broker_epoch
+    assert controller.registration("t", 0) == after_fencing
+
+
+async def test_alter_partition_v3_refuses_a_member_seen_under_its_previous_epoch(controller, brokers, clock):
+    await controller.create_topic("t", {0: [2, 1]})
+    old_epoch = epoch_of(controller, 1)
+    assert let_sessions_expire(controller, clock, 1) == [1]
+    controller.register_broker(1, uuid.uuid4(), HOST, brokers[1].port)
+    assert heartbeat(controller, 1) == ALIVE
+    assert state(controller, "t") == (2, (2,), 0, 1)
+    # The leader saw broker 1 fetch before it restarted (and maybe lost records): not that one.
+    assert alter_partition_v3(controller, "t", [(2, epoch_of(controller, 2)), (1, old_epoch)]) == \
+        ErrorCode.ineligible_replica
+    assert alter_partition_v3(controller, "t", [(2, epoch_of(controller, 2)), (1, epoch_of(controller, 1))]) == \
+        ErrorCode.none
+    assert state(controller, "t") == (2, (2, 1), 0, 2)
+
+
+# ---------------------------------------------------------------------------------- controller restart
+
+
+async def test_a_restarted_controller_replays_sessions_and_gives_unfenced_brokers_a_full_timeout(
+        controllers, brokers, clock):
+    first = await controllers.start(*brokers.values())
+    await first.create_topic("t", {0: [1, 2, 3]})
+    assert let_sessions_expire(first, clock, 3) == [3]
+    await first.settle()
+    epochs = {b: epoch_of(first, b) for b in (1, 2, 3)}
+    await first.stop()
+    clock.advance(5 * SESSION_MS)  # no controller ran meanwhile: the brokers' silence proves nothing
+
+    second = await controllers.start()
+    assert {b: epoch_of(second, b) for b in (1, 2, 3)} == epochs
+    assert [second.sessions.state(b) for b in (1, 2, 3)] == \
+        [BrokerState.UNFENCED, BrokerState.UNFENCED, BrokerState.FENCED]
+    assert [second.metadata.brokers[b].fenced for b in (1, 2, 3)] == [False, False, True]
+    assert state(second, "t") == (1, (1, 2), 0, 1)
+    assert second.fence_expired_brokers() == []
+    clock.advance(SESSION_MS // 2)
+    heartbeat(second, 2)
+    clock.advance(SESSION_MS - SESSION_MS // 2)  # exactly one timeout after the restart: still alive
+    assert second.fence_expired_brokers() == []
+    assert not second.metadata.brokers[1].fenced
+    clock.advance(1)
+    assert second.fence_expired_brokers() == [1]  # broker 2 heartbeated; broker 3 was fenced already
+    assert state(second, "t") == (2, (2,), 1, 2)
+
+
+async def test_a_controlled_shutdown_cut_short_by_a_restart_is_forgotten(controllers, brokers):
+    first = await controllers.start(*brokers.values())
+    await first.create_topic("u", {0: [3, 1]})
+    assert heartbeat(first, 3, want_shutdown=True) == ALIVE
+    await first.settle()
+    await first.stop()
+    second = await controllers.start()
+    broker = second.metadata.brokers[3]
+    assert (broker.fenced, broker.in_controlled_shutdown) == (False, False)
+    assert second.sessions.state(3) is BrokerState.UNFENCED
+    assert state(second, "u") == (1, (1,), 1, 1)  # the moves stay
+    assert heartbeat(second, 3, want_shutdown=True) == GONE  # leads nothing now
+
+
+# ----------------------------------------------------------------------------------- replica assignment
+
+
+async def test_create_topic_assigns_round_robin_over_active_brokers_only(controller, brokers):
+    fourth = await FakeBroker(4).start()
+    try:
+        controller.register_broker(4, uuid.uuid4(), HOST, fourth.port)  # registered, never unfenced
+        await controller.settle()
+        topic = await controller.create_topic("rr", partitions=6, replication_factor=2)
+        assignment = {p.partition: p.replicas for p in topic.partitions.values()}
+        assert all(set(replicas) <= {1, 2, 3} and len(replicas) == 2 for replicas in assignment.values())
+        assert collections.Counter(r[0] for r in assignment.values()) == {1: 2, 2: 2, 3: 2}  # leaders spread
+        assert collections.Counter(b for r in assignment.values() for b in r) == {1: 4, 2: 4, 3: 4}
+        assert all(("rr", p) not in partition_states(r) for r in fourth.requests(LAI) for p in range(6))
+        with pytest.raises(ControllerError) as raised:
+            await controller.create_topic("wide", partitions=1, replication_factor=4)
+        assert raised.value.error_code == ErrorCode.invalid_replication_factor  # 4 registered, 3 active
+        default = await controller.create_topic("default")  # num.partitions 1, default.replication.factor 1
+        assert [len(p.replicas) for p in default.partitions.values()] == [1]
+        validated = await controller.create_topic("checked", partitions=2, replication_factor=3, validate_only=True)
+        assert len(validated.partitions) == 2 and "checked" not in controller.metadata.topics
+    finally:
+        await fourth.stop()
+
+
+async def test_a_fenced_broker_gets_no_replicas(controller, brokers, clock):
+    assert let_sessions_expire(controller, clock, 2) == [2]
+    topic = await controller.create_topic("rr", partitions=4, replication_factor=2)
+    assert all(set(p.replicas) == {1, 3} for p in topic.partitions.values())
+    assert collections.Counter(p.leader for p in topic.partitions.values()) == {1: 2, 3: 2}
+    joined_again = heartbeat(controller, 2)
+    assert joined_again == ALIVE
+    topic = await controller.create_topic("all", partitions=3, replication_factor=3)
+    assert all(set(p.replicas) == {1, 2, 3} for p in topic.partitions.values())
