@@ -40,6 +40,12 @@ def cmd_broker_start(args: argparse.Namespace) -> int:
     return run_broker(args.config, args.override or [])
 
 
+def cmd_controller_start(args: argparse.Namespace) -> int:
+    from .controller.process import run_controller  # imported lazily, as the broker is
+
+    return run_controller(args.config, args.override or [])
+
+
 # topics
 
 
@@ -80,7 +86,8 @@ def _format_description(d: TopicDescription, args: argparse.Namespace) -> str:
             continue
         lines.append(
             f"\tTopic: {d.name}\tPartition: {p.partition}\tLeader: {p.leader if p.leader >= 0 else 'none'}"
-            f"\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}\tOffline: {_ids(p.offline)}"
+            f"\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}"
+            + (f"\tOffline: {_ids(p.offline)}" if p.offline else "")
         )
     return "\n".join(lines)
 
@@ -178,6 +185,42 @@ def cmd_log_dump(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# cluster
+
+
+def cmd_cluster(args: argparse.Namespace) -> int:
+    from . import cluster_control as control  # imported lazily: only these commands manage processes
+
+    try:
+        if args.cluster_command == "up":
+            manifest = control.cluster_up(
+                args.data_dir,
+                args.brokers,
+                base_port=args.base_port,
+                broker_overrides=_properties(args.override),
+                controller_overrides=_properties(args.controller_override),
+            )
+            print(manifest.bootstrap)
+            print(control.format_nodes(manifest))
+        elif args.cluster_command == "status":
+            status = control.cluster_status(args.data_dir)
+            print(control.format_status(status))
+            return EXIT_OK if status.all_up else EXIT_ERROR
+        elif args.cluster_command == "down":
+            print(control.format_outcomes(control.cluster_down(args.data_dir)))
+        elif args.cluster_command == "stop-node":
+            print(f"node {args.node_id}: {control.stop_node(args.data_dir, args.node_id)}")
+        elif args.cluster_command == "kill-node":
+            print(f"node {args.node_id}: {control.kill_node(args.data_dir, args.node_id)}")
+        else:
+            node = control.start_node(args.data_dir, args.node_id)
+            print(f"node {node.id}: started (pid {node.pid}), serving on port {node.port}")
+    except control.ClusterError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    return EXIT_OK
+
+
 # parser and entry point
 
 
@@ -192,6 +235,14 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--config", help="broker properties file")
     start.add_argument("--override", action="append", metavar="KEY=VALUE", help="override a config entry")
     start.set_defaults(func=cmd_broker_start)
+
+    controller = commands.add_parser("controller", help="run the cluster's controller").add_subparsers(
+        dest="controller_command", required=True
+    )
+    start_controller = controller.add_parser("start", help="start the controller in the foreground")
+    start_controller.add_argument("--config", help="controller properties file")
+    start_controller.add_argument("--override", action="append", metavar="KEY=VALUE", help="override a config entry")
+    start_controller.set_defaults(func=cmd_controller_start)
 
     topics = commands.add_parser("topics", help="create, delete, list or describe topics")
     topics.add_argument("action", choices=["create", "delete", "list", "describe"])
@@ -233,6 +284,27 @@ def build_parser() -> argparse.ArgumentParser:
     dump = log.add_parser("dump", help="print the batches of a segment or index file")
     dump.add_argument("path")
     dump.set_defaults(func=cmd_log_dump)
+
+    cluster = commands.add_parser(
+        "cluster", help="a local cluster: a controller and brokers as background processes"
+    ).add_subparsers(dest="cluster_command", required=True)
+    up = cluster.add_parser("up", help="start a controller and N brokers; writes DATA_DIR/cluster.json")
+    up.add_argument("--brokers", type=int, default=3)
+    up.add_argument(
+        "--base-port", type=int, help="controller on this port, broker i on port+i (default: free)"
+    )
+    up.add_argument("--override", action="append", metavar="KEY=VALUE", help="config entry for every broker")
+    up.add_argument(
+        "--controller-override", action="append", metavar="KEY=VALUE", help="controller config entry"
+    )
+    cluster.add_parser("status", help="which nodes run and serve; exit 1 unless all do")
+    cluster.add_parser("down", help="SIGTERM the brokers, then the controller")
+    for action, what in [("stop-node", "SIGTERM a node and wait until it exits"), ("kill-node", "SIGKILL a node"),
+                         ("start-node", "start a stopped node again with its id, port and data")]:  # fmt: skip
+        cluster.add_parser(action, help=what).add_argument("node_id", type=int, metavar="ID")
+    for action_parser in cluster.choices.values():
+        action_parser.add_argument("--data-dir", required=True, help="the cluster's directory")
+        action_parser.set_defaults(func=cmd_cluster)
     return parser
 
 

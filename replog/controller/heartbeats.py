@@ -142,8 +142,10 @@ class BrokerSessions:
         get from a newly active Kafka controller: its silence while no controller ran proves nothing."""
         assert broker_id not in self._sessions, broker_id
         self._advance_clock(now_ms)
-        state = BrokerState.FENCED if fenced else BrokerState.UNFENCED
-        self._sessions[broker_id] = _Session(incarnation_id, broker_epoch, state, now_ms)
+        # A fenced broker's session ended before the restart (silence or shutdown): its id is free at once
+        # for its next process, as it was before.
+        state, last_contact_ms = (BrokerState.FENCED, None) if fenced else (BrokerState.UNFENCED, now_ms)
+        self._sessions[broker_id] = _Session(incarnation_id, broker_epoch, state, last_contact_ms)
         self._last_broker_epoch = max(self._last_broker_epoch, broker_epoch)
 
     # ---------------------------------------------------------------------------------------- timers

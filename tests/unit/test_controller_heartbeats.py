@@ -335,3 +335,19 @@ def test_brokers_in_states(cluster):
     assert cluster.sessions.brokers_in(UNFENCED, CONTROLLED_SHUTDOWN) == [2, 3]  # may still lead
     assert cluster.sessions.brokers_in(CONTROLLED_SHUTDOWN) == [3]
     assert cluster.sessions.brokers_in(FENCED) == [1]
+
+
+def test_a_restored_unfenced_broker_gets_a_full_session_from_the_restart():
+    sessions = BrokerSessions()
+    sessions.restore(1, FIRST, 7, fenced=False, now_ms=50_000)
+    with pytest.raises(DuplicateBrokerRegistration):
+        sessions.register(1, SECOND, 8, 50_000 + TIMEOUT)  # still alive at exactly the timeout
+    assert sessions.fence_expired(50_000 + TIMEOUT) == []
+    assert sessions.fence_expired(50_001 + TIMEOUT) == [1]
+
+
+def test_a_restored_fenced_broker_may_register_a_new_process_at_once():
+    sessions = BrokerSessions()
+    sessions.restore(1, FIRST, 7, fenced=True, now_ms=50_000)
+    assert sessions.register(1, SECOND, 8, 50_000) is FENCED
+    assert (sessions.state(1), sessions.broker_epoch(1)) == (FENCED, 8)

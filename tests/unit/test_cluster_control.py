@@ -1,0 +1,261 @@
+"""`replog cluster` without a cluster: planning ports, properties and argv, cluster.json, and the pid checks
+that keep a reused pid from being mistaken for (or signalled as) a node."""
+
+import json
+import os
+import signal
+import stat
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from replog.broker.config import parse_properties
+from replog.client.cluster import BrokerInfo
+from replog.cluster_control import (
+    CLUSTER_FILE,
+    CONTROLLER_ID,
+    ClusterError,
+    ClusterManifest,
+    ClusterStatus,
+    Node,
+    NodeStatus,
+    Role,
+    StopOutcome,
+    allocate_ports,
+    format_properties,
+    format_status,
+    has_exited,
+    is_running_as,
+    load_manifest,
+    plan_cluster,
+    process_cmdline,
+    save_manifest,
+    stop_nodes,
+    write_atomically,
+)
+
+SECRET = "ab" * 16
+
+
+def plan(root: Path, **kwargs) -> tuple[ClusterManifest, dict[str, dict[str, str]]]:
+    return plan_cluster(root, 3, base_port=19000, secret=SECRET, python="/venv/bin/python", **kwargs)
+
+
+def test_plan_gives_the_controller_the_base_port_and_broker_i_base_plus_i(tmp_path):
+    manifest, _ = plan(tmp_path)
+    assert (manifest.controller.id, manifest.controller.port) == (CONTROLLER_ID, 19000)
+    assert [(b.id, b.port) for b in manifest.brokers] == [(1, 19001), (2, 19002), (3, 19003)]
+    assert manifest.bootstrap == "127.0.0.1:19001,127.0.0.1:19002,127.0.0.1:19003"
+    assert manifest.controller.data_dir == tmp_path / "controller"
+    assert manifest.brokers[1].data_dir == tmp_path / "broker-2"
+    assert all(n.pid is None for n in manifest.nodes)
+
+
+def test_plan_argv_starts_each_node_from_its_properties_file(tmp_path):
+    manifest, _ = plan(tmp_path)
+    assert manifest.controller.argv == [
+        "/venv/bin/python", "-m", "replog", "controller", "start", "--config",
+        str(tmp_path / "controller.properties"),
+    ]  # fmt: skip
+    assert manifest.brokers[0].argv == [
+        "/venv/bin/python", "-m", "replog", "broker", "start", "--config", str(tmp_path / "broker-1.properties"),
+    ]  # fmt: skip
+    assert manifest.log_path(manifest.brokers[2]) == tmp_path / "broker-3.log"
+
+
+def test_plan_properties_wire_brokers_to_the_controller_with_one_secret(tmp_path):
+    _, properties = plan(
+        tmp_path,
+        broker_overrides={"replica.lag.time.max.ms": "2000"},
+        controller_overrides={"broker.session.timeout.ms": "3000"},
+    )
+    assert properties["controller"] == {
+        "node.id": "3000",
+        "listeners": "PLAINTEXT://127.0.0.1:19000",
+        "metadata.log.dir": str(tmp_path / "controller"),
+        "inter.broker.secret": SECRET,
+        "broker.session.timeout.ms": "3000",
+    }
+    assert properties["broker-2"] == {
+        "node.id": "2",
+        "listeners": "PLAINTEXT://127.0.0.1:19002",
+        "log.dirs": str(tmp_path / "broker-2"),
+        "controller.quorum.bootstrap.servers": "127.0.0.1:19000",
+        "inter.broker.secret": SECRET,
+        "replica.lag.time.max.ms": "2000",
+    }
+
+
+def test_plan_draws_a_fresh_secret_per_cluster(tmp_path):
+    first = plan_cluster(tmp_path, 1)[1]["controller"]["inter.broker.secret"]
+    second = plan_cluster(tmp_path, 1)[1]["controller"]["inter.broker.secret"]
+    assert len(first) == 32 and first != second
+
+
+@pytest.mark.parametrize("overrides", [{"broker_overrides": {"node.id": "7"}},
+                                       {"controller_overrides": {"listeners": "PLAINTEXT://x:1"}}])  # fmt: skip
+def test_plan_refuses_overrides_of_keys_it_sets(tmp_path, overrides):
+    with pytest.raises(ValueError, match="sets"):
+        plan(tmp_path, **overrides)
+
+
+@pytest.mark.parametrize("brokers", [0, 33])
+def test_plan_bounds_the_broker_count(tmp_path, brokers):
+    with pytest.raises(ValueError, match="--brokers"):
+        plan_cluster(tmp_path, brokers)
+
+
+def test_allocate_ports_from_a_base_port_stays_below_65536():
+    assert allocate_ports(4, 65532) == [65532, 65533, 65534, 65535]
+    with pytest.raises(ValueError, match="--base-port"):
+        allocate_ports(4, 65533)
+
+
+def test_allocate_ports_skips_a_port_the_os_reports_twice():
+    assert allocate_ports(3, pick=iter([5000, 5000, 5001, 5002]).__next__) == [5000, 5001, 5002]
+
+
+def test_allocate_ports_gives_up_when_the_os_keeps_repeating_itself():
+    with pytest.raises(ClusterError, match="distinct free ports"):
+        allocate_ports(2, pick=lambda: 5000)
+
+
+def test_free_ports_are_distinct():
+    ports = allocate_ports(4)
+    assert len(set(ports)) == 4 and all(0 < p < 65536 for p in ports)
+
+
+def test_properties_file_reads_back_with_the_broker_parser():
+    props = {"node.id": "1", "listeners": "PLAINTEXT://127.0.0.1:9092", "log.dirs": "/tmp/a b/c"}
+    assert parse_properties(format_properties(props)) == props
+
+
+def test_properties_with_a_line_break_are_refused():
+    with pytest.raises(ValueError, match="line break"):
+        format_properties({"log.dirs": "/tmp\ninter.broker.secret=guess"})
+
+
+def test_write_atomically_creates_with_the_mode_even_over_a_leftover_tmp_file(tmp_path):
+    target = tmp_path / "controller.properties"
+    leftover = tmp_path / ".controller.properties.tmp"
+    leftover.write_text("half-written")
+    leftover.chmod(0o644)
+    write_atomically(target, b"secret\n", 0o600)
+    assert target.read_bytes() == b"secret\n"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["controller.properties"]
+
+
+def test_cluster_json_has_the_documented_shape_and_round_trips(tmp_path):
+    manifest, _ = plan(tmp_path)
+    manifest.controller.pid = 100
+    manifest.brokers[0].pid = 101
+    save_manifest(manifest)
+    data = json.loads((tmp_path / CLUSTER_FILE).read_text())
+    assert list(data) == ["bootstrap", "controller", "brokers"]
+    assert data["bootstrap"] == manifest.bootstrap
+    assert data["controller"] == {
+        "id": 3000, "pid": 100, "port": 19000, "data_dir": str(tmp_path / "controller"),
+        "argv": manifest.controller.argv,
+    }  # fmt: skip
+    assert [b["pid"] for b in data["brokers"]] == [101, None, None]
+    assert load_manifest(tmp_path) == manifest
+
+
+def test_a_failed_cluster_json_update_leaves_the_previous_file_whole(tmp_path, monkeypatch):
+    manifest, _ = plan(tmp_path)
+    save_manifest(manifest)
+    before = (tmp_path / CLUSTER_FILE).read_bytes()
+    manifest.brokers[0].pid = 4242
+
+    def crash(src, dst):
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError):
+        save_manifest(manifest)
+    assert (tmp_path / CLUSTER_FILE).read_bytes() == before
+
+
+def test_missing_cluster_json_names_the_directory(tmp_path):
+    with pytest.raises(ClusterError, match="no cluster was started with --data-dir"):
+        load_manifest(tmp_path)
+
+
+def test_unknown_node_id_lists_the_known_ones(tmp_path):
+    manifest, _ = plan(tmp_path)
+    with pytest.raises(ClusterError, match=r"no node 9 .*nodes: 3000, 1, 2, 3"):
+        manifest.node(9)
+
+
+def test_a_pid_counts_as_the_node_only_while_it_runs_the_recorded_argv():
+    own = process_cmdline(os.getpid())
+    assert own
+    assert is_running_as(os.getpid(), own)
+    assert not is_running_as(os.getpid(), [sys.executable, "-m", "replog", "broker", "start"])  # reused pid
+    assert not is_running_as(None, own)
+    assert not is_running_as(_unused_pid(), own)
+
+
+def test_stop_never_signals_a_pid_that_now_runs_something_else():
+    stranger = Node(1, Role.BROKER, 9092, Path("/nowhere"), ["replog-that-exited"], pid=os.getpid())
+    assert stop_nodes([stranger], timeout=0.1) == {"broker-1": StopOutcome.NOT_RUNNING}
+    assert stranger.pid is None  # forgotten, and we are still here
+
+
+def spawn_sleep(node_id: int, **spawn_options) -> Node:
+    """A `sleep 30` child as a node, once /proc shows its argv (exec is not finished when spawn returns)."""
+    argv = ["sleep", "30"]
+    pid = os.posix_spawnp(argv[0], argv, os.environ, **spawn_options)
+    node = Node(node_id, Role.BROKER, 9092, Path("/nowhere"), argv, pid=pid)
+    deadline = time.monotonic() + 5
+    while not is_running_as(node.pid, argv):
+        assert time.monotonic() < deadline, "sleep did not start"
+        time.sleep(0.001)
+    return node
+
+
+def test_stop_sigterms_all_and_sigkills_those_that_outlast_the_timeout():
+    prompt = spawn_sleep(1)
+    stuck = spawn_sleep(2, setsigmask={signal.SIGTERM})  # SIGTERM stays pending, like a hung shutdown
+    stuck_pid = stuck.pid
+    assert stop_nodes([prompt, stuck], timeout=0.5) == {
+        "broker-1": StopOutcome.STOPPED,
+        "broker-2": StopOutcome.KILLED_AFTER_TIMEOUT,
+    }
+    assert prompt.pid is None and stuck.pid is None
+    assert process_cmdline(stuck_pid) is None  # gone and reaped
+
+
+def test_an_exited_child_counts_as_exited_and_is_reaped():
+    node = spawn_sleep(1)  # no Popen: nothing but has_exited may reap it
+    try:
+        assert not has_exited(node)
+    finally:
+        os.kill(node.pid, signal.SIGKILL)
+    os.waitid(os.P_PID, node.pid, os.WEXITED | os.WNOWAIT)  # now a zombie: exited but not reaped
+    assert process_cmdline(node.pid) == []
+    assert has_exited(node)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(node.pid, os.WNOHANG)  # has_exited reaped it
+
+
+def test_status_table_and_metadata_line(tmp_path):
+    manifest, _ = plan(tmp_path)
+    manifest.brokers[0].pid = 4242
+    status = ClusterStatus(
+        [NodeStatus(n, n.pid is not None, n.pid is not None) for n in manifest.nodes],
+        {1: BrokerInfo(1, "127.0.0.1", 19001)},
+    )
+    lines = format_status(status).splitlines()
+    assert lines[0].split() == ["NODE", "ROLE", "PID", "PORT", "ALIVE", "SERVING"]
+    assert lines[1].split() == ["3000", "controller", "-", "19000", "no", "no"]
+    assert lines[2].split() == ["1", "broker", "4242", "19001", "yes", "yes"]
+    assert lines[-1] == "brokers in the cluster metadata: 1 (127.0.0.1:19001)"
+    assert not status.all_up
+
+
+def _unused_pid() -> int:
+    return int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
