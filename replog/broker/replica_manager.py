@@ -210,9 +210,10 @@ class ReplicaManager:
         return ErrorCode.none, errors
 
     def _delete_partition(self, key: TopicPartition) -> None:
-        partition = self.partitions.pop(key, None)
-        if partition is not None:
-            self.log_manager.delete_log(*key)
+        self.partitions.pop(key, None)
+        # Also a log loaded from disk that no LeaderAndIsr claimed: a replica of a topic deleted while this
+        # broker was down, which the controller deletes when the broker returns.
+        self.log_manager.delete_log(*key)
         self._wake(key, hw_moved=True)  # parked requests on it answer NOT_LEADER / UNKNOWN now
 
     # ---------------------------------------------------------------- ISR

@@ -28,8 +28,8 @@ from .registry import (
     validate_alter_partition,
 )
 
-# KRaft's broker epoch is the offset of the broker's RegisterBrokerRecord. Brokers added by hand (before
-# registration exists) have none, and send -1, which is also how AlterPartition v3 says "do not check".
+# KRaft's broker epoch is the offset of the broker's RegisterBrokerRecord; -1 means none, and is also how
+# an AlterPartition v3 ISR member says "do not check".
 NO_BROKER_EPOCH = -1
 MAX_PARTITIONS_PER_TOPIC = 10_000  # Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH
 MAX_BROKERS = 10_000

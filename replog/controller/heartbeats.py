@@ -166,6 +166,19 @@ class BrokerSessions:
                 expired.append(broker_id)
         return expired
 
+    def end_silent_fenced(self, now_ms: int) -> list[int]:
+        """End the sessions of fenced brokers that went silent (say, died between registering and being
+        unfenced) and return their ids, ascending, once each: such a broker leads nothing and is in no ISR,
+        but the controller must stop sending it requests nobody will answer."""
+        self._advance_clock(now_ms)
+        silent = []
+        for broker_id, session in sorted(self._sessions.items()):
+            if session.state is BrokerState.FENCED and session.last_contact_ms is not None \
+                    and not self._is_alive(session, now_ms):
+                session.last_contact_ms = None
+                silent.append(broker_id)
+        return silent
+
     # --------------------------------------------------------------------------------------- queries
 
     def __contains__(self, broker_id: int) -> bool:

@@ -98,9 +98,11 @@ class Propagator:
                                          broker_requests.update_metadata_errors))
         return deliveries
 
-    def stop_replica(self, topic: TopicRegistration, *, delete: bool) -> list[Delivery]:
-        """A StopReplica for `topic` to each of its registered replicas."""
-        replicas = sorted({r for p in topic.partitions.values() for r in p.replicas} & set(self._channel.broker_ids))
+    def stop_replica(self, topic: TopicRegistration, *, delete: bool,
+                     broker_ids: Iterable[int] | None = None) -> list[Delivery]:
+        """A StopReplica for `topic` to each of its replicas the controller talks to (or to those of broker_ids)."""
+        reachable = set(self._channel.broker_ids) if broker_ids is None else set(broker_ids) & set(self._channel.broker_ids)
+        replicas = sorted({r for p in topic.partitions.values() for r in p.replicas} & reachable)
         deliveries = []
         for broker_id in replicas:
             request = broker_requests.stop_replica_request(

@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from .cluster import BrokerRegistration, ClusterMetadata, TopicRegistration
+from .cluster import BrokerRegistration, ClusterMetadata, ControllerError, TopicRegistration
 from .registry import LeaderRecoveryState, PartitionRegistration
 
 Record = dict[str, Any]
@@ -76,7 +76,7 @@ def replay(records: Iterable[Record], metadata: ClusterMetadata) -> int:
                 metadata.delete_topic(record["name"])
             else:
                 raise CorruptMetadataError(f"unknown record type {kind!r}")
-        except (KeyError, TypeError, ValueError, AssertionError) as e:
+        except (KeyError, TypeError, ValueError, AssertionError, ControllerError) as e:
             raise CorruptMetadataError(f"cannot replay {record!r}: {e!r}") from e
     return controller_epoch
 

@@ -31,6 +31,7 @@ from replog.broker.connection import BrokerConnection, ConnectionHolder
 from replog.broker.dispatch import Dispatcher
 from replog.broker.inter_broker import open_inter_broker_connection
 from replog.client.connection import Connection
+from replog.log.partition_log import TopicPartition
 
 from . import records
 from .assignment import assign_replicas
@@ -42,6 +43,7 @@ from .leadership import elect_offline_partitions, preferred_leader_elections, wi
 from .metadata_log import MetadataLog
 from .propagation import Delivery, PropagationError, Propagator
 from .registry import PartitionRegistration
+from .state_machines import ClusterStates, PartitionReplica, ReplicaState
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +105,10 @@ class ClusterController(ConnectionHolder):
         self.controller_epoch = FIRST_CONTROLLER_EPOCH
         self.metadata = ClusterMetadata()
         self.sessions = BrokerSessions(config.broker_session_timeout_ms)
+        self.states = ClusterStates()  # partition and replica state machines (seed 000)
+        # Deleted topics with replicas not yet deleted (their broker was away): retried when it registers.
+        # Not in the metadata log: a restarted controller forgets them (their logs stay on those brokers).
+        self._pending_deletions: dict[str, tuple[TopicRegistration, set[int]]] = {}
         self.channel = ControllerChannel(connect or self._open_broker_connection, config.channel)
         self.propagator = Propagator(self.channel, self.metadata, config.controller_id,
                                      lambda: self.controller_epoch, config.propagation_timeout_ms)
@@ -154,6 +160,8 @@ class ClusterController(ConnectionHolder):
         self._log, logged = MetadataLog.open(self.config.metadata_log_dir)
         previous_epoch = records.replay((entry.record for entry in logged), self.metadata)
         self.controller_epoch = max(FIRST_CONTROLLER_EPOCH, previous_epoch + 1)
+        for topic in self.metadata.topics.values():
+            self.states.topic_created(topic.partitions.values(), self.metadata.live_broker_ids())
         self._log.compact(records.snapshot_records(self.controller_epoch, self.metadata))
         now = self.clock_ms()
         for broker in self.metadata.brokers.values():
@@ -215,6 +223,9 @@ class ClusterController(ConnectionHolder):
                                                     broker_ids=[broker_id])
         deliveries += self.propagator.update_metadata([broker_id])
         self._watch(deliveries, f"registration of broker {broker_id}")
+        for name, (topic, brokers_left) in list(self._pending_deletions.items()):
+            if broker_id in brokers_left:
+                self._spawn(self._retry_deletion(name, topic, broker_id))
         log.info("broker %d registered at %s:%d with epoch %d (incarnation %s)", broker_id, host, port, epoch,
                  incarnation_id)
         return epoch
@@ -235,14 +246,21 @@ class ClusterController(ConnectionHolder):
                         clean=True)
         if after is BrokerState.SHUTDOWN_NOW:
             self._shutdown_moves.pop(broker_id, None)
+            if broker_id in self.channel.broker_ids:  # registered, never unfenced: _fence did not run
+                self.channel.remove_broker(broker_id)
             log.info("broker %d may shut down now", broker_id)
         return HeartbeatAnswer(is_fenced=after in (BrokerState.FENCED, BrokerState.SHUTDOWN_NOW),
                                should_shut_down=after is BrokerState.SHUTDOWN_NOW)
 
     def fence_expired_brokers(self) -> list[int]:
-        expired = self.sessions.fence_expired(self.clock_ms())
+        now = self.clock_ms()
+        expired = self.sessions.fence_expired(now)
         for broker_id in expired:
             self._fence(broker_id, f"silent for more than {self.config.broker_session_timeout_ms} ms")
+        for broker_id in self.sessions.end_silent_fenced(now):
+            if broker_id in self.channel.broker_ids:
+                self.channel.remove_broker(broker_id)
+                log.warning("fenced broker %d went silent; no more requests to it", broker_id)
         return expired
 
     def _still_leads(self, broker_id: int) -> bool:
@@ -252,6 +270,7 @@ class ClusterController(ConnectionHolder):
     def _unfence(self, broker_id: int) -> None:
         broker = self.metadata.brokers[broker_id]
         self._replace_broker(dataclasses.replace(broker, fenced=False))
+        self.states.broker_changed(broker_id, self.metadata.partitions_with_replica(broker_id), live=True)
         deliveries = []
         if broker_id not in self.channel.broker_ids:  # fenced by silence: it missed every change since
             self.channel.add_broker(broker_id, broker.host, broker.port)
@@ -279,6 +298,7 @@ class ClusterController(ConnectionHolder):
         """Out of every ISR, leaderships moved, no more requests to it (it is resynced when it returns)."""
         broker = self.metadata.brokers[broker_id]
         self._replace_broker(dataclasses.replace(broker, fenced=True, in_controlled_shutdown=False))
+        self.states.broker_changed(broker_id, self.metadata.partitions_with_replica(broker_id), live=False)
         if broker_id in self.channel.broker_ids:
             self.channel.remove_broker(broker_id)
         changes = without_broker(self.metadata.partitions_with_replica(broker_id), broker_id,
@@ -306,6 +326,9 @@ class ClusterController(ConnectionHolder):
                            replication_factor: int | None = None, validate_only: bool = False) -> TopicRegistration:
         """Create a topic and wait until its replicas have it. Without an explicit assignment ({partition:
         replicas}; the first replica leads) replicas are assigned round-robin over the active brokers."""
+        if name in self._pending_deletions:
+            raise ControllerError(ErrorCode.topic_already_exists, f"topic {name!r} is marked for deletion: brokers "
+                                  f"{sorted(self._pending_deletions[name][1])} have not deleted their replicas")
         if assignment is None:
             assignment = assign_replicas(self.metadata.active_broker_ids(), partitions or self.config.num_partitions,
                                          replication_factor or self.config.default_replication_factor)
@@ -319,6 +342,7 @@ class ClusterController(ConnectionHolder):
             return topic
         self._log.append(records.new_topic_records(topic))
         self.metadata.add_topic(topic)
+        self.states.topic_created(topic.partitions.values(), self.metadata.live_broker_ids())
         deliveries = self.propagator.leader_and_isr(topic.partitions.values(), is_new=True)
         deliveries += self.propagator.update_metadata()
         await self.propagator.wait(deliveries)
@@ -331,10 +355,43 @@ class ClusterController(ConnectionHolder):
             raise ControllerError(ErrorCode.unknown_topic_or_partition, f"no topic {name!r}")
         self._log.append([records.remove_topic_record(name)])
         topic = self.metadata.delete_topic(name)
-        deliveries = self.propagator.stop_replica(topic, delete=True)
-        deliveries += self.propagator.update_metadata()
-        await self.propagator.wait(deliveries)
+        self.states.topic_deletion_started(topic.partitions.values())
+        replica_brokers = {r for p in topic.partitions.values() for r in p.replicas}
+        stopping = self.propagator.stop_replica(topic, delete=True)
+        left = replica_brokers - {d.broker_id for d in stopping}  # away (fenced): deleted when they return
+        try:
+            await self.propagator.wait(stopping + self.propagator.update_metadata())
+        except PropagationError as e:
+            left |= {f.broker_id for f in e.failures if f.api == "STOP_REPLICA"}
+            raise
+        finally:
+            self.states.topic_deletion_finished(topic.partitions.values(), left)
+            if left:
+                self._pending_deletions[name] = (topic, left)
+                log.warning("topic %s deleted; brokers %s will delete their replicas when they return", name,
+                            sorted(left))
         return topic
+
+    async def _retry_deletion(self, name: str, topic: TopicRegistration, broker_id: int) -> None:
+        """StopReplica(delete) for the replicas a returning broker still holds of a deleted topic."""
+        keys = [PartitionReplica(TopicPartition(p.topic, p.partition), broker_id)
+                for p in topic.partitions.values() if broker_id in p.replicas]
+        # Kafka's retryDeletionForIneligibleReplicas: back to Offline, from which deletion may start again.
+        self.states.replicas.transition(keys, ReplicaState.OFFLINE)
+        self.states.replicas.transition(keys, ReplicaState.DELETION_STARTED)
+        try:
+            await self.propagator.wait(self.propagator.stop_replica(topic, delete=True, broker_ids=[broker_id]))
+        except PropagationError as e:
+            self.states.replicas.transition(keys, ReplicaState.DELETION_INELIGIBLE)
+            log.warning("broker %d did not delete its replicas of deleted topic %s: %s", broker_id, name, e)
+            return
+        self.states.replicas.transition(keys, ReplicaState.DELETION_SUCCESSFUL)
+        self.states.replicas.transition(keys, ReplicaState.NON_EXISTENT)
+        brokers_left = self._pending_deletions[name][1]
+        brokers_left.discard(broker_id)
+        if not brokers_left:
+            del self._pending_deletions[name]
+        log.info("broker %d deleted its replicas of deleted topic %s", broker_id, name)
 
     def registration(self, topic: str, partition: int) -> PartitionRegistration:
         return self.metadata.registration(topic, partition)
@@ -346,6 +403,7 @@ class ClusterController(ConnectionHolder):
             return []
         self._log.append([records.partition_record(p) for p in changes])
         self.metadata.apply(changes)
+        self.states.partitions_changed(changes)
         return self.propagator.leader_and_isr(changes)
 
     # ----------------------------------------------------------------------------------- AlterPartition
@@ -392,9 +450,12 @@ class ClusterController(ConnectionHolder):
         return len(changes)
 
     def _watch(self, deliveries: list[Delivery], what: str) -> None:
-        if not deliveries:
-            return
-        task = asyncio.get_running_loop().create_task(self._report(deliveries, what))
+        if deliveries:
+            self._spawn(self._report(deliveries, what))
+
+    def _spawn(self, work) -> None:
+        """Run `work` (returning a PropagationError or None) in the background; settle() and stop() see it."""
+        task = asyncio.get_running_loop().create_task(work)
         self._in_flight.add(task)
         task.add_done_callback(self._in_flight.discard)
 

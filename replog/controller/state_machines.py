@@ -20,10 +20,12 @@ Online runs a leader selector).
 """
 
 import enum
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Collection, Hashable, Iterable, Mapping
 from typing import Generic, NamedTuple, TypeVar
 
 from replog.log.partition_log import TopicPartition
+
+from .registry import PartitionRegistration
 
 
 class PartitionState(enum.Enum):
@@ -137,3 +139,63 @@ class PartitionStateMachine(StateMachine[TopicPartition, PartitionState]):
 class ReplicaStateMachine(StateMachine[PartitionReplica, ReplicaState]):
     def __init__(self) -> None:
         super().__init__(VALID_PREVIOUS_REPLICA_STATES, ReplicaState.NON_EXISTENT)
+
+
+class ClusterStates:
+    """The controller's two machines, moved by the events that change partitions and replicas.
+
+    The controller calls these as it commits each change, so an illegal move (a controller bug) raises
+    IllegalStateTransition at the step that made it rather than leaving a silent inconsistency.
+    """
+
+    def __init__(self) -> None:
+        self.partitions = PartitionStateMachine()
+        self.replicas = ReplicaStateMachine()
+
+    def topic_created(self, partitions: Iterable[PartitionRegistration], live: Collection[int]) -> None:
+        """New -> Online (or Offline without a leader) for each partition; New -> Online or Offline for each
+        replica, by whether its broker is live."""
+        partitions = list(partitions)
+        self.partitions.transition([_key(p) for p in partitions], PartitionState.NEW)
+        self.replicas.transition([r for p in partitions for r in _replicas(p)], ReplicaState.NEW)
+        self.partitions_changed(partitions)
+        for p in partitions:
+            for key in _replicas(p):
+                self.replicas.transition([key], ReplicaState.ONLINE if key.replica in live else ReplicaState.OFFLINE)
+
+    def partitions_changed(self, partitions: Iterable[PartitionRegistration]) -> None:
+        """A partition with a leader is Online, one without is Offline."""
+        for p in partitions:
+            self.partitions.transition([_key(p)], PartitionState.ONLINE if p.has_leader else PartitionState.OFFLINE)
+
+    def broker_changed(self, broker_id: int, partitions: Iterable[PartitionRegistration], *, live: bool) -> None:
+        """The broker's replicas go Online (unfenced) or Offline (fenced)."""
+        keys = [PartitionReplica(_key(p), broker_id) for p in partitions if broker_id in p.replicas]
+        self.replicas.transition(keys, ReplicaState.ONLINE if live else ReplicaState.OFFLINE)
+
+    def topic_deletion_started(self, partitions: Iterable[PartitionRegistration]) -> None:
+        """Seed 000, 2.2: partitions Offline; replicas Offline, then DeletionStarted (StopReplica sent)."""
+        partitions = list(partitions)
+        self.partitions.transition([_key(p) for p in partitions], PartitionState.OFFLINE)
+        replicas = [r for p in partitions for r in _replicas(p)]
+        self.replicas.transition(replicas, ReplicaState.OFFLINE)
+        self.replicas.transition(replicas, ReplicaState.DELETION_STARTED)
+
+    def topic_deletion_finished(self, partitions: Iterable[PartitionRegistration], failed_brokers: Collection[int]) -> None:
+        """Replicas whose broker deleted them go DeletionSuccessful -> NonExistent; the others are
+        DeletionIneligible. The partitions are gone (NonExistent) either way: the topic name is free."""
+        partitions = list(partitions)
+        replicas = [r for p in partitions for r in _replicas(p)]
+        deleted = [r for r in replicas if r.replica not in failed_brokers]
+        self.replicas.transition(deleted, ReplicaState.DELETION_SUCCESSFUL)
+        self.replicas.transition(deleted, ReplicaState.NON_EXISTENT)
+        self.replicas.transition([r for r in replicas if r.replica in failed_brokers], ReplicaState.DELETION_INELIGIBLE)
+        self.partitions.transition([_key(p) for p in partitions], PartitionState.NON_EXISTENT)
+
+
+def _key(p: PartitionRegistration) -> TopicPartition:
+    return TopicPartition(p.topic, p.partition)
+
+
+def _replicas(p: PartitionRegistration) -> list[PartitionReplica]:
+    return [PartitionReplica(_key(p), replica) for replica in p.replicas]

@@ -207,3 +207,43 @@ def test_v3_checks_the_member_broker_epochs(metadata, member_epoch, error):
     request = alter_partition(3, 1, topic_id, partition(0, [(1, -1), (2, member_epoch)]))
     decision = metadata.decide_alter_partition(request, 3)
     assert answers(decision)[0][1] == error
+
+
+# ------------------------------------------------------------------------- eligibility (KIP-841)
+
+
+@pytest.mark.parametrize(("flags", "eligible", "live"), [
+    ({}, True, True),
+    ({"fenced": True}, False, False),  # gone from clients' metadata too
+    ({"in_controlled_shutdown": True}, False, True),  # still listed while it hands over
+])
+def test_only_unfenced_brokers_not_shutting_down_are_eligible(flags, eligible, live):
+    metadata = cluster(1, 3)
+    metadata.add_broker(BrokerRegistration(2, "127.0.0.1", 9002, **flags))
+    assert metadata.is_eligible(2) is eligible
+    assert metadata.active_broker_ids() == ([1, 2, 3] if eligible else [1, 3])
+    assert metadata.live_broker_ids() == ({1, 2, 3} if live else {1, 3})
+    assert not metadata.is_eligible(9)  # unregistered
+
+
+def test_a_broker_is_not_fenced_and_shutting_down_at_once():
+    with pytest.raises(AssertionError):
+        BrokerRegistration(1, "127.0.0.1", 9001, fenced=True, in_controlled_shutdown=True)
+
+
+@pytest.mark.parametrize("flags", [{"fenced": True}, {"in_controlled_shutdown": True}])
+@pytest.mark.parametrize("version", [2, 3])
+def test_a_fenced_or_departing_member_is_ineligible(metadata, flags, version):
+    metadata.add_broker(BrokerRegistration(3, "127.0.0.1", 9003, **flags))
+    topic_id = metadata.topics["t"].topic_id
+    new_isr = [1, 3] if version == 2 else [(1, -1), (3, -1)]
+    decision = metadata.decide_alter_partition(alter_partition(version, 1, topic_id, partition(0, new_isr)),
+                                               version)
+    assert answers(decision) == [(0, ErrorCode.ineligible_replica, [], -1)]
+    assert decision.changes == []
+
+
+def test_leads_any():
+    metadata = cluster(1, 2, 3)
+    metadata.create_topic("t", {0: [1, 2], 1: [1, 3]}, {})
+    assert [metadata.leads_any(b) for b in (1, 2, 3)] == [True, False, False]

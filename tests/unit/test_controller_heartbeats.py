@@ -351,3 +351,12 @@ def test_a_restored_fenced_broker_may_register_a_new_process_at_once():
     sessions.restore(1, FIRST, 7, fenced=True, now_ms=50_000)
     assert sessions.register(1, SECOND, 8, 50_000) is FENCED
     assert (sessions.state(1), sessions.broker_epoch(1)) == (FENCED, 8)
+
+
+def test_a_fenced_broker_that_falls_silent_is_reported_once():
+    sessions = BrokerSessions()
+    sessions.register(1, FIRST, 7, 1_000)  # registered, never unfenced
+    assert sessions.end_silent_fenced(1_000 + TIMEOUT) == []
+    assert sessions.end_silent_fenced(1_001 + TIMEOUT) == [1]
+    assert sessions.end_silent_fenced(2_000 + TIMEOUT) == []
+    assert sessions.register(1, SECOND, 8, 2_000 + TIMEOUT) is FENCED  # its id is free for a new process

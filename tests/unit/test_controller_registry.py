@@ -8,6 +8,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from replog.controller.registry import (
+    NO_LEADER,
     LeaderRecoveryState,
     PartitionRegistration,
     apply_isr_change,
@@ -146,3 +147,28 @@ def test_is_valid_isr(replicas, isr, valid):
 def test_registration_invariants_are_asserted(changes):
     with pytest.raises(AssertionError):
         dataclasses.replace(CURRENT, **changes)
+
+
+# ------------------------------------------------------------------------------- leaderless partitions
+
+
+def test_a_leaderless_partition_keeps_a_non_empty_isr():
+    leaderless = dataclasses.replace(CURRENT, leader=NO_LEADER)  # the ISR (1, 2) stays
+    assert not leaderless.has_leader and leaderless.isr == (1, 2)
+    with pytest.raises(AssertionError):
+        dataclasses.replace(CURRENT, leader=NO_LEADER, isr=())
+
+
+def test_going_leaderless_and_back_bumps_both_epochs():
+    leaderless = elect_leader(CURRENT, NO_LEADER, [1])
+    assert (leaderless.leader, leaderless.isr, leaderless.leader_epoch, leaderless.partition_epoch) == \
+        (NO_LEADER, (1,), 6, 8)
+    back = elect_leader(leaderless, 1, [1])
+    assert (back.leader, back.leader_epoch, back.partition_epoch) == (1, 7, 9)
+
+
+def test_no_alter_partition_is_accepted_for_a_leaderless_partition():
+    leaderless = dataclasses.replace(CURRENT, leader=NO_LEADER)
+    error = validate_alter_partition(leaderless, broker_id=1, leader_epoch=5, new_isr=[1, 2], partition_epoch=7,
+                                     is_eligible=ELIGIBLE.__contains__)
+    assert error == ErrorCode.invalid_request

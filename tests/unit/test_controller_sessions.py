@@ -108,9 +108,10 @@ def last_state(fake: FakeBroker, api: ApiKey, topic: str, partition: int = 0):
     raise AssertionError(f"broker {fake.broker_id} got no {api.name} naming {topic}-{partition}")
 
 
-def error_of(call) -> ErrorCode:
+def error_of(function, *args, **kwargs) -> ErrorCode:
+    """The error code of the ControllerError that function(*args, **kwargs) must raise."""
     with pytest.raises(ControllerError) as raised:
-        call()
+        function(*args, **kwargs)
     return raised.value.error_code
 
 
@@ -148,7 +149,7 @@ async def test_another_incarnation_is_refused_while_the_session_lives(controller
     await controller.create_topic("t", {0: [1, 2]})
     epoch = epoch_of(controller, 1)
     clock.advance(SESSION_MS)  # the session is alive up to and including lastContact + timeout
-    error = error_of(lambda: controller.register_broker(1, uuid.uuid4(), HOST, brokers[1].port))
+    error = error_of(controller.register_broker, 1, uuid.uuid4(), HOST, brokers[1].port)
     assert error == ErrorCode.duplicate_broker_registration
     assert epoch_of(controller, 1) == epoch and not controller.metadata.brokers[1].fenced
     assert state(controller, "t") == (1, (1, 2), 0, 0)
@@ -160,7 +161,7 @@ async def test_a_new_incarnation_is_accepted_once_the_session_expired(controller
     assert let_sessions_expire(controller, clock, 1) == [1]
     new_epoch = controller.register_broker(1, uuid.uuid4(), HOST, brokers[1].port)
     assert new_epoch > old_epoch and controller.metadata.brokers[1].fenced
-    assert error_of(lambda: controller.broker_heartbeat(1, old_epoch, want_fence=False, want_shutdown=False)) == \
+    assert error_of(controller.broker_heartbeat, 1, old_epoch, want_fence=False, want_shutdown=False) == \
         ErrorCode.stale_broker_epoch
     assert heartbeat(controller, 1) == ALIVE
     assert state(controller, "t") == (2, (2,), 1, 1)  # no preferred election: 2 keeps leading
@@ -201,7 +202,7 @@ async def test_registering_again_while_unfenced_fences_first(controllers, broker
 
 
 async def test_a_foreign_cluster_id_is_refused(controller, brokers):
-    error = error_of(lambda: controller.register_broker(4, uuid.uuid4(), HOST, 9, cluster_id="other-cluster"))
+    error = error_of(controller.register_broker, 4, uuid.uuid4(), HOST, 9, cluster_id="other-cluster")
     assert error == ErrorCode.inconsistent_cluster_id
     assert 4 not in controller.metadata.brokers and 4 not in controller.sessions
 
@@ -209,8 +210,8 @@ async def test_a_foreign_cluster_id_is_refused(controller, brokers):
 async def test_heartbeats_with_a_stale_or_unknown_epoch_are_refused(controller, brokers):
     epoch = epoch_of(controller, 1)
     for broker_id, broker_epoch in ((1, epoch - 1), (1, epoch + 1), (9, 0)):
-        error = error_of(lambda: controller.broker_heartbeat(broker_id, broker_epoch, want_fence=True,
-                                                             want_shutdown=True))
+        error = error_of(controller.broker_heartbeat, broker_id, broker_epoch, want_fence=True,
+                         want_shutdown=True)
         assert error == ErrorCode.stale_broker_epoch
     assert not controller.metadata.brokers[1].fenced  # the refused want_fence changed nothing
 
@@ -509,3 +510,49 @@ async def test_a_fenced_broker_gets_no_replicas(controller, brokers, clock):
     assert joined_again == ALIVE
     topic = await controller.create_topic("all", partitions=3, replication_factor=3)
     assert all(set(p.replicas) == {1, 2, 3} for p in topic.partitions.values())
+
+
+# ------------------------------------------------------------------------ brokers that never got unfenced
+
+
+@pytest.fixture
+async def dead_fenced_fourth(controllers, brokers):
+    """A controller with brokers 1-3, a short propagation timeout, and broker 4 registered but still fenced."""
+    controller = await controllers.start(*brokers.values(), propagation_timeout_ms=300)
+    fourth = await FakeBroker(4).start()
+    try:
+        controller.register_broker(4, uuid.uuid4(), HOST, fourth.port)
+        await controller.settle()
+        assert apis(fourth) == [UM]  # no partitions: just the metadata
+        await fourth.stop()  # it dies before its first unfencing heartbeat
+        yield controller
+    finally:
+        await fourth.stop()
+
+
+async def test_a_fenced_broker_that_shuts_down_is_told_nothing_more(dead_fenced_fourth):
+    controller = dead_fenced_fourth
+    assert heartbeat(controller, 4, want_shutdown=True) == GONE
+    assert 4 not in controller.channel.broker_ids
+    await controller.create_topic("t", {0: [1]})  # no answer awaited from the departed broker
+    await controller.settle()
+
+
+async def test_a_fenced_broker_that_falls_silent_is_told_nothing_more(dead_fenced_fourth, clock):
+    controller = dead_fenced_fourth
+    clock.advance(SESSION_MS)
+    for broker_id in (1, 2, 3):
+        heartbeat(controller, broker_id)
+    assert controller.fence_expired_brokers() == [] and 4 in controller.channel.broker_ids  # not silent enough
+    assert let_sessions_expire(controller, clock, 4) == []  # fenced already: no fencing to report...
+    assert 4 not in controller.channel.broker_ids  # ...but no more requests to it
+    await controller.create_topic("t", {0: [1]})  # no answer awaited from the departed broker
+    await controller.settle()
+    # It may come back (a new process, or the same one after a pause): registered and told everything again.
+    fourth = await FakeBroker(4).start()
+    try:
+        controller.register_broker(4, uuid.uuid4(), HOST, fourth.port)
+        await controller.settle()
+        assert apis(fourth) == [UM] and [t.topic_name for t in fourth.requests(UM)[0].topic_states] == ["t"]
+    finally:
+        await fourth.stop()
