@@ -11,16 +11,18 @@ from . import (
     baselines,
     codec_kio_vs_handwritten,
     consume_catchup,
+    failover,
     follower_catchup,
     produce_throughput,
     replicated_latency,
     replicated_produce,
+    startup,
 )
 from .harness import print_table, write_json
 
 BENCHMARKS = {
     m.NAME: m for m in (codec_kio_vs_handwritten, baselines, produce_throughput, consume_catchup,
-                        replicated_produce, replicated_latency, follower_catchup)
+                        replicated_produce, replicated_latency, follower_catchup, failover, startup)
 }  # fmt: skip
 
 
