@@ -35,7 +35,6 @@ from pathlib import Path
 
 import confluent_kafka
 
-from replog.cluster_control import answers_api_versions
 from replog.demo import BrokerProcess
 
 from .harness import Result, Stats
@@ -50,7 +49,6 @@ POLL_INTERVAL_S = 0.005
 # Imported, then out without the interpreter's teardown (~90 ms here after ~430 modules), which a broker
 # that has just started does not pay either.
 IMPORT_BROKER = "import os, replog.broker.server; os._exit(0)"
-PROBE_TIMEOUT_S = 1.0  # a connection refused comes back at once; this bounds a stuck accept
 READY_TIMEOUT_S = 120.0
 SETUP_TIMEOUT_S = 120.0
 
@@ -65,31 +63,10 @@ class TimedBroker(BrokerProcess):
     """A single-node BrokerProcess whose start() polls every POLL_INTERVAL_S and returns the seconds from
     Popen to the first answered ApiVersions (BrokerProcess.start polls every 50 ms)."""
 
-    def __init__(self, log_dir: Path, env: dict[str, str], **kwargs) -> None:
-        super().__init__(log_dir, **kwargs)
-        self.env = env
-
     def start(self, timeout: float = READY_TIMEOUT_S) -> float:
-        assert self.proc is None or self.proc.poll() is not None, "broker already running"
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        command = [
-            sys.executable, "-m", "replog", "broker", "start",
-            "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-            "--override", f"log.dirs={self.log_dir}",
-            "--override", f"node.id={self.node_id}",
-        ]  # fmt: skip
-        for key, value in self.overrides.items():
-            command += ["--override", f"{key}={value}"]
-        with open(self.output, "ab") as out:
-            started = time.perf_counter()
-            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=self.env)
-        while not answers_api_versions("127.0.0.1", self.port, PROBE_TIMEOUT_S):
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.output_tail()}")
-            if time.perf_counter() - started > timeout:
-                self.kill()
-                raise TimeoutError(f"broker not ready after {timeout}s:\n{self.output_tail()}")
-            time.sleep(POLL_INTERVAL_S)
+        started = time.perf_counter()
+        self.launch()
+        self.wait_ready(timeout, POLL_INTERVAL_S)
         return time.perf_counter() - started
 
     def stop_cleanly(self) -> float:
@@ -112,7 +89,7 @@ def process_seconds(env: dict[str, str], *args: str) -> float:
 
 def empty_start(root: Path, env: dict[str, str]) -> float:
     shutil.rmtree(root, ignore_errors=True)
-    broker = TimedBroker(root / "data", env, output=root / "broker.out")
+    broker = TimedBroker(root / "data", env=env, output=root / "broker.out")
     try:
         return broker.start()
     finally:
@@ -140,7 +117,7 @@ def run(quick: bool, workdir: Path) -> list[Result]:
     partitions, repeats = (QUICK_PARTITIONS, 3) if quick else (PARTITIONS, 10)
     root = workdir / "startup-loaded"
     env = child_environment(workdir / "startup-pycache")
-    broker = TimedBroker(root / "data", env, output=root / "broker.out")
+    broker = TimedBroker(root / "data", env=env, output=root / "broker.out")
     stops: list[float] = []
 
     def restart() -> float:

@@ -78,13 +78,14 @@ class BrokerProcess:
 
     def __init__(
         self, log_dir: Path, *, port: int | None = None, node_id: int = 1, output: Path | None = None,
-        overrides: dict[str, str] | None = None,
+        overrides: dict[str, str] | None = None, env: dict[str, str] | None = None,
     ):
         self.log_dir = Path(log_dir)
         self.port = port or free_port()
         self.node_id = node_id
         self.overrides = dict(overrides or {})
         self.output = output or self.log_dir.parent / f"broker-{node_id}.out"
+        self.env = env  # None: this process's environment
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -92,6 +93,11 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = READY_TIMEOUT_S) -> None:
+        self.launch()
+        self.wait_ready(timeout)
+
+    def launch(self) -> None:
+        """Start the process without waiting for it to serve."""
         assert self.proc is None or self.proc.poll() is not None, "broker already running"
         self.log_dir.mkdir(parents=True, exist_ok=True)
         command = [
@@ -103,10 +109,9 @@ class BrokerProcess:
         for key, value in self.overrides.items():
             command += ["--override", f"{key}={value}"]
         with open(self.output, "ab") as out:
-            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-        self.wait_ready(timeout)
+            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=self.env)
 
-    def wait_ready(self, timeout: float) -> None:
+    def wait_ready(self, timeout: float, poll_interval_s: float = 0.05) -> None:
         deadline = time.monotonic() + timeout
         while not answers_api_versions("127.0.0.1", self.port):
             if self.proc.poll() is not None:
@@ -114,7 +119,7 @@ class BrokerProcess:
             if time.monotonic() > deadline:
                 self.kill()
                 raise TimeoutError(f"broker not ready after {timeout}s:\n{self.output_tail()}")
-            time.sleep(0.05)  # poll interval while the process boots
+            time.sleep(poll_interval_s)
 
     def output_tail(self, lines: int = 30) -> str:
         try:

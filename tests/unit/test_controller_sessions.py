@@ -15,14 +15,17 @@ from replog.controller.registry import NO_LEADER, LeaderRecoveryState
 from replog.controller.server import ClusterController, HeartbeatAnswer
 from replog.protocol.apis import ApiKey
 
-from .test_controller_fakes import HOST, FakeBroker, FakeClock, wait_until
-from .test_controller_server import (
+from .test_controller_fakes import HOST, FakeBroker, wait_until
+from .test_controller_server import (  # noqa: F401 (brokers, clock, controller, controllers: fixtures)
     LAI,
     SESSION_MS,
     UM,
-    Controllers,
     alter_partition_request,
     apis,
+    brokers,
+    clock,
+    controller,
+    controllers,
     decoded,
     epoch_of,
     forget_requests,
@@ -36,31 +39,6 @@ from .test_controller_server import (
 ALIVE = HeartbeatAnswer(is_fenced=False, should_shut_down=False)
 FENCED = HeartbeatAnswer(is_fenced=True, should_shut_down=False)
 GONE = HeartbeatAnswer(is_fenced=True, should_shut_down=True)
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-async def brokers():
-    fakes = {i: await FakeBroker(i).start() for i in (1, 2, 3)}
-    yield fakes
-    for fake in fakes.values():
-        await fake.stop()
-
-
-@pytest.fixture
-async def controllers(tmp_path, clock):
-    started = Controllers(tmp_path / "metadata", clock)
-    yield started
-    await started.stop_all()
-
-
-@pytest.fixture
-async def controller(controllers, brokers):
-    return await controllers.start(*brokers.values())
 
 
 def state(controller: ClusterController, topic: str, partition: int = 0) -> tuple:

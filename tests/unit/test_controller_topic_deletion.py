@@ -12,8 +12,15 @@ from replog.controller.state_machines import PartitionReplica, PartitionState, R
 from replog.log.partition_log import TopicPartition
 from replog.protocol.apis import ApiKey
 
-from .test_controller_server import SESSION_MS, heartbeat, let_sessions_expire
-from .test_controller_sessions import brokers, clock, controller, controllers  # noqa: F401 (fixtures)
+from .test_controller_server import (  # noqa: F401 (fixtures)
+    SESSION_MS,
+    brokers,
+    clock,
+    controller,
+    controllers,
+    heartbeat,
+    let_sessions_expire,
+)
 
 SR = ApiKey.STOP_REPLICA
 T0 = TopicPartition("doomed", 0)
