@@ -61,12 +61,10 @@ from pathlib import Path
 
 import confluent_kafka
 
+from replog.cluster_control import exchange_api_versions
 from replog.controller.propagation import PropagationError
 from replog.controller.registry import NO_LEADER, PartitionRegistration
 from replog.local_cluster import LocalCluster
-from replog.protocol.apis import ApiKey
-from replog.protocol.frames import size_prefix
-from replog.protocol.headers import encode_request_header
 
 from .harness import KAFKA_REPLICATION_DEFAULTS, KAFKA_SESSION_TIMEOUT_MS, Result, Stats
 
@@ -174,25 +172,11 @@ def api_versions_round_trips(port: int, count: int) -> list[float]:
     with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for correlation_id in range(count):
-            header = encode_request_header(ApiKey.API_VERSIONS, 0, correlation_id, "replog-bench")
-            request = size_prefix(len(header)) + header
             started = time.perf_counter()
-            sock.sendall(request)
-            size = int.from_bytes(_recv_exactly(sock, 4), "big")
-            body = _recv_exactly(sock, size)
+            body = exchange_api_versions(sock, correlation_id, "replog-bench")
             times.append((time.perf_counter() - started) * 1e6)
             assert int.from_bytes(body[:4], "big") == correlation_id
     return times
-
-
-def _recv_exactly(sock: socket.socket, n: int) -> bytes:
-    data = bytearray()
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        data += chunk
-    return bytes(data)
 
 
 class _Silent:

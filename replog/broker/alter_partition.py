@@ -16,6 +16,7 @@ from replog.client.connection import Connection
 from replog.client.errors import KafkaError
 from replog.protocol.apis import ApiKey
 
+from .controller_client import ControllerClient
 from .partition import Partition, PendingIsrChange
 
 log = logging.getLogger(__name__)
@@ -27,52 +28,34 @@ _RETRY_WHOLE_REQUEST = frozenset({ErrorCode.not_controller, ErrorCode.request_ti
 Answer = Callable[..., None]  # (partition, change, error, *, leader_epoch, isr, partition_epoch)
 
 
-class AlterPartitionManager:
+class AlterPartitionManager(ControllerClient):
     def __init__(self, broker_id: int, connect: Callable[[], Awaitable[Connection]], on_answer: Answer, *,
                  retry_backoff_ms: int = 100, broker_epoch: Callable[[], int] = lambda: -1) -> None:
+        super().__init__(connect, "alter-partition-manager")
         self._broker_id = broker_id
-        self._connect = connect
         self._on_answer = on_answer
         self._retry_backoff_ms = retry_backoff_ms
         self._broker_epoch = broker_epoch
         self._queued: dict[tuple[str, int], tuple[Partition, PendingIsrChange]] = {}
-        self._has_work = asyncio.Event()
-        self._connection: Connection | None = None
-        self._task: asyncio.Task | None = None
-        self._stopping = False
 
     def submit(self, partition: Partition, change: PendingIsrChange) -> None:
         """Called by a partition proposing `change`; a newer proposal for the same partition replaces it."""
         self._queued[partition.key] = (partition, change)
-        self._has_work.set()
-
-    def start(self) -> None:
-        assert self._task is None
-        self._task = asyncio.create_task(self._run(), name="alter-partition-manager")
-
-    async def stop(self) -> None:
-        # The flag ends the loop even if the cancel is swallowed by asyncio.wait_for inside a request (3.11).
-        self._stopping = True
-        self._has_work.set()
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        if self._connection is not None:
-            self._connection.close()
+        self._wake.set()
 
     async def _run(self) -> None:
         while not self._stopping:
-            await self._has_work.wait()
-            self._has_work.clear()
+            await self._wake.wait()
+            self._wake.clear()
             batch = {key: item for key, item in self._queued.items() if item[0].pending_isr is item[1]}
             self._queued.clear()
-            if batch and not await self._send(batch):
+            if batch and not await self._send_batch(batch):
                 for key, item in batch.items():
                     self._queued.setdefault(key, item)
-                self._has_work.set()
+                self._wake.set()
                 await asyncio.sleep(self._retry_backoff_ms / 1000)
 
-    async def _send(self, batch: dict[tuple[str, int], tuple[Partition, PendingIsrChange]]) -> bool:
+    async def _send_batch(self, batch: dict[tuple[str, int], tuple[Partition, PendingIsrChange]]) -> bool:
         """Send one request; False if it must be retried as a whole."""
         topics: dict = {}
         for partition, change in batch.values():
@@ -84,9 +67,7 @@ class AlterPartitionManager:
         request = {"broker_id": self._broker_id, "broker_epoch": self._broker_epoch(),
                    "topics": [{"topic_id": topic_id, "partitions": ps} for topic_id, ps in topics.items()]}
         try:
-            if self._connection is None or self._connection.closed:
-                self._connection = await self._connect()
-            response = await self._connection.send(ApiKey.ALTER_PARTITION, request, version=ALTER_PARTITION_VERSION)
+            response = await self._send(ApiKey.ALTER_PARTITION, request, ALTER_PARTITION_VERSION)
         except (KafkaError, OSError) as e:
             log.warning("AlterPartition to the controller failed, will retry: %s", e)
             return False

@@ -22,6 +22,8 @@ from replog.client.connection import Connection
 from replog.client.errors import KafkaError
 from replog.protocol.apis import ApiKey
 
+from .controller_client import ControllerClient
+
 log = logging.getLogger(__name__)
 
 BROKER_REGISTRATION_VERSION = 0
@@ -39,29 +41,21 @@ class BrokerIdentity:
     rack: str | None = None
 
 
-class BrokerLifecycleManager:
+class BrokerLifecycleManager(ControllerClient):
     def __init__(self, identity: BrokerIdentity, connect: Callable[[], Awaitable[Connection]], *,
                  heartbeat_interval_ms: int, has_metadata: Callable[[int], bool]) -> None:
         """has_metadata(broker_epoch) says whether the broker has applied the controller's metadata sent
         for the registration with that epoch."""
         assert heartbeat_interval_ms > 0
+        super().__init__(connect, "broker-lifecycle")
         self.identity = identity
         self.incarnation_id = uuid.uuid4()
         self.broker_epoch = -1
         self.is_fenced = True
-        self._connect = connect
         self._heartbeat_interval_ms = heartbeat_interval_ms
         self._has_metadata = has_metadata
-        self._connection: Connection | None = None
         self._want_shutdown = False
         self._may_shut_down = asyncio.Event()
-        self._wake = asyncio.Event()
-        self._stopping = False
-        self._task: asyncio.Task | None = None
-
-    def start(self) -> None:
-        assert self._task is None
-        self._task = asyncio.create_task(self._run(), name="broker-lifecycle")
 
     async def controlled_shutdown(self, timeout_ms: int) -> bool:
         """Ask the controller to move this broker's leaderships away; True once it says to stop now."""
@@ -77,16 +71,6 @@ class BrokerLifecycleManager:
             return False
         return True
 
-    async def stop(self) -> None:
-        # The flag ends the loop even if a cancel is swallowed inside a request (Python 3.11's wait_for).
-        self._stopping = True
-        self._wake.set()
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        if self._connection is not None:
-            self._connection.close()
-
     async def _run(self) -> None:
         while not self._stopping and not self._may_shut_down.is_set():
             try:
@@ -96,9 +80,7 @@ class BrokerLifecycleManager:
                     await self._heartbeat()
             except (KafkaError, OSError) as e:
                 log.warning("controller unreachable (%s); retrying", e)
-                if self._connection is not None:
-                    self._connection.close()
-                    self._connection = None
+                self._drop_connection()
             # Soon while something waits on the answer: our shutdown, or our unfencing after registering.
             soon = self._want_shutdown or (self.broker_epoch >= 0 and self.is_fenced)
             interval = SOON_INTERVAL_MS if soon else self._heartbeat_interval_ms
@@ -108,11 +90,6 @@ class BrokerLifecycleManager:
                     await self._wake.wait()
             except TimeoutError:
                 pass
-
-    async def _send(self, api_key: ApiKey, body: dict, version: int):
-        if self._connection is None or self._connection.closed:
-            self._connection = await self._connect()
-        return await self._connection.send(api_key, body, version=version)
 
     async def _register(self) -> None:
         identity = self.identity

@@ -192,8 +192,7 @@ class ClusterController(ConnectionHolder):
         failures = []
         while self._in_flight or self._metadata_push_needed.is_set():
             if self._metadata_push_needed.is_set():
-                await asyncio.sleep(0)  # let the pusher queue it
-                continue
+                self._push_metadata()  # now, rather than wait for the pusher's turn
             failures += [e for e in await asyncio.gather(*list(self._in_flight)) if e is not None]
         if failures:
             raise PropagationError([f for e in failures for f in e.failures])
@@ -424,8 +423,12 @@ class ClusterController(ConnectionHolder):
         # One push at a time; changes made meanwhile coalesce into the next full snapshot.
         while True:
             await self._metadata_push_needed.wait()
-            self._metadata_push_needed.clear()
-            self._watch(self.propagator.update_metadata(), "metadata push")
+            if self._metadata_push_needed.is_set():  # settle() may have pushed it since the wake-up
+                self._push_metadata()
+
+    def _push_metadata(self) -> None:
+        self._metadata_push_needed.clear()
+        self._watch(self.propagator.update_metadata(), "metadata push")
 
     async def _fence_silent_brokers(self) -> None:
         interval_ms = min(MAX_FENCE_CHECK_INTERVAL_MS, max(1, self.config.broker_session_timeout_ms // 10))

@@ -147,11 +147,7 @@ async def test_leader_killed_under_acks_all_load_loses_no_acknowledged_record(cl
     topic = "failover"
     await cluster.controller.create_topic(topic, {0: [1, 2, 3]}, MIN_ISR_2)
     count = 20_000
-    producing = asyncio.create_task(asyncio.to_thread(
-        produce, cluster.bootstrap, topic, values("load", count),
-        extra={"enable.idempotence": True, "message.timeout.ms": 60_000, "linger.ms": 2}))
-    await cluster.wait_for(lambda: os.path.getsize(cluster.log_dir(1, topic, 0) / "00000000000000000000.log")
-                           > 50_000, 30.0, "the leader to take some load")
+    producing = await start_load(cluster, topic, count)
     before = cluster.controller.registration(topic, 0)
     await cluster.kill(1)
     # Nobody tells the controller: broker 1 stops heartbeating, is fenced, and 2 (next in the ISR) leads.
@@ -167,6 +163,17 @@ async def test_leader_killed_under_acks_all_load_loses_no_acknowledged_record(cl
     await cluster.wait_for_isr(topic, 0, {1, 2, 3})
     end = max(offset for _, offset, _ in read) + 1
     await wait_identical_replicas(cluster, topic, 0, [1, 2, 3], end)
+
+
+async def start_load(cluster: LocalCluster, topic: str, count: int) -> asyncio.Task:
+    """Start producing `count` records to partition 0 (idempotent, acks=all, librdkafka) and return the task
+    (its result: the acknowledged records) once the leader, broker 1, has taken some of them."""
+    producing = asyncio.create_task(asyncio.to_thread(
+        produce, cluster.bootstrap, topic, values("load", count),
+        extra={"enable.idempotence": True, "message.timeout.ms": 60_000, "linger.ms": 2}))
+    await cluster.wait_for(lambda: os.path.getsize(cluster.log_dir(1, topic, 0) / "00000000000000000000.log")
+                           > 50_000, 30.0, "the leader to take some load")
+    return producing
 
 
 def assert_no_acknowledged_record_lost(acked, read) -> None:
@@ -260,11 +267,7 @@ async def test_controlled_shutdown_moves_leadership_first_and_loses_no_acknowled
     topic = "controlled"
     await cluster.controller.create_topic(topic, {0: [1, 2, 3]}, MIN_ISR_2)
     count = 20_000
-    producing = asyncio.create_task(asyncio.to_thread(
-        produce, cluster.bootstrap, topic, values("load", count),
-        extra={"enable.idempotence": True, "message.timeout.ms": 60_000, "linger.ms": 2}))
-    await cluster.wait_for(lambda: os.path.getsize(cluster.log_dir(1, topic, 0) / "00000000000000000000.log")
-                           > 50_000, 30.0, "the leader to take some load")
+    producing = await start_load(cluster, topic, count)
     # SIGTERM: the broker asks the controller to move its leaderships, and exits only once they moved.
     exit_code = await asyncio.to_thread(cluster.brokers[1].stop)
     assert exit_code == 0
