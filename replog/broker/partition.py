@@ -129,11 +129,13 @@ class Partition:
         assert self.local_broker_id in state.isr, state
         assert state.leader_epoch >= self.state.leader_epoch
         new_epoch = not self.is_leader or state.leader_epoch > self.state.leader_epoch
+        if new_epoch:
+            # First, so that a failed checkpoint write (OSError) leaves the partition as it was.
+            self.log.epoch_cache.assign(state.leader_epoch, self.log.log_end_offset)
         self.state = state
         self.pending_isr = None
         now = self._clock_ms()
         if new_epoch:
-            self.log.epoch_cache.assign(state.leader_epoch, self.log.log_end_offset)
             self.leader_epoch_start_offset = self.log.log_end_offset
             self.followers = {}
         for broker_id in state.replicas:

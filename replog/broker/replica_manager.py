@@ -6,7 +6,9 @@ StopReplica) or, on a single node without a controller, from the local metadata 
 a leadership change also wakes delayed produces.
 """
 
+import asyncio
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -15,8 +17,8 @@ from kio.schema.errors import ErrorCode
 from replog.fetcher.manager import InitialFetchState, LeaderInfo, ReplicaFetcherManager
 from replog.log.config import LogConfig
 from replog.log.errors import LogError, OffsetOutOfRangeError
-from replog.log.log_manager import LogManager
-from replog.log.partition_log import AppendInfo, LogReadResult, TopicPartition
+from replog.log.log_manager import LogManager, NewLog
+from replog.log.partition_log import AppendInfo, LogReadResult, PartitionLog, TopicPartition
 from replog.protocol.control import (
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
@@ -33,6 +35,11 @@ log = logging.getLogger(__name__)
 # StopReplica leader epochs that skip the epoch check (Kafka's LeaderAndIsr.EpochDuringDelete / NoEpoch).
 EPOCH_DURING_DELETE = -2
 NO_EPOCH = -1
+# How long a LeaderAndIsr may hold the event loop before it yields once (to heartbeats, produces, fetchers).
+# Far below the 2 s heartbeat interval; 10 ms slices made a 1,000-partition move 2-3x slower, every yield
+# letting fetchers and consumers act on a half-applied request.
+STATE_CHANGE_SLICE_S = 0.1
+LOG_CREATION_THREADS = 4
 
 
 @dataclass(slots=True)
@@ -86,6 +93,8 @@ class ReplicaManager:
         self.fetcher_manager = fetcher_manager
         self._alter_isr = alter_isr or _no_followers_without_controller
         self.controller_epoch = -1
+        # Kafka's replicaStateChangeLock: LeaderAndIsr and StopReplica apply one at a time, in arrival order.
+        self._state_change_lock = asyncio.Lock()
 
     def get_partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get(TopicPartition(topic, index))
@@ -128,26 +137,82 @@ class ReplicaManager:
 
     # ---------------------------------------------------- controller requests
 
-    def become_leader_or_follower(self, request: LeaderAndIsrRequest) -> tuple[ErrorCode, dict]:
+    async def become_leader_or_follower(self, request: LeaderAndIsrRequest) -> tuple[ErrorCode, dict]:
         """Apply a LeaderAndIsr request: (top-level error, {(topic_id, partition): error}).
 
         Kafka's ReplicaManager.becomeLeaderOrFollower: a stale controller epoch rejects the whole request;
         per partition, an older leader epoch (or the same one without a newer partition epoch) is stale.
+        One request may carry thousands of partitions, so new logs are created in a worker thread and the
+        states are applied in slices that yield to the event loop: heartbeats and client requests keep
+        flowing (Kafka applies it on a request handler thread while its heartbeat thread runs).
         """
-        if request.controller_epoch < self.controller_epoch:
-            return ErrorCode.stale_controller_epoch, {}
-        self.controller_epoch = request.controller_epoch
-        leaders = {leader.broker_id: leader for leader in request.live_leaders}
-        errors: dict = {}
-        new_followers: dict[TopicPartition, InitialFetchState] = {}
+        async with self._state_change_lock:
+            if request.controller_epoch < self.controller_epoch:
+                return ErrorCode.stale_controller_epoch, {}
+            self.controller_epoch = request.controller_epoch
+            storage_errors = await self._create_missing_logs(request)
+            leaders = {leader.broker_id: leader for leader in request.live_leaders}
+            errors: dict = {}
+            new_followers: dict[TopicPartition, InitialFetchState] = {}
+            slice_started = time.monotonic()
+            for topic in request.topic_states:
+                for state in topic.partition_states:
+                    error = storage_errors.get(TopicPartition(topic.topic_name, state.partition_index))
+                    if error is None:
+                        error = self._apply_partition_state_or_storage_error(
+                            topic.topic_name, topic.topic_id, state, leaders, topic.configs, new_followers)
+                    errors[(topic.topic_id, state.partition_index)] = error
+                    if time.monotonic() - slice_started > STATE_CHANGE_SLICE_S:
+                        await asyncio.sleep(0)
+                        slice_started = time.monotonic()
+            if self.fetcher_manager is not None and new_followers:
+                self.fetcher_manager.add_partitions(new_followers)
+            return ErrorCode.none, errors
+
+    async def _create_missing_logs(self, request: LeaderAndIsrRequest) -> dict[TopicPartition, ErrorCode]:
+        """Create, off the event loop, the logs of partitions this request gives us for the first time.
+
+        File creation and its fsyncs cost about a millisecond a partition. Returns the partitions whose log
+        could not be created, with the error to answer for them.
+        """
+        wanted = []
         for topic in request.topic_states:
             for state in topic.partition_states:
-                error = self._apply_partition_state(topic.topic_name, topic.topic_id, state, leaders,
-                                                    topic.configs, new_followers)
-                errors[(topic.topic_id, state.partition_index)] = error
-        if self.fetcher_manager is not None and new_followers:
-            self.fetcher_manager.add_partitions(new_followers)
-        return ErrorCode.none, errors
+                key = TopicPartition(topic.topic_name, state.partition_index)
+                if (self.node_id in state.replicas and key not in self.partitions
+                        and self.log_manager.get_log(*key) is None):
+                    config = LogConfig.from_topic_configs(topic.configs, self.base_log_config)
+                    wanted.append((key, config, topic.topic_id))
+        if not wanted:
+            return {}
+        planned = self.log_manager.plan_new_logs(wanted)
+        # Several threads, because the time goes into fsyncs, which the file system commits together.
+        chunks = [planned[i::LOG_CREATION_THREADS] for i in range(LOG_CREATION_THREADS)]
+        results = await asyncio.gather(*(asyncio.to_thread(_open_logs, self.log_manager, chunk)
+                                         for chunk in chunks if chunk))
+        opened = {new: result for chunk in results for new, result in chunk}
+        errors = {}
+        for new in planned:
+            result = opened[new]
+            if isinstance(result, Exception):
+                log.error("creating the log of %s-%d failed: %s", *new.topic_partition, result)
+                errors[new.topic_partition] = (result.error_code if isinstance(result, LogError)
+                                               else ErrorCode.kafka_storage_error)
+            else:
+                self.log_manager.adopt_new_log(new, result)
+        return errors
+
+    def _apply_partition_state_or_storage_error(self, topic: str, topic_id, state: LeaderAndIsrPartitionState,
+                                                leaders: dict, configs: dict[str, str],
+                                                new_followers: dict) -> ErrorCode:
+        # A failed checkpoint write, no file descriptors left, a log on disk with another topic id: this
+        # partition stays as it was and the controller hears why; the rest of the request still applies.
+        try:
+            return self._apply_partition_state(topic, topic_id, state, leaders, configs, new_followers)
+        except (LogError, OSError) as e:
+            log.error("%s-%d: applying leader epoch %d failed: %s", topic, state.partition_index,
+                      state.leader_epoch, e)
+            return e.error_code if isinstance(e, LogError) else ErrorCode.kafka_storage_error
 
     def _apply_partition_state(self, topic: str, topic_id, state: LeaderAndIsrPartitionState, leaders: dict,
                                configs: dict[str, str], new_followers: dict) -> ErrorCode:
@@ -185,8 +250,12 @@ class ReplicaManager:
         self._wake(key, hw_moved=True)  # parked requests re-check leadership now
         return ErrorCode.none
 
-    def stop_replicas(self, request: StopReplicaRequest) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+    async def stop_replicas(self, request: StopReplicaRequest) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
         """StopReplica: stop following (and delete the log when asked). Kafka's ReplicaManager.stopReplicas."""
+        async with self._state_change_lock:
+            return self._stop_replicas(request)
+
+    def _stop_replicas(self, request: StopReplicaRequest) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
         if request.controller_epoch < self.controller_epoch:
             return ErrorCode.stale_controller_epoch, {}
         self.controller_epoch = request.controller_epoch
@@ -298,10 +367,23 @@ class ReplicaManager:
             self.produce_purgatory.check_and_complete(key)
 
     async def shutdown(self) -> None:
+        # A LeaderAndIsr being applied finishes first, so it cannot start fetchers after they are stopped.
+        await self._state_change_lock.acquire()
         if self.fetcher_manager is not None:
             await self.fetcher_manager.shutdown()
         self.fetch_purgatory.complete_all()
         self.produce_purgatory.complete_all()
+
+
+def _open_logs(log_manager: LogManager, planned: list[NewLog]) -> list[tuple[NewLog, PartitionLog | Exception]]:
+    """Runs in a worker thread: each new log, or the error that kept it from being created."""
+    opened: list[tuple[NewLog, PartitionLog | Exception]] = []
+    for new in planned:
+        try:
+            opened.append((new, log_manager.open_new_log(new)))
+        except (OSError, LogError) as e:
+            opened.append((new, e))
+    return opened
 
 
 def _no_followers_without_controller(partition: Partition, change: PendingIsrChange) -> None:

@@ -8,7 +8,9 @@ The marker is deleted once the dir is loaded, so a later crash is noticed.
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from replog.log.checkpoint import OffsetCheckpointFile, fsync_directory, write_atomically
@@ -22,6 +24,16 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 
 
+@dataclass(frozen=True, slots=True)
+class NewLog:
+    """A log to create in `directory`: planned on the event loop, opened in a worker thread."""
+
+    topic_partition: TopicPartition
+    directory: Path
+    config: LogConfig
+    topic_id: uuid.UUID | None
+
+
 class LogManager:
     def __init__(
         self, log_dirs: list[Path], default_config: LogConfig, *, clock_ms: Callable[[], int]
@@ -33,6 +45,7 @@ class LogManager:
         self._clock_ms = clock_ms
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
+        self._logs_per_dir: Counter[Path] = Counter()
         for log_dir in self.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
             self._load_dir(log_dir)
@@ -61,8 +74,7 @@ class LogManager:
                 log_start_offset=log_starts.get(tp, 0),
             )
             log.update_high_watermark(high_watermarks.get(tp, 0))
-            self._logs[tp] = log
-            self._dir_of[tp] = log_dir
+            self._register(tp, log, log_dir)
         if clean:
             marker.unlink()
             fsync_directory(log_dir)
@@ -77,29 +89,56 @@ class LogManager:
         tp = TopicPartition(topic, partition)
         log = self._logs.get(tp)
         if log is not None:
-            if log.config != config:
-                log.update_config(config)
-            if topic_id is not None and log.topic_id != topic_id:
-                log.assign_topic_id(topic_id)
+            self._reconfigure(log, config, topic_id)
             return log
-        log_dir = min(self.log_dirs, key=lambda d: sum(1 for v in self._dir_of.values() if v == d))
-        log = PartitionLog.open(
-            log_dir / f"{topic}-{partition}",
-            config,
-            clock_ms=self._clock_ms,
-            clean_shutdown=True,
-            topic_id=topic_id,
-        )
+        new = self.plan_new_logs([(tp, config, topic_id)])[0]
+        log = self.open_new_log(new)
+        self.adopt_new_log(new, log)
+        return log
+
+    @staticmethod
+    def _reconfigure(log: PartitionLog, config: LogConfig, topic_id: uuid.UUID | None) -> None:
+        if log.config != config:
+            log.update_config(config)
+        if topic_id is not None and log.topic_id != topic_id:
+            log.assign_topic_id(topic_id)
+
+    def plan_new_logs(
+        self, wanted: Iterable[tuple[TopicPartition, LogConfig, uuid.UUID | None]]
+    ) -> list[NewLog]:
+        """Where each new log goes: the log dir holding the fewest logs, counting the ones planned before it."""
+        counts = Counter({d: self._logs_per_dir[d] for d in self.log_dirs})
+        planned = []
+        for tp, config, topic_id in wanted:
+            assert tp not in self._logs, tp
+            log_dir = min(self.log_dirs, key=counts.__getitem__)
+            counts[log_dir] += 1
+            planned.append(NewLog(tp, log_dir / f"{tp.topic}-{tp.partition}", config, topic_id))
+        return planned
+
+    def open_new_log(self, new: NewLog) -> PartitionLog:
+        """Create the log's files. Reads no mutable LogManager state, so it may run in a worker thread."""
+        return PartitionLog.open(new.directory, new.config, clock_ms=self._clock_ms, clean_shutdown=True,
+                                 topic_id=new.topic_id)
+
+    def adopt_new_log(self, new: NewLog, log: PartitionLog) -> None:
+        """Register a log that open_new_log created; runs on the event loop."""
+        if new.topic_partition in self._logs:
+            log.close()
+            raise StorageError(f"{new.topic_partition} was created twice")
+        self._register(new.topic_partition, log, new.directory.parent)
+
+    def _register(self, tp: TopicPartition, log: PartitionLog, log_dir: Path) -> None:
         self._logs[tp] = log
         self._dir_of[tp] = log_dir
-        return log
+        self._logs_per_dir[log_dir] += 1
 
     def delete_log(self, topic: str, partition: int) -> bool:
         tp = TopicPartition(topic, partition)
         log = self._logs.pop(tp, None)
         if log is None:
             return False
-        del self._dir_of[tp]
+        self._logs_per_dir[self._dir_of.pop(tp)] -= 1
         log.delete()
         return True
 
@@ -139,3 +178,4 @@ class LogManager:
         self.checkpoint_high_watermarks()
         for log_dir in self.log_dirs:
             write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b"")
+

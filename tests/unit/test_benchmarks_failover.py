@@ -4,7 +4,7 @@ integration tests' business): what a failover changed on the controller, and the
 import dataclasses
 import uuid
 
-from benchmarks.failover import TOPIC_PARTITIONS, changed_partitions, log_problems, max_gap, topic_partitions
+from benchmarks.failover import changed_partitions, log_problems, max_gap
 from replog.controller.registry import new_partition
 
 TOPIC_ID = uuid.uuid4()
@@ -82,14 +82,6 @@ def test_log_problems_counts_levels_and_keeps_distinct_messages_once():
         "ERROR replog.broker.connection: handler crashed",
     ]
     assert log_problems("", samples=1) == {"counts": {}, "first": []}
-
-
-def test_topic_partitions_fill_topics_of_topic_partitions_each():
-    tps = topic_partitions(2 * TOPIC_PARTITIONS + 1)
-    assert len(tps) == len(set(tps)) == 2 * TOPIC_PARTITIONS + 1
-    assert tps[0] == ("failover-0", 0)
-    assert tps[TOPIC_PARTITIONS] == ("failover-1", 0)
-    assert tps[-1] == ("failover-2", 0)
 
 
 def test_max_gap_is_the_longest_interval_between_consecutive_times():

@@ -28,21 +28,21 @@ class Clock:
 
 
 @pytest.fixture
-def replicas(tmp_path):
+async def replicas(tmp_path):
     config = LogConfig(segment_bytes=4096)
     manager = ReplicaManager(LOCAL, LogManager([tmp_path], config, clock_ms=Clock()), config, 1,
                              clock_ms=Clock(), replica_lag_time_max_ms=10_000, fetch_purgatory_size=100,
                              produce_purgatory_size=100, alter_isr=lambda partition, change: None)
-    lead(manager, leader_epoch=3, isr=[LOCAL, FOLLOWER])
+    await lead(manager, leader_epoch=3, isr=[LOCAL, FOLLOWER])
     return manager
 
 
-def lead(manager: ReplicaManager, *, leader_epoch: int, isr: list[int], leader: int = LOCAL,
+async def lead(manager: ReplicaManager, *, leader_epoch: int, isr: list[int], leader: int = LOCAL,
          partition_epoch: int | None = None) -> None:
     state = LeaderAndIsrPartitionState("t", 0, 1, leader, leader_epoch, isr,
                                        leader_epoch if partition_epoch is None else partition_epoch,
                                        [LOCAL, FOLLOWER])
-    error, errors = manager.become_leader_or_follower(
+    error, errors = await manager.become_leader_or_follower(
         LeaderAndIsrRequest(9, 1, -1, [LeaderAndIsrTopicState("t", TOPIC_ID, [state])], []))
     assert error == ErrorCode.none and set(errors.values()) == {ErrorCode.none}
 
@@ -88,13 +88,13 @@ async def test_consumer_fetch_waits_for_the_high_watermark_not_the_leo(replicas)
 
 async def test_leadership_change_completes_with_not_leader(replicas):
     op = park_fetch(replicas, 0)
-    lead(replicas, leader_epoch=4, isr=[FOLLOWER], leader=FOLLOWER)
+    await lead(replicas, leader_epoch=4, isr=[FOLLOWER], leader=FOLLOWER)
     assert fetched(op).error_code == ErrorCode.not_leader_or_follower
 
 
 async def test_new_leader_epoch_completes_a_fetch_with_the_old_one_as_fenced(replicas):
     op = park_fetch(replicas, 0, current_leader_epoch=3)
-    lead(replicas, leader_epoch=4, isr=[LOCAL, FOLLOWER])
+    await lead(replicas, leader_epoch=4, isr=[LOCAL, FOLLOWER])
     assert fetched(op).error_code == ErrorCode.fenced_leader_epoch
 
 
@@ -116,7 +116,7 @@ async def test_segment_roll_completes_a_fetch_on_the_older_segment(replicas):
 
 async def test_diverging_epoch_completes_at_once(replicas):
     append(replicas, 2)
-    lead(replicas, leader_epoch=4, isr=[LOCAL, FOLLOWER])
+    await lead(replicas, leader_epoch=4, isr=[LOCAL, FOLLOWER])
     append(replicas, 2)
     params = FetchParams(FOLLOWER, PARKED_MS, 1, 1 << 20, [FetchPartitionParams("t", 0, 3, 4, 3, 0, 1 << 20)])
     op = DelayedFetch(SimpleNamespace(replica_manager=replicas), params)
@@ -141,5 +141,5 @@ async def test_acks_all_produce_answers_not_leader_when_leadership_moves(replica
     result = append(replicas, 1, acks=-1)
     op = DelayedProduce(replicas, PARKED_MS, {("t", 0): result}, {("t", 0): result})
     assert not replicas.produce_purgatory.try_complete_else_watch(op, [("t", 0)])
-    lead(replicas, leader_epoch=4, isr=[FOLLOWER], leader=FOLLOWER)
+    await lead(replicas, leader_epoch=4, isr=[FOLLOWER], leader=FOLLOWER)
     assert op.future.result()[("t", 0)].error_code == ErrorCode.not_leader_or_follower

@@ -1,7 +1,12 @@
+import os
 import uuid
 
+import pytest
+
 from replog.log.config import LogConfig
+from replog.log.errors import StorageError
 from replog.log.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from replog.log.partition_log import TopicPartition
 from replog.protocol.records import build_batch
 
 CONFIG = LogConfig(segment_bytes=400, segment_index_bytes=4096)
@@ -75,3 +80,38 @@ def test_delete_log(tmp_path):
     assert not directory.exists()
     assert manager.get_log("gone", 0) is None
     assert not manager.delete_log("gone", 0)
+
+
+def test_new_logs_go_to_the_dir_with_fewest_logs_counting_loaded_planned_and_deleted(tmp_path):
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    manager = _manager(dirs)
+    for p in range(3):
+        manager.get_or_create_log("old", p, CONFIG)  # d1, d2, d1
+    manager.shutdown()
+    restarted = _manager(dirs)
+    assert restarted.delete_log("old", 0)  # d1 and d2 now hold one log each
+    planned = restarted.plan_new_logs(
+        [(TopicPartition("new", p), CONFIG, None) for p in range(4)])
+    assert [new.directory.parent.name for new in planned] == ["d1", "d2", "d1", "d2"]
+    for new in planned:
+        restarted.adopt_new_log(new, restarted.open_new_log(new))
+    assert restarted.get_log("new", 3).directory == dirs[1] / "new-3"
+    assert restarted.get_or_create_log("new", 4, CONFIG).directory.parent == dirs[0]
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_adopting_a_log_twice_is_refused_and_closes_the_second(tmp_path):
+    manager = _manager([tmp_path])
+    new = manager.plan_new_logs([(TopicPartition("t", 0), CONFIG, None)])[0]
+    first = manager.open_new_log(new)
+    manager.adopt_new_log(new, first)
+    fds_before = _open_fds()
+    second = manager.open_new_log(new)
+    assert _open_fds() > fds_before
+    with pytest.raises(StorageError, match="created twice"):
+        manager.adopt_new_log(new, second)
+    assert manager.get_log("t", 0) is first
+    assert _open_fds() == fds_before

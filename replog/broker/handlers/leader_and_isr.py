@@ -4,6 +4,8 @@ A cluster action: only the authenticated controller may send it. The replica man
 checks, become leader / become follower); this module decodes and answers per partition.
 """
 
+import asyncio
+
 from kio.schema.errors import ErrorCode
 
 from replog.protocol.control import (
@@ -15,14 +17,15 @@ from replog.protocol.control import (
 )
 
 
-def handle(ctx, broker) -> list:
+async def handle(ctx, broker) -> list:
     request = decode_leader_and_isr_request(ctx.frame, ctx.body_offset)
     if not ctx.session.cluster_action:
         error, per_partition = ErrorCode.cluster_authorization_failed, {}
     elif broker.is_stale_broker_epoch(request.broker_epoch):
         error, per_partition = ErrorCode.stale_broker_epoch, {}
     else:
-        error, per_partition = broker.replica_manager.become_leader_or_follower(request)
+        # Shielded: a closed controller connection must not leave the request half applied.
+        error, per_partition = await asyncio.shield(broker.replica_manager.become_leader_or_follower(request))
     topics = []
     for topic in request.topic_states:
         partition_errors = [

@@ -3,6 +3,8 @@
 A cluster action: only the authenticated controller may send it.
 """
 
+import asyncio
+
 from kio.schema.errors import ErrorCode
 
 from replog.protocol.control import (
@@ -13,14 +15,15 @@ from replog.protocol.control import (
 )
 
 
-def handle(ctx, broker) -> list:
+async def handle(ctx, broker) -> list:
     request = decode_stop_replica_request(ctx.frame, ctx.body_offset)
     if not ctx.session.cluster_action:
         error, per_partition = ErrorCode.cluster_authorization_failed, {}
     elif broker.is_stale_broker_epoch(request.broker_epoch):
         error, per_partition = ErrorCode.stale_broker_epoch, {}
     else:
-        error, per_partition = broker.replica_manager.stop_replicas(request)
+        # Shielded: a closed controller connection must not leave the request half applied.
+        error, per_partition = await asyncio.shield(broker.replica_manager.stop_replicas(request))
     partition_errors = [
         StopReplicaPartitionError(topic.topic_name, p.partition_index,
                                   per_partition.get((topic.topic_name, p.partition_index), error))

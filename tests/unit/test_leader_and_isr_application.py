@@ -1,0 +1,103 @@
+"""LeaderAndIsr applied by a real ReplicaManager on real logs: a request with many partitions shares the
+event loop, requests apply one at a time in arrival order, and a partition that fails on disk is answered
+with its own error while the rest of the request applies."""
+
+import asyncio
+import uuid
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from replog.broker import replica_manager as replica_manager_module
+from replog.broker.replica_manager import ReplicaManager
+from replog.log.config import LogConfig
+from replog.log.log_manager import LogManager
+from replog.protocol.control import LeaderAndIsrPartitionState, LeaderAndIsrRequest, LeaderAndIsrTopicState
+
+LOCAL, OTHER = 1, 2
+TOPIC_ID = uuid.uuid4()
+CONFIG = LogConfig(segment_bytes=4096, segment_index_bytes=4096)
+
+
+def replica_manager(log_dir) -> ReplicaManager:
+    return ReplicaManager(LOCAL, LogManager([log_dir], CONFIG, clock_ms=lambda: 1_000), CONFIG, 1,
+                          clock_ms=lambda: 1_000, replica_lag_time_max_ms=10_000, fetch_purgatory_size=10,
+                          produce_purgatory_size=10, alter_isr=lambda partition, change: None)
+
+
+def leader_and_isr(partitions: int, *, leader: int, leader_epoch: int, controller_epoch: int = 1,
+                   topic_id: uuid.UUID = TOPIC_ID) -> LeaderAndIsrRequest:
+    states = [LeaderAndIsrPartitionState("t", p, controller_epoch, leader, leader_epoch, [LOCAL, OTHER],
+                                         leader_epoch, [LOCAL, OTHER]) for p in range(partitions)]
+    return LeaderAndIsrRequest(3000, controller_epoch, -1, [LeaderAndIsrTopicState("t", topic_id, states)], [])
+
+
+@pytest.fixture
+def slice_per_partition(monkeypatch):
+    """Yield to the event loop after every partition, so that interleavings are deterministic."""
+    monkeypatch.setattr(replica_manager_module, "STATE_CHANGE_SLICE_S", 0)
+
+
+async def test_a_large_request_lets_other_tasks_run_while_it_applies(tmp_path, slice_per_partition):
+    manager = replica_manager(tmp_path)
+    leaders_seen: list[int] = []
+    applying = asyncio.create_task(manager.become_leader_or_follower(
+        leader_and_isr(40, leader=LOCAL, leader_epoch=1)))
+    while not applying.done():
+        leaders_seen.append(sum(1 for p in manager.partitions.values() if p.is_leader))
+        await asyncio.sleep(0)
+    error, errors = applying.result()
+    assert error == ErrorCode.none and set(errors.values()) == {ErrorCode.none}
+    assert len(errors) == 40
+    # The observer ran between partitions, not only before and after the whole request.
+    assert any(0 < seen < 40 for seen in leaders_seen), leaders_seen
+    assert all(p.is_leader and p.leader_epoch == 1 for p in manager.partitions.values())
+
+
+async def test_requests_apply_one_at_a_time_in_arrival_order(tmp_path, slice_per_partition):
+    manager = replica_manager(tmp_path)
+    first = asyncio.create_task(manager.become_leader_or_follower(
+        leader_and_isr(20, leader=LOCAL, leader_epoch=1)))
+    second = asyncio.create_task(manager.become_leader_or_follower(
+        leader_and_isr(20, leader=OTHER, leader_epoch=2)))
+    for result in await asyncio.gather(first, second):
+        assert result[0] == ErrorCode.none and set(result[1].values()) == {ErrorCode.none}
+    assert {(p.state.leader, p.leader_epoch) for p in manager.partitions.values()} == {(OTHER, 2)}
+    # The first request made us leader in epoch 1 before the second moved leadership on.
+    assert all(p.log.epoch_cache.latest_epoch == 1 for p in manager.partitions.values())
+
+
+async def test_a_partition_whose_log_cannot_be_created_fails_alone(tmp_path):
+    (tmp_path / "t-2").write_text("a file where the partition's directory should go")
+    manager = replica_manager(tmp_path)
+    error, errors = await manager.become_leader_or_follower(leader_and_isr(4, leader=LOCAL, leader_epoch=1))
+    assert error == ErrorCode.none
+    assert errors == {(TOPIC_ID, 0): ErrorCode.none, (TOPIC_ID, 1): ErrorCode.none,
+                      (TOPIC_ID, 2): ErrorCode.kafka_storage_error, (TOPIC_ID, 3): ErrorCode.none}
+    assert manager.get_partition("t", 2) is None
+    assert manager.get_partition("t", 3).is_leader
+
+
+async def test_a_log_on_disk_with_another_topic_id_answers_inconsistent_topic_id(tmp_path):
+    old_topic = uuid.uuid4()
+    manager = replica_manager(tmp_path)
+    await manager.become_leader_or_follower(leader_and_isr(1, leader=LOCAL, leader_epoch=1, topic_id=old_topic))
+    manager.log_manager.shutdown()
+
+    # Restarted: the old topic's log is on disk, and a new topic of the same name arrives.
+    restarted = replica_manager(tmp_path)
+    error, errors = await restarted.become_leader_or_follower(leader_and_isr(2, leader=LOCAL, leader_epoch=1))
+    assert error == ErrorCode.none
+    assert errors == {(TOPIC_ID, 0): ErrorCode.inconsistent_topic_id, (TOPIC_ID, 1): ErrorCode.none}
+    assert restarted.log_manager.get_log("t", 0).topic_id == old_topic
+
+
+async def test_shutdown_waits_for_the_request_being_applied(tmp_path, slice_per_partition):
+    manager = replica_manager(tmp_path)
+    applying = asyncio.create_task(manager.become_leader_or_follower(
+        leader_and_isr(20, leader=LOCAL, leader_epoch=1)))
+    await asyncio.sleep(0)  # the request has started: it holds the state-change lock
+    await manager.shutdown()
+    assert applying.done()
+    assert set(applying.result()[1].values()) == {ErrorCode.none}
+    assert len(manager.partitions) == 20
