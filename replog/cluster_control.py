@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from .broker.config import read_properties
 from .client import Admin, BrokerInfo, KafkaError
 from .protocol.apis import ApiKey
 from .protocol.frames import size_prefix
@@ -50,8 +51,11 @@ MANAGED_KEYS = frozenset(
         "metadata.log.dir",
         "controller.quorum.bootstrap.servers",
         "inter.broker.secret",
+        "metrics.port",
+        "metrics.dump.dir",
     }
 )
+METRICS_DIR = "metrics"  # DIR/metrics/<node name>: what `replog analyze --metrics DIR/metrics` reads
 
 
 class ClusterError(Exception):
@@ -215,19 +219,26 @@ def allocate_ports(
 
 
 def controller_properties(
-    node_id: int, port: int, data_dir: Path, secret: str, overrides: Mapping[str, str]
+    node_id: int, port: int, data_dir: Path, secret: str, metrics: Mapping[str, str], overrides: Mapping[str, str]
 ) -> dict[str, str]:
     return {
         "node.id": str(node_id),
         "listeners": f"PLAINTEXT://{HOST}:{port}",
         "metadata.log.dir": str(data_dir),
         "inter.broker.secret": secret,
+        **metrics,
         **overrides,
     }
 
 
 def broker_properties(
-    node_id: int, port: int, data_dir: Path, controller_port: int, secret: str, overrides: Mapping[str, str]
+    node_id: int,
+    port: int,
+    data_dir: Path,
+    controller_port: int,
+    secret: str,
+    metrics: Mapping[str, str],
+    overrides: Mapping[str, str],
 ) -> dict[str, str]:
     return {
         "node.id": str(node_id),
@@ -235,8 +246,14 @@ def broker_properties(
         "log.dirs": str(data_dir),
         "controller.quorum.bootstrap.servers": f"{HOST}:{controller_port}",
         "inter.broker.secret": secret,
+        **metrics,
         **overrides,
     }
+
+
+def metrics_properties(root: Path, name: str, port: int) -> dict[str, str]:
+    """Each node serves /metrics on its own port and dumps under root/metrics/<name>."""
+    return {"metrics.port": str(port), "metrics.dump.dir": str(root / METRICS_DIR / name)}
 
 
 def format_properties(props: Mapping[str, str]) -> str:
@@ -269,18 +286,23 @@ def plan_cluster(
         raise ValueError(f"`replog cluster up` sets {', '.join(managed)} itself; do not override them")
     root = Path(root).resolve()
     secret = secret or secrets.token_hex(16)
-    ports = allocate_ports(brokers + 1, base_port)
+    # Node ports first (base, base+1, ...), then one metrics port per node after them.
+    ports = allocate_ports(2 * (brokers + 1), base_port)
+    metrics_ports = dict(zip(["controller", *(f"broker-{i}" for i in range(1, brokers + 1))],
+                             ports[brokers + 1 :], strict=True))
     controller = Node(CONTROLLER_ID, Role.CONTROLLER, ports[0], root / "controller", [])
     nodes = [Node(i, Role.BROKER, ports[i], root / f"broker-{i}", []) for i in range(1, brokers + 1)]
     manifest = ClusterManifest(root, controller, nodes)
     properties = {
         controller.name: controller_properties(
-            controller.id, controller.port, controller.data_dir, secret, controller_overrides
+            controller.id, controller.port, controller.data_dir, secret,
+            metrics_properties(root, controller.name, metrics_ports[controller.name]), controller_overrides,
         )
     }
     for b in manifest.brokers:
         properties[b.name] = broker_properties(
-            b.id, b.port, b.data_dir, controller.port, secret, broker_overrides
+            b.id, b.port, b.data_dir, controller.port, secret,
+            metrics_properties(root, b.name, metrics_ports[b.name]), broker_overrides,
         )
     for node in manifest.nodes:
         node.argv = node_argv(node.role, manifest.config_path(node), python)
@@ -509,7 +531,8 @@ def cluster_up(
     )
     if base_port is not None:
         # A stranger already listening on a port would answer ApiVersions in place of the node.
-        _check_ports_free(n.port for n in manifest.nodes)
+        _check_ports_free([n.port for n in manifest.nodes]
+                          + [int(properties[n.name]["metrics.port"]) for n in manifest.nodes])
     root.mkdir(parents=True, exist_ok=True)
     for node in manifest.nodes:
         write_atomically(manifest.config_path(node), format_properties(properties[node.name]).encode(), 0o600)
@@ -614,13 +637,20 @@ def start_node(root: str | Path, node_id: int, timeout: float = READY_TIMEOUT_S)
 # output
 
 
+def metrics_url(manifest: ClusterManifest, node: Node) -> str:
+    """The node's Prometheus endpoint, from the properties file `up` wrote for it."""
+    port = read_properties(manifest.config_path(node), []).get("metrics.port", "-1")
+    return f"http://{HOST}:{port}/metrics" if int(port) > 0 else "-"
+
+
 def format_nodes(manifest: ClusterManifest) -> str:
-    rows = [("NODE", "ROLE", "PID", "PORT", "DATA DIR", "LOG")]
+    rows = [("NODE", "ROLE", "PID", "PORT", "METRICS", "DATA DIR", "LOG")]
     rows += [
-        (str(n.id), str(n.role), str(n.pid or "-"), str(n.port), str(n.data_dir), str(manifest.log_path(n)))
+        (str(n.id), str(n.role), str(n.pid or "-"), str(n.port), metrics_url(manifest, n), str(n.data_dir),
+         str(manifest.log_path(n)))
         for n in manifest.nodes
     ]
-    return _table(rows)
+    return _table(rows) + f"\nmetrics dumps: {manifest.root / METRICS_DIR}"
 
 
 def format_status(status: ClusterStatus) -> str:

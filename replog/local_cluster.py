@@ -12,8 +12,10 @@ import time
 from pathlib import Path
 
 from .chaos.tcp_proxy import TcpProxy
+from .cluster_control import METRICS_DIR, free_port, metrics_properties
 from .controller.server import ClusterController, ControllerConfig
 from .demo import BrokerProcess
+from .metrics.config import MetricsConfig
 
 FAST_SESSION_TIMEOUT_MS = 3_000  # fence a killed broker within a test's patience (Kafka: 9 s)
 FAST_REPLICATION = {
@@ -31,12 +33,17 @@ class LocalCluster:
                  session_timeout_ms: int = FAST_SESSION_TIMEOUT_MS) -> None:
         self.root = root
         self.secret = secrets.token_hex(16)
-        self.controller_config = ControllerConfig(inter_broker_secret=self.secret, metadata_log_dir=root / "controller",
-                                                  broker_session_timeout_ms=session_timeout_ms)
+        # Dumps under root/metrics/<node>, as `replog cluster up` lays them out for `replog analyze`.
+        self.metrics_dir = root / METRICS_DIR
+        self.controller_config = ControllerConfig(
+            inter_broker_secret=self.secret, metadata_log_dir=root / "controller",
+            broker_session_timeout_ms=session_timeout_ms,
+            metrics=MetricsConfig(dump_dir=self.metrics_dir / "controller"))
         self.controller = ClusterController(self.controller_config)
         self.overrides = {**FAST_REPLICATION, **(overrides or {})}
         self.brokers: dict[int, BrokerProcess] = {}
         self.controller_links: dict[int, TcpProxy] = {}  # broker id -> its link to the controller
+        self.metrics_ports: dict[int, int] = {}  # broker id -> its Prometheus endpoint
         self._count = brokers
 
     async def start(self) -> None:
@@ -48,9 +55,11 @@ class LocalCluster:
             # Each broker reaches the controller through a proxy of its own, so a test can cut that link.
             link = await TcpProxy("127.0.0.1", self.controller.port).start()
             self.controller_links[node_id] = link
+            self.metrics_ports[node_id] = free_port()
             self.brokers[node_id] = BrokerProcess(
                 self.root / f"broker-{node_id}", node_id=node_id, output=self.root / f"broker-{node_id}.out",
-                overrides={**common, "controller.quorum.bootstrap.servers": f"127.0.0.1:{link.port}"})
+                overrides={**common, "controller.quorum.bootstrap.servers": f"127.0.0.1:{link.port}",
+                           **metrics_properties(self.root, f"broker-{node_id}", self.metrics_ports[node_id])})
         await asyncio.gather(*(asyncio.to_thread(b.start) for b in self.brokers.values()))
         await self.wait_for(lambda: self.active_brokers() == set(self.brokers), 30.0, "every broker to register")
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from replog.log.config import LogConfig
+from replog.metrics.config import MetricsConfig, split_metrics_config
 
 _HOUR_MS = 3600 * 1000
 
@@ -134,6 +135,7 @@ class BrokerConfig:
     replica_fetch_response_max_bytes: int = 10_485_760
     replica_fetch_backoff_ms: int = 1000
     replica_socket_timeout_ms: int = 30_000
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
     unknown_keys: tuple[str, ...] = ()
 
     @property
@@ -210,7 +212,8 @@ def load_config(path: str | Path | None, overrides: list[str]) -> BrokerConfig:
 
 
 def config_from_properties(props: dict[str, str]) -> BrokerConfig:
-    values: dict[str, object] = {}
+    metrics, props = split_metrics_config(props)
+    values: dict[str, object] = {"metrics": metrics}
     unknown = []
     for key, raw in props.items():
         if key not in _KEYS:

@@ -7,6 +7,7 @@ connection on a request it cannot parse.
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -54,11 +55,17 @@ class RequestContext:
 Handler = Callable[[RequestContext], HandlerResult]
 
 
+# Told of each answered request: (api key, ms in the handler itself, ms until the response was ready).
+RequestObserver = Callable[[int, float, float], None]
+
+
 class Dispatcher:
-    def __init__(self, handlers: dict[int, Handler], unsupported_api_versions: Callable[[], Body]) -> None:
+    def __init__(self, handlers: dict[int, Handler], unsupported_api_versions: Callable[[], Body],
+                 observe_request: RequestObserver | None = None) -> None:
         assert set(handlers) <= set(SUPPORTED_APIS)
         self._handlers = handlers
         self._unsupported_api_versions = unsupported_api_versions
+        self._observe_request = observe_request
 
     def dispatch(self, frame: bytearray, peer: str, close: Callable[[], None], session: Session) -> Any:
         """Framed response parts, an awaitable of them, or None."""
@@ -81,13 +88,22 @@ class Dispatcher:
             header = decode_request_header(frame)
         except DecodeError as e:
             raise CloseConnection(f"malformed request header: {e}") from e
+        started = time.perf_counter()
         result = self._call(RequestContext(header, frame, peer, close, session))
+        local_ms = (time.perf_counter() - started) * 1000
         header_version = response_header_version(api_key, api_version)
-        if result is None:
-            return None
-        if isinstance(result, list):
-            return frame_response(correlation_id, header_version, result)
-        return _framed_later(result, correlation_id, header_version)
+        if result is None or isinstance(result, list):
+            if self._observe_request is not None:
+                self._observe_request(api_key, local_ms, local_ms)
+            return None if result is None else frame_response(correlation_id, header_version, result)
+        return self._framed_later(result, api_key, correlation_id, header_version, started, local_ms)
+
+    async def _framed_later(self, result: Awaitable[Body | None], api_key: int, correlation_id: int,
+                            header_version: int, started: float, local_ms: float):
+        body = await result
+        if self._observe_request is not None:
+            self._observe_request(api_key, local_ms, (time.perf_counter() - started) * 1000)
+        return None if body is None else frame_response(correlation_id, header_version, body)
 
     def _call(self, context: RequestContext) -> HandlerResult:
         header = context.header
@@ -101,11 +117,6 @@ def frame_response(correlation_id: int, header_version: int, body: Body) -> Body
     head = encode_response_header(correlation_id, header_version)
     size = len(head) + sum(part_length(p) for p in body)
     return [size_prefix(size) + head, *body]
-
-
-async def _framed_later(result: Awaitable[Body | None], correlation_id: int, header_version: int):
-    body = await result
-    return None if body is None else frame_response(correlation_id, header_version, body)
 
 
 def is_awaitable(value: Any) -> bool:

@@ -85,6 +85,7 @@ class Partition:
         self.pending_isr: PendingIsrChange | None = None
         self.followers: dict[int, FollowerState] = {}
         self.leader_epoch_start_offset = -1
+        self.leader_since_ms = 0  # when this broker took the current leader epoch; 0 while not leading
 
     def __repr__(self) -> str:
         return f"<Partition {self.topic}-{self.index} {self.state}>"
@@ -137,6 +138,7 @@ class Partition:
         now = self._clock_ms()
         if new_epoch:
             self.leader_epoch_start_offset = self.log.log_end_offset
+            self.leader_since_ms = now
             self.followers = {}
         for broker_id in state.replicas:
             if broker_id != self.local_broker_id and broker_id not in self.followers:
@@ -156,6 +158,7 @@ class Partition:
         self.pending_isr = None
         self.followers = {}
         self.leader_epoch_start_offset = -1
+        self.leader_since_ms = 0
         return changed
 
     def make_offline(self) -> None:
@@ -164,6 +167,7 @@ class Partition:
         self.pending_isr = None
         self.followers = {}
         self.leader_epoch_start_offset = -1
+        self.leader_since_ms = 0
 
     def check_leader_epoch(self, requested_epoch: int) -> ErrorCode:
         """KIP-320: -1 skips the check; older is fenced, newer is unknown to us yet."""

@@ -27,6 +27,7 @@ from replog.protocol.control import (
 from replog.protocol.records import CorruptRecordError, InvalidRecordError
 
 from .metadata import MetadataImage
+from .metrics import BrokerMetrics
 from .partition import AlterIsr, LeadershipState, Partition, PartitionError, PendingIsrChange
 from .purgatory import Purgatory
 
@@ -80,7 +81,8 @@ class ReplicaManager:
     def __init__(self, node_id: int, log_manager: LogManager, base_log_config: LogConfig,
                  default_min_insync_replicas: int, *, clock_ms: Callable[[], int], replica_lag_time_max_ms: int,
                  fetch_purgatory_size: int, produce_purgatory_size: int,
-                 fetcher_manager: ReplicaFetcherManager | None = None, alter_isr: AlterIsr | None = None) -> None:
+                 fetcher_manager: ReplicaFetcherManager | None = None, alter_isr: AlterIsr | None = None,
+                 metrics: BrokerMetrics | None = None) -> None:
         self.node_id = node_id
         self.log_manager = log_manager
         self.base_log_config = base_log_config
@@ -92,6 +94,7 @@ class ReplicaManager:
         self.produce_purgatory = Purgatory("produce", produce_purgatory_size)
         self.fetcher_manager = fetcher_manager
         self._alter_isr = alter_isr or _no_followers_without_controller
+        self.metrics = metrics or BrokerMetrics(node_id)
         self.controller_epoch = -1
         # Kafka's replicaStateChangeLock: LeaderAndIsr and StopReplica apply one at a time, in arrival order.
         self._state_change_lock = asyncio.Lock()
@@ -234,7 +237,10 @@ class ReplicaManager:
         if state.leader == self.node_id:
             if self.fetcher_manager is not None:
                 self.fetcher_manager.remove_partitions([key])
+            isr_before = partition.state.isr if partition.is_leader else ()
             partition.make_leader(leadership)
+            if partition.state.isr != isr_before:
+                self.metrics.record_isr_change(partition, isr_before, source="controller")
             log.info("%s-%d: leader in epoch %d, ISR %s", topic, state.partition_index, state.leader_epoch,
                      list(state.isr))
         else:
@@ -280,6 +286,7 @@ class ReplicaManager:
 
     def _delete_partition(self, key: TopicPartition) -> None:
         self.partitions.pop(key, None)
+        self.metrics.forget_partition(key)
         # Also a log loaded from disk that no LeaderAndIsr claimed: a replica of a topic deleted while this
         # broker was down, which the controller deletes when the broker returns.
         self.log_manager.delete_log(*key)
@@ -295,8 +302,11 @@ class ReplicaManager:
         """The controller answered an AlterPartition for partition."""
         if self.partitions.get(partition.key) is not partition:
             return  # deleted or recreated meanwhile
+        isr_before = partition.state.isr
         if partition.complete_isr_change(change, error, **state):
             self._wake(partition.key, hw_moved=True)
+        if partition.state.isr != isr_before:
+            self.metrics.record_isr_change(partition, isr_before, source="leader")
         if error == ErrorCode.none:
             log.info("%s-%d: ISR is now %s (partition epoch %d)", partition.topic, partition.index,
                      list(partition.state.isr), partition.state.partition_epoch)
@@ -316,6 +326,7 @@ class ReplicaManager:
         except OSError as e:
             log.error("append to %s-%d failed: %s", topic, index, e)
             return PartitionAppendResult(ErrorCode.kafka_storage_error, error_message=str(e))
+        self.metrics.record_produce(partition.key, info)
         self._wake(partition.key, hw_moved=partition.high_watermark != hw_before)
         return PartitionAppendResult(ErrorCode.none, info)
 

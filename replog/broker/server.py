@@ -16,6 +16,7 @@ from replog.client.connection import Connection
 from replog.fetcher.leader_endpoint import RemoteLeaderEndpoint
 from replog.fetcher.manager import FetcherConfig, LeaderInfo, ReplicaFetcherManager
 from replog.log.log_manager import LogManager
+from replog.metrics.service import MetricsService
 from replog.protocol.apis import response_header_version
 from replog.protocol.headers import decode_response_header
 
@@ -29,6 +30,7 @@ from .inter_broker import open_inter_broker_connection
 from .lifecycle import BrokerIdentity, BrokerLifecycleManager
 from .local_controller import LocalController
 from .metadata import BrokerEndpoint, MetadataImage, TopicMetadata
+from .metrics import BrokerCollector, BrokerMetrics, broker_snapshot
 from .replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -55,6 +57,8 @@ class Broker(ConnectionHolder):
         self.replica_manager: ReplicaManager | None = None
         self.alter_partition_manager: AlterPartitionManager | None = None
         self.lifecycle: BrokerLifecycleManager | None = None
+        self.metrics = BrokerMetrics(config.node_id)
+        self.metrics_service: MetricsService | None = None
         self._controller_connection: Connection | None = None  # for forwarded topic administration
         self._metadata_broker_epoch = -1  # the broker epoch of the last UpdateMetadata applied
 
@@ -77,7 +81,14 @@ class Broker(ConnectionHolder):
             self.alter_partition_manager.start()
         else:
             self.replica_manager.apply_metadata(self.image)
-        dispatcher = Dispatcher(build_handlers(self), functools.partial(unsupported_version_body, BROKER_APIS))
+        self.metrics_service = MetricsService(
+            config.metrics, node_id=config.node_id, role="broker", data_dir=config.log_dirs[0],
+            collector=BrokerCollector(self.metrics, self.replica_manager),
+            snapshot=lambda now_ms: broker_snapshot(self.metrics, self.replica_manager, now_ms))
+        self.metrics.dumper = self.metrics_service.dumper
+        await self.metrics_service.start()
+        dispatcher = Dispatcher(build_handlers(self), functools.partial(unsupported_version_body, BROKER_APIS),
+                                observe_request=self.metrics.observe_request)
         listener = config.listeners[0]
         self._server = await asyncio.get_running_loop().create_server(
             lambda: BrokerConnection(self, dispatcher, max_frame_bytes=config.socket_request_max_bytes,
@@ -146,7 +157,8 @@ class Broker(ConnectionHolder):
                     lambda: self.connect_to_node(leader.host, leader.port, client_id), config.node_id,
                     fetcher_config)
 
-            fetcher_manager = ReplicaFetcherManager(fetcher_config, leader_endpoint, clock_ms)
+            fetcher_manager = ReplicaFetcherManager(fetcher_config, leader_endpoint, clock_ms,
+                                                    on_fetched=self.metrics.record_follower_fetch)
             controller_host, controller_port = config.controller_address
             self.alter_partition_manager = AlterPartitionManager(
                 config.node_id,
@@ -159,7 +171,7 @@ class Broker(ConnectionHolder):
             clock_ms=clock_ms, replica_lag_time_max_ms=config.replica_lag_time_max_ms,
             fetch_purgatory_size=config.fetch_purgatory_max_size,
             produce_purgatory_size=config.producer_purgatory_max_size,
-            fetcher_manager=fetcher_manager, alter_isr=alter_isr)
+            fetcher_manager=fetcher_manager, alter_isr=alter_isr, metrics=self.metrics)
 
     async def connect_to_node(self, host: str, port: int, client_id: str):
         """An authenticated inter-broker connection (to a leader, or to the controller)."""
@@ -232,6 +244,7 @@ class Broker(ConnectionHolder):
             connection.close()
         for task in self._periodic:
             task.cancel()
+        await self.metrics_service.stop()  # a last snapshot: the state the logs are closed with
         self.log_manager.shutdown()
         log.info("replog broker %d stopped cleanly", self.config.node_id)
 

@@ -4,7 +4,8 @@ Keys (Kafka's names where Kafka has one): node.id (the controller id, default 30
 (PLAINTEXT://host:port), metadata.log.dir (required: the append-only metadata log), inter.broker.secret
 (required), cluster.id, broker.session.timeout.ms, unclean.leader.election.enable, num.partitions,
 default.replication.factor, auto.leader.rebalance.enable, leader.imbalance.check.interval.seconds,
-leader.imbalance.per.broker.percentage. Runs until SIGTERM or SIGINT, then stops cleanly (exit 0).
+leader.imbalance.per.broker.percentage, and the metrics.* keys brokers take (metrics.port,
+metrics.dump.dir, ...; the dumps default to metadata.log.dir/metrics-dumps). Runs until SIGTERM or SIGINT, then stops cleanly (exit 0).
 """
 
 import asyncio
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 
 from replog.broker.config import parse_bool, parse_listeners, read_properties
+from replog.metrics.config import split_metrics_config
 
 from .server import ClusterController, ControllerConfig
 
@@ -37,7 +39,8 @@ _KEYS = {
 def controller_config(props: dict[str, str]) -> ControllerConfig:
     """The controller's configuration from properties; ValueError names what is wrong."""
     values: dict[str, object] = {}
-    for key, raw in props.items():
+    values["metrics"], rest = split_metrics_config(props)
+    for key, raw in rest.items():
         if key == "listeners":
             listener = parse_listeners(raw)[0]
             values["host"], values["port"] = listener.host, listener.port

@@ -32,6 +32,8 @@ from replog.broker.dispatch import Dispatcher
 from replog.broker.inter_broker import open_inter_broker_connection
 from replog.client.connection import Connection
 from replog.log.partition_log import TopicPartition
+from replog.metrics.config import MetricsConfig
+from replog.metrics.service import MetricsService
 
 from . import records
 from .assignment import assign_replicas
@@ -41,6 +43,7 @@ from .handlers import build_handlers, unsupported_version_body
 from .heartbeats import BROKER_SESSION_TIMEOUT_MS, BrokerSessions, BrokerState
 from .leadership import elect_offline_partitions, preferred_leader_elections, without_broker
 from .metadata_log import MetadataLog
+from .metrics import ControllerCollector, controller_snapshot
 from .propagation import Delivery, PropagationError, Propagator
 from .registry import PartitionRegistration
 from .state_machines import ClusterStates, PartitionReplica, ReplicaState
@@ -79,6 +82,7 @@ class ControllerConfig:
     max_connections: int = 1_000
     max_inflight_requests_per_connection: int = 16
     max_frame_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
 
     def __post_init__(self) -> None:
         assert self.inter_broker_secret, "a controller without inter.broker.secret cannot talk to brokers"
@@ -122,6 +126,7 @@ class ClusterController(ConnectionHolder):
         # Leadership moves of brokers in controlled shutdown; such a broker is told to stop only once
         # its successors have them (Kafka waits until the moves are replayed).
         self._shutdown_moves: dict[int, list[Delivery]] = {}
+        self.metrics_service: MetricsService | None = None
 
     @property
     def controller_id(self) -> int:
@@ -142,6 +147,11 @@ class ClusterController(ConnectionHolder):
                 self._watch(self.propagator.leader_and_isr(self.metadata.partitions_with_replica(broker.broker_id),
                                                            broker_ids=[broker.broker_id]), "resync")
         self._metadata_push_needed.set()
+        self.metrics_service = MetricsService(
+            config.metrics, node_id=config.controller_id, role="controller", data_dir=config.metadata_log_dir,
+            collector=ControllerCollector(self),
+            snapshot=lambda now_ms: controller_snapshot(self.metadata, self.controller_epoch))
+        await self.metrics_service.start()
         dispatcher = Dispatcher(build_handlers(self), unsupported_version_body)
         self._server = await asyncio.get_running_loop().create_server(
             lambda: BrokerConnection(self, dispatcher, max_frame_bytes=config.max_frame_bytes,
@@ -183,6 +193,8 @@ class ClusterController(ConnectionHolder):
         await self.channel.close()
         if self._server is not None:
             await self._server.wait_closed()
+        if self.metrics_service is not None:
+            await self.metrics_service.stop()
         if self._log is not None:
             self._log.close()
         log.info("controller %d stopped", self.controller_id)

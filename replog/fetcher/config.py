@@ -7,9 +7,13 @@ without a cycle.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from replog.log.partition_log import PartitionLog
+from replog.log.partition_log import PartitionLog, TopicPartition
+
+# Told of each fetched partition answer that was appended: (partition, bytes appended, the leader's HW).
+FetchObserver = Callable[[TopicPartition, int, int], None]
 
 
 @dataclass(frozen=True, slots=True)

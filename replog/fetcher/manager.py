@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import NamedTuple
 
-from replog.fetcher.config import FetcherConfig, InitialFetchState, LeaderInfo
+from replog.fetcher.config import FetcherConfig, FetchObserver, InitialFetchState, LeaderInfo
 from replog.fetcher.fetch_state import PartitionFetchState
 from replog.fetcher.leader_endpoint import LeaderEndpoint
 from replog.fetcher.replica_fetcher import ReplicaFetcher
@@ -45,8 +45,10 @@ class ReplicaFetcherManager:
         config: FetcherConfig,
         endpoint_factory: EndpointFactory,
         clock_ms: Callable[[], int],
+        on_fetched: FetchObserver | None = None,
     ) -> None:
         self._config = config
+        self._on_fetched = on_fetched
         self._endpoint_factory = endpoint_factory
         self._clock_ms = clock_ms
         self._fetchers: dict[FetcherKey, ReplicaFetcher] = {}
@@ -146,6 +148,7 @@ class ReplicaFetcherManager:
             self._endpoint_factory(leader, key.fetcher_id),
             self._config,
             self._clock_ms,
+            self._on_fetched,
         )
         self._fetchers[key] = fetcher
         self._fetcher_leaders[key] = leader

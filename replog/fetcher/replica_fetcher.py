@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from replog.fetcher import decisions
-from replog.fetcher.config import FetcherConfig, InitialFetchState
+from replog.fetcher.config import FetcherConfig, FetchObserver, InitialFetchState
 from replog.fetcher.fetch_state import PartitionFetchState
 from replog.fetcher.leader_endpoint import (
     EARLIEST_TIMESTAMP,
@@ -54,6 +54,7 @@ class ReplicaFetcher:
         endpoint: LeaderEndpoint,
         config: FetcherConfig,
         clock_ms: Callable[[], int],
+        on_fetched: FetchObserver | None = None,
     ) -> None:
         assert 0 <= fetcher_id < config.num_fetchers
         self.leader_id = leader_id
@@ -61,6 +62,7 @@ class ReplicaFetcher:
         self._endpoint = endpoint
         self._config = config
         self._clock_ms = clock_ms
+        self._on_fetched = on_fetched
         self._partitions: dict[TopicPartition, _Followed] = {}
         self._failed: set[TopicPartition] = set()
         self._generations = itertools.count()
@@ -399,6 +401,8 @@ class ReplicaFetcher:
         except _PARTITION_FAILURES as exc:
             self._fail(tp, f"append at {followed.state.fetch_offset} failed: {exc!r}")
             return
+        if self._on_fetched is not None:
+            self._on_fetched(tp, 0 if info is None else info.num_bytes, action.leader_high_watermark)
         if info is None:
             return
         assert log.log_end_offset == info.last_offset + 1

@@ -392,6 +392,13 @@ class PartitionLog:
                 return LogPosition(offset, segment.base_offset, location.position)
         raise AssertionError(f"offset {offset} < LEO {self._log_end_offset} but in no segment")
 
+    def bytes_from(self, offset: int) -> int:
+        """Log bytes from the batch holding `offset` (or the log start, if below it) to the LEO: a follower's
+        lag in bytes. An index lookup and a short header scan, as for a read."""
+        start = self.position_of(min(max(offset, self._log_start_offset), self._log_end_offset))
+        later = self._segments.values()[self._segments.bisect_right(start.segment_base_offset):]
+        return self._segments[start.segment_base_offset].size - start.position + sum(s.size for s in later)
+
     def read(
         self, offset: int, *, max_bytes: int, upper_bound: int, min_one_batch: bool = True
     ) -> LogReadResult:

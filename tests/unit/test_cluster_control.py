@@ -76,6 +76,8 @@ def test_plan_properties_wire_brokers_to_the_controller_with_one_secret(tmp_path
         "listeners": "PLAINTEXT://127.0.0.1:19000",
         "metadata.log.dir": str(tmp_path / "controller"),
         "inter.broker.secret": SECRET,
+        "metrics.port": "19004",
+        "metrics.dump.dir": str(tmp_path / "metrics" / "controller"),
         "broker.session.timeout.ms": "3000",
     }
     assert properties["broker-2"] == {
@@ -84,6 +86,8 @@ def test_plan_properties_wire_brokers_to_the_controller_with_one_secret(tmp_path
         "log.dirs": str(tmp_path / "broker-2"),
         "controller.quorum.bootstrap.servers": "127.0.0.1:19000",
         "inter.broker.secret": SECRET,
+        "metrics.port": "19006",
+        "metrics.dump.dir": str(tmp_path / "metrics" / "broker-2"),
         "replica.lag.time.max.ms": "2000",
     }
 

@@ -20,6 +20,7 @@ from replog.protocol.fetch import (
     FetchResponseData,
     FetchTopicResult,
     encode_fetch_response,
+    part_length,
 )
 from replog.protocol.messages import decode_request, millis
 
@@ -75,11 +76,11 @@ def handle(ctx, broker):
         return _encode(ctx.api_version, params, _all_errors(params, ErrorCode.cluster_authorization_failed))
     results, readable_bytes, respond_now = read_all(broker, params)
     if params.max_wait_ms <= 0 or not params.partitions or readable_bytes >= params.min_bytes or respond_now:
-        return _encode(ctx.api_version, params, results)
+        return _respond(broker, ctx.api_version, params, results)
     op = DelayedFetch(broker, params)
     keys = [(p.topic, p.partition) for p in params.partitions]
     broker.replica_manager.fetch_purgatory.try_complete_else_watch(op, keys)
-    return _encode_later(op.future, ctx.api_version, params)
+    return _respond_later(broker, op.future, ctx.api_version, params)
 
 
 def read_all(broker, params: FetchParams) -> tuple[list[FetchPartitionResult], int, bool]:
@@ -115,8 +116,18 @@ def _encode(version: int, params: FetchParams, results: list[FetchPartitionResul
     return encode_fetch_response(version, FetchResponseData(topics=topics))
 
 
-async def _encode_later(future: asyncio.Future, version: int, params: FetchParams) -> list:
-    return _encode(version, params, await future)
+def _respond(broker, version: int, params: FetchParams, results: list[FetchPartitionResult]) -> list:
+    """Encode the answer, counting the record bytes it carries (BytesOut / ReplicationBytesOut)."""
+    metrics = broker.replica_manager.metrics
+    for p, result in zip(params.partitions, results, strict=True):
+        nbytes = part_length(result.records)
+        if nbytes:
+            metrics.record_fetch_out(p.topic, nbytes, to_follower=params.from_follower)
+    return _encode(version, params, results)
+
+
+async def _respond_later(broker, future: asyncio.Future, version: int, params: FetchParams) -> list:
+    return _respond(broker, version, params, await future)
 
 
 class DelayedFetch(DelayedOperation):
