@@ -51,6 +51,11 @@ def dump_lines(directory: Path) -> list[dict]:
     return lines
 
 
+def last_controller_gauges(cluster: LocalCluster) -> dict:
+    return [line for line in dump_lines(cluster.metrics_dir / "controller") if line["kind"] == "controller"][-1][
+        "controller"]
+
+
 def leader_snapshot_with_isr(directory: Path, isr: list[int]) -> bool:
     return any(line["kind"] == "broker" and line["partitions"] and line["partitions"][0]["isr"] == isr
                and line["partitions"][0]["leader"] == LEADER for line in dump_lines(directory)[-1:])
@@ -105,9 +110,10 @@ async def test_a_dead_follower_shows_in_the_leaders_metrics_and_dumps_until_it_r
 
     follower_lines = dump_lines(cluster.metrics_dir / f"broker-{FOLLOWER}")
     assert sum(1 for line in follower_lines if line["kind"] == "start") == 2  # killed, then started again
-    controller_lines = [line for line in dump_lines(cluster.metrics_dir / "controller")
-                        if line["kind"] == "controller"]
-    assert {k: controller_lines[-1]["controller"][k] for k in (
+    # The controller dumps once a second: wait for a line written after the follower was unfenced again.
+    await cluster.wait_for(lambda: last_controller_gauges(cluster)["active_broker_count"] == 3, 5,
+                           "a controller dump with every broker active")
+    assert {k: last_controller_gauges(cluster)[k] for k in (
         "active_controller_count", "active_broker_count", "fenced_broker_count", "offline_partitions_count",
         "global_partition_count")} == {
         "active_controller_count": 1, "active_broker_count": 3, "fenced_broker_count": 0,
