@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from . import (
+    analyze,
     baselines,
     codec_kio_vs_handwritten,
     consume_catchup,
@@ -22,7 +23,7 @@ from .harness import print_table, write_json
 
 BENCHMARKS = {
     m.NAME: m for m in (codec_kio_vs_handwritten, baselines, produce_throughput, consume_catchup,
-                        replicated_produce, replicated_latency, follower_catchup, failover, startup)
+                        replicated_produce, replicated_latency, follower_catchup, failover, startup, analyze)
 }  # fmt: skip
 
 

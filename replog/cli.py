@@ -5,6 +5,7 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
+from .analytics import job as analyze_job
 from .client.admin import Admin, NewTopic, TopicDescription
 from .client.consumer import Consumer
 from .client.errors import KafkaError
@@ -221,6 +222,13 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# analyze
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    return analyze_job.run(args)  # imports PySpark itself, only now
+
+
 # parser and entry point
 
 
@@ -305,6 +313,10 @@ def build_parser() -> argparse.ArgumentParser:
     for action_parser in cluster.choices.values():
         action_parser.add_argument("--data-dir", required=True, help="the cluster's directory")
         action_parser.set_defaults(func=cmd_cluster)
+
+    analyze = commands.add_parser("analyze", help="analyse metrics dumps with PySpark: tables, plots, report")
+    analyze_job.add_arguments(analyze)
+    analyze.set_defaults(func=cmd_analyze)
     return parser
 
 
