@@ -7,6 +7,8 @@ LEO exactly (KAFKA-4485).
 
 from dataclasses import dataclass
 
+from replog.log.partition_log import LogPosition
+
 UNKNOWN_OFFSET = -1
 
 
@@ -18,6 +20,9 @@ class FollowerState:
     last_fetch_time_ms: int = 0
     last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
     last_caught_up_time_ms: int = 0
+    # Where its last fetch started reading in our log (Kafka keeps this LogOffsetMetadata too): its lag in
+    # bytes without an index lookup.
+    fetch_position: LogPosition | None = None
 
     def update_fetch_state(self, fetch_offset: int, log_start_offset: int, fetch_time_ms: int,
                            leader_log_end_offset: int) -> None:
@@ -46,3 +51,4 @@ class FollowerState:
         self.last_fetch_time_ms = 0
         self.last_fetch_leader_log_end_offset = UNKNOWN_OFFSET
         self.last_caught_up_time_ms = now_ms if in_isr else 0
+        self.fetch_position = None

@@ -127,6 +127,7 @@ class BrokerMetrics:
                 "topic": partition.topic, "partition": partition.index,
                 "leader_epoch": partition.state.leader_epoch, "partition_epoch": partition.state.partition_epoch,
                 "isr_before": list(isr_before), "isr_after": list(isr_after), "source": source,
+                "replicas": list(partition.state.replicas), "min_isr": partition.effective_min_isr(),
             }, ts_ms=now_ms)
 
     def forget_partition(self, tp: TopicPartition) -> None:
@@ -174,6 +175,7 @@ def follower_lags(partition: Partition, now_ms: int) -> list[dict]:
     for follower in partition.followers.values():
         fetched = follower.log_end_offset
         start = fetched if fetched != UNKNOWN_OFFSET else log.log_start_offset
+        lag_bytes = 0 if start >= end else _bytes_from(log, follower.fetch_position, start)
         if fetched >= end:
             lag_ms = 0
         elif follower.last_caught_up_time_ms > 0:
@@ -183,9 +185,15 @@ def follower_lags(partition: Partition, now_ms: int) -> list[dict]:
         lags.append({
             "broker_id": follower.broker_id, "fetch_offset": fetched, "last_fetch_ms": follower.last_fetch_time_ms,
             "last_caught_up_ms": follower.last_caught_up_time_ms, "lag_messages": max(0, end - start),
-            "lag_bytes": log.bytes_from(start), "lag_ms": max(0, lag_ms),
+            "lag_bytes": lag_bytes, "lag_ms": max(0, lag_ms),
         })
     return lags
+
+
+def _bytes_from(log, position, offset: int) -> int:
+    # The position its last fetch started at, when still in the log; else an index lookup.
+    found = None if position is None else log.bytes_after(position)
+    return found if found is not None else log.bytes_from(offset)
 
 
 def broker_snapshot(metrics: BrokerMetrics, replica_manager, now_ms: int) -> tuple[str, dict]:

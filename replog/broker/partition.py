@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from replog.log.errors import OffsetOutOfRangeError
-from replog.log.partition_log import AppendInfo, LogReadResult, PartitionLog, TopicPartition
+from replog.log.partition_log import AppendInfo, LogPosition, LogReadResult, PartitionLog, TopicPartition
 
 from .follower_state import FollowerState
 
@@ -241,13 +241,14 @@ class Partition:
         return None
 
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, log_start_offset: int,
-                                    leader_log_end_offset: int) -> bool:
+                                    leader_log_end_offset: int, fetch_position: LogPosition | None = None) -> bool:
         """A follower fetched at fetch_offset; returns whether the HW moved. May propose an ISR expansion."""
         follower = self.followers.get(replica_id)
         if follower is None:
             raise PartitionError(ErrorCode.not_leader_or_follower,
                                  f"broker {replica_id} is not a replica of {self.topic}-{self.index}")
         follower.update_fetch_state(fetch_offset, log_start_offset, self._clock_ms(), leader_log_end_offset)
+        follower.fetch_position = fetch_position
         self._maybe_expand_isr(follower)
         return self.maybe_increment_high_watermark()
 

@@ -365,7 +365,8 @@ class ReplicaManager:
         if fetcher.is_follower:
             try:
                 hw_moved = partition.update_follower_fetch_state(fetcher.replica_id, fetch_offset,
-                                                                 fetcher.log_start_offset, result.log_end_offset)
+                                                                 fetcher.log_start_offset, result.log_end_offset,
+                                                                 result.start)
             except PartitionError as e:
                 return PartitionReadResult(e.error_code)
             if hw_moved:

@@ -392,6 +392,14 @@ class PartitionLog:
                 return LogPosition(offset, segment.base_offset, location.position)
         raise AssertionError(f"offset {offset} < LEO {self._log_end_offset} but in no segment")
 
+    def bytes_after(self, position: LogPosition) -> int | None:
+        """Log bytes from `position` to the LEO; None once its segment is gone (retention)."""
+        segment = self._segments.get(position.segment_base_offset)
+        if segment is None:
+            return None
+        later = self._segments.irange(minimum=position.segment_base_offset, inclusive=(False, True))
+        return segment.size - position.position + sum(self._segments[base].size for base in later)
+
     def bytes_from(self, offset: int) -> int:
         """Log bytes from the batch holding `offset` (or the log start, if below it) to the LEO: a follower's
         lag in bytes. An index lookup and a short header scan, as for a read."""

@@ -117,7 +117,7 @@ class MetricsDumper:
     async def dump_once(self) -> None:
         now_ms = wall_clock_ms()
         kind, fields = self._snapshot(now_ms)
-        fields = {"started_ms": self.started_ms, **fields}
+        fields = {"started_ms": self.started_ms, "dropped_events_total": self.dropped_events, **fields}
         lines = list(self._events)
         self._events.clear()
         # Encoding a thousand partitions takes milliseconds: it goes to the thread with the write.

@@ -129,7 +129,7 @@ def test_follower_lag_in_messages_bytes_and_time_as_the_leader_sees_it(manager, 
 
 
 async def test_a_follower_not_caught_up_in_this_epoch_lags_since_the_epoch_began(manager, clock):
-    produce(manager, 5)
+    info = produce(manager, 5)
     clock.now += 300
     await apply(manager, leader=LOCAL, leader_epoch=2, partition_epoch=2, isr=[LOCAL, SECOND])
     clock.now += 1_200
@@ -137,6 +137,7 @@ async def test_a_follower_not_caught_up_in_this_epoch_lags_since_the_epoch_began
     third = next(f for f in line["followers"] if f["broker_id"] == THIRD)
     assert (third["fetch_offset"], third["lag_messages"], third["last_caught_up_ms"], third["lag_ms"]) == (
         -1, 5, 0, 1_200)
+    assert third["lag_bytes"] == info.num_bytes  # from the log start: no fetch position known
 
 
 async def test_replication_gauges_count_led_partitions_by_isr_size(manager):
@@ -155,7 +156,7 @@ async def test_isr_changes_become_events_and_only_the_leaders_own_count_as_shrin
     produce(manager, 2)
     assert lines(manager, "isr_change") == [{
         "topic": "t", "partition": 0, "leader_epoch": 1, "partition_epoch": 1, "isr_before": [],
-        "isr_after": [1, 2, 3], "source": "controller"}]
+        "isr_after": [1, 2, 3], "source": "controller", "replicas": [1, 2, 3], "min_isr": 2}]
     clock.now += LAG_MS + 1  # nobody fetched: both followers are out
     assert manager.maybe_shrink_isr() == 1
     (partition, change), = proposals
