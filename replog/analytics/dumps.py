@@ -105,6 +105,8 @@ LINE_SCHEMA = _struct(
     isr_before=_IDS,
     isr_after=_IDS,
     source=_STRING,  # isr_change
+    replicas=_IDS,
+    min_isr=_INT,  # isr_change, optional: taken from the leader's snapshots when absent
     controller=CONTROLLER_METRICS_SCHEMA,
     brokers=T.ArrayType(CONTROLLER_BROKER_SCHEMA),  # controller
     **{CORRUPT_COLUMN: _STRING},
@@ -294,6 +296,8 @@ def isr_changes(lines: DataFrame) -> DataFrame:
         F.col("isr_before"),
         F.col("isr_after"),
         F.col("source"),
+        F.col("replicas"),
+        F.col("min_isr"),
     )
 
 

@@ -4,8 +4,8 @@ min ISR, and how long a restarted broker takes to get back into the ISRs of the 
 A partition's state is what its current leader reports: the `isr_change` lines (exact edges) and the
 leaders' `broker` snapshots (which catch what the change lines miss, one snapshot interval late at most),
 merged in time order, keeping only records of the highest leader epoch seen so far (a deposed leader that
-has not heard of its successor yet is ignored). A change line carries no replica list or min ISR: those
-come from the nearest snapshot of the partition, preferably the one before.
+has not heard of its successor yet is ignored). A change line carries its replica list and min ISR; in
+dumps from before they did, those come from the nearest snapshot of the partition, preferably the one before.
 """
 
 from pyspark.sql import Column, DataFrame, Window
@@ -74,8 +74,8 @@ def partition_states(partition_snapshots: DataFrame, isr_changes: DataFrame) -> 
         F.col("node_id").alias("leader"),
         F.col("leader_epoch"),
         F.col("isr_after").alias("isr"),
-        F.lit(None).cast("array<int>").alias("replicas"),
-        F.lit(None).cast("int").alias("min_isr"),
+        F.col("replicas"),
+        F.col("min_isr"),
     )
     in_time_order = Window.partitionBy("topic", "partition").orderBy("ts_ms", "record")
     so_far = in_time_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)

@@ -380,6 +380,8 @@ class Simulation:
                 "isr_before": before,
                 "isr_after": list(p.isr),
                 "source": source,
+                "replicas": list(p.replicas),
+                "min_isr": self.s.min_isr,
             },
         )
 
