@@ -1,7 +1,9 @@
 """`python -m benchmarks [--quick] [--only NAME]`: run the benchmarks, print one table, write the JSON."""
 
 import argparse
+import importlib.metadata
 import os
+import platform
 import sys
 import tempfile
 import time
@@ -27,13 +29,36 @@ BENCHMARKS = {
 }  # fmt: skip
 
 
-def main() -> int:
+def machine_info() -> dict:
+    """What the figures depend on: CPU, memory, kernel, Python and the packages on the data path."""
+    cpu_model = next((line.split(":", 1)[1].strip() for line in _read("/proc/cpuinfo").splitlines()
+                      if line.startswith("model name")), "unknown")
+    mem_kib = next((int(line.split()[1]) for line in _read("/proc/meminfo").splitlines()
+                    if line.startswith("MemTotal:")), 0)
+    packages = {}
+    for name in ("replog", "uvloop", "confluent-kafka", "kio", "pyspark"):
+        try:
+            packages[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            packages[name] = None
+    return {"cpus": os.cpu_count(), "cpu_model": cpu_model, "memory_gib": round(mem_kib / (1 << 20), 1),
+            "kernel": platform.release(), "python": sys.version.split()[0], "packages": packages}
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller volumes and fewer repeats (~2 min)")
     parser.add_argument(
         "--only", choices=sorted(BENCHMARKS), action="append", help="run only this one (repeatable)"
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     names = args.only or list(BENCHMARKS)
     results = []
     started = time.monotonic()
@@ -45,8 +70,8 @@ def main() -> int:
             print(f"running {name} ...", file=sys.stderr, flush=True)
             results += BENCHMARKS[name].run(args.quick, Path(tmp))
     print_table(results)
-    settings = {"quick": args.quick, "benchmarks": names, "cpus": os.cpu_count(), "python": sys.version.split()[0],
-                "seconds": round(time.monotonic() - started, 1)}  # fmt: skip
+    settings = {"quick": args.quick, "benchmarks": names, "seconds": round(time.monotonic() - started, 1),
+                "machine": machine_info()}  # fmt: skip
     path = write_json("quick" if args.quick else "full", results, settings)
     print(f"\n{len(results)} results in {settings['seconds']} s; written to {path}")
     return 0

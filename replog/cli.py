@@ -4,6 +4,7 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from .analytics import job as analyze_job
 from .client.admin import Admin, NewTopic, TopicDescription
@@ -222,6 +223,33 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# bench
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    # The benchmarks live beside the package in a source checkout; they are not installed with it.
+    checkout = Path(__file__).resolve().parent.parent
+    if not (checkout / "benchmarks" / "__main__.py").exists():
+        print("error: replog bench runs from a source checkout (benchmarks/ is not installed)", file=sys.stderr)
+        return EXIT_ERROR
+    sys.path.insert(0, str(checkout))
+    if args.compare:
+        from benchmarks.compare import compare_runs
+
+        if len(args.compare) != 3 or args.compare[0] != "compare":
+            print("error: usage: replog bench compare BEFORE.json AFTER.json", file=sys.stderr)
+            return EXIT_ERROR
+        try:
+            print(compare_runs(Path(args.compare[1]), Path(args.compare[2])))
+        except (OSError, ValueError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return EXIT_ERROR
+        return EXIT_OK
+    from benchmarks.__main__ import main as run_benchmarks
+
+    return run_benchmarks((["--quick"] if args.quick else []) + [f"--only={name}" for name in args.only or []])
+
+
 # analyze
 
 
@@ -317,6 +345,14 @@ def build_parser() -> argparse.ArgumentParser:
     analyze = commands.add_parser("analyze", help="analyse metrics dumps with PySpark: tables, plots, report")
     analyze_job.add_arguments(analyze)
     analyze.set_defaults(func=cmd_analyze)
+
+    bench = commands.add_parser(
+        "bench", help="run the benchmark suite (source checkout), or `bench compare BEFORE.json AFTER.json`")
+    bench.add_argument("--quick", action="store_true", help="smaller volumes and fewer repeats")
+    bench.add_argument("--only", action="append", metavar="NAME", help="run only this benchmark (repeatable)")
+    bench.add_argument("compare", nargs="*", metavar="compare BEFORE.json AFTER.json",
+                       help="show what changed between two runs' JSON files")
+    bench.set_defaults(func=cmd_bench)
     return parser
 
 
