@@ -16,6 +16,7 @@ from . import (
     consume_catchup,
     failover,
     follower_catchup,
+    partition_scaling,
     produce_throughput,
     replicated_latency,
     replicated_produce,
@@ -25,7 +26,8 @@ from .harness import print_table, write_json
 
 BENCHMARKS = {
     m.NAME: m for m in (codec_kio_vs_handwritten, baselines, produce_throughput, consume_catchup,
-                        replicated_produce, replicated_latency, follower_catchup, failover, startup, analyze)
+                        replicated_produce, replicated_latency, follower_catchup, partition_scaling, failover, startup,
+                        analyze)
 }  # fmt: skip
 
 

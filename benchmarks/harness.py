@@ -88,7 +88,7 @@ def format_value(value: float, unit: str) -> str:
         return f"{value:,.1f} µs"
     if unit == "us":
         return f"{value / 1000:,.2f} ms" if value >= 1000 else f"{value:,.1f} µs"
-    if unit == "CPU-s/GiB":
+    if unit in ("CPU-s/GiB", "CPU-s/s"):
         return f"{value:,.2f} {unit}"
     return f"{value:,.0f} {unit}"
 

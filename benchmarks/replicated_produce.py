@@ -30,7 +30,7 @@ LAYOUTS = {
 }
 
 
-def produce(bootstrap: str, topic: str, value: bytes, count: int) -> float:
+def produce(bootstrap: str, topic: str, value: bytes, count: int, partitions: int = PARTITIONS) -> float:
     """Seconds to produce `count` records round-robin over the partitions until all are acknowledged."""
     producer = confluent_kafka.Producer({
         "bootstrap.servers": bootstrap,
@@ -43,7 +43,7 @@ def produce(bootstrap: str, topic: str, value: bytes, count: int) -> float:
     })  # fmt: skip
     # The producer id (librdkafka asks for it in the background, ~0.5 s after creation), the metadata and
     # a connection to every leader, outside the timed region: one empty record to each partition.
-    for partition in range(PARTITIONS):
+    for partition in range(partitions):
         producer.produce(topic, b"", partition=partition)
     if producer.flush(30):
         raise RuntimeError("confluent-kafka: the first records were not acknowledged in 30 s")
@@ -51,7 +51,7 @@ def produce(bootstrap: str, topic: str, value: bytes, count: int) -> float:
     for i in range(count):
         while True:
             try:
-                producer.produce(topic, value, partition=i % PARTITIONS)
+                producer.produce(topic, value, partition=i % partitions)
                 break
             except BufferError:  # local queue full: let deliveries drain
                 producer.poll(0.005)

@@ -1,0 +1,86 @@
+"""Partition scaling on a 3-broker cluster (RF=3, min.insync.replicas=2, Kafka's replication defaults):
+acks=all produce throughput over 1, 100, 1,000 and 10,000 partitions, and what the brokers cost when idle.
+
+Every count gets a fresh cluster and one topic created with one CreateTopics, replicas assigned round-robin so
+each broker leads a third. Once the brokers have applied it, the cluster is left alone for IDLE_S: replica
+fetchers still poll their leaders (a fetch parks up to replica.fetch.wait.max.ms), so idle CPU grows with the
+partitions a broker follows. Then confluent-kafka (idempotent, acks=all, 1 KiB records, linger 5 ms)
+produces round-robin over all partitions: with more partitions, each batch holds fewer records.
+
+Baselines: throughput is divided by the 1-partition figure of the same run; idle CPU is a fraction of one
+core (CPU-seconds per second, the mean over the three brokers). A count whose logs would not fit the
+process's open-file limit (each partition holds FDS_PER_PARTITION descriptors on each broker) is skipped
+and reported on stderr.
+"""
+
+import asyncio
+import os
+import resource
+import sys
+from pathlib import Path
+
+from .harness import MiB, Result, Stats, cpu_seconds, replicated_cluster
+from .replicated_produce import VALUE_BYTES, produce
+
+NAME = "partition-scaling"
+TOPIC = "scaling"
+IDLE_S = 5.0
+SETTLE_S = 2.0  # after the LeaderAndIsr is applied: fetchers start and the ISR settles before the idle window
+# The segment's log file and its two index files, each index mapped (Python's mmap keeps a second descriptor).
+FDS_PER_PARTITION = 5
+FD_HEADROOM = 1_000  # sockets, the controller's and clients' connections, checkpoints being written
+
+
+def fits_open_file_limit(partitions: int, limit: int | None = None) -> bool:
+    if limit is None:
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return partitions * FDS_PER_PARTITION + FD_HEADROOM <= limit
+
+
+def round_robin_assignment(partitions: int) -> dict[int, list[int]]:
+    """Partition p on brokers p, p+1, p+2 (mod 3, from 1): every broker leads a third and follows the rest."""
+    return {p: [(p + i) % 3 + 1 for i in range(3)] for p in range(partitions)}
+
+
+async def scaling_round(root: Path, partitions: int, value: bytes, count: int) -> tuple[float, float, float]:
+    """(value bytes per second produced, mean idle CPU fraction per broker, seconds to create the topic)."""
+    loop = asyncio.get_running_loop()
+    async with replicated_cluster(root) as cluster:
+        started = loop.time()
+        await cluster.controller.create_topic(TOPIC, round_robin_assignment(partitions),
+                                              {"min.insync.replicas": "2"})
+        await cluster.controller.settle()
+        created_s = loop.time() - started
+        await asyncio.sleep(SETTLE_S)
+        pids = [broker.proc.pid for broker in cluster.brokers.values()]
+        before = cpu_seconds(pids)
+        idle_started = loop.time()
+        await asyncio.sleep(IDLE_S)
+        idle = (cpu_seconds(pids) - before) / (loop.time() - idle_started) / len(pids)
+        # Producing blocks, and the controller in this loop must keep answering the brokers meanwhile.
+        seconds = await asyncio.to_thread(produce, cluster.bootstrap, TOPIC, value, count, partitions)
+    return count * len(value) / seconds, idle, created_s
+
+
+def run(quick: bool, workdir: Path) -> list[Result]:
+    counts, volume = ((1, 100, 1_000), 32 * MiB) if quick else ((1, 100, 1_000, 10_000), 256 * MiB)
+    value = os.urandom(VALUE_BYTES)
+    measured: dict[int, tuple[float, float, float]] = {}
+    for partitions in counts:
+        if not fits_open_file_limit(partitions):
+            print(f"partition-scaling: {partitions:,} partitions skipped: about "
+                  f"{partitions * FDS_PER_PARTITION:,} open files per broker, limit "
+                  f"{resource.getrlimit(resource.RLIMIT_NOFILE)[0]:,}", file=sys.stderr)
+            continue
+        measured[partitions] = asyncio.run(scaling_round(workdir / f"scaling-{partitions}", partitions, value,
+                                                         volume // VALUE_BYTES))
+    one = measured[1][0]
+    results = []
+    for partitions, (throughput, idle, created_s) in measured.items():
+        extra = {"records_per_s": throughput / VALUE_BYTES, "create_topic_s": round(created_s, 2),
+                 "run_bytes": volume}
+        results.append(Result(NAME, f"RF=3 acks=all produce, {partitions:,} partitions", "B/s",
+                              Stats.of([throughput]), "1 partition, same run", one, extra))
+        results.append(Result(NAME, f"idle broker CPU, {partitions:,} partitions", "CPU-s/s",
+                              Stats.of([idle]), "one core", 1.0, {"idle_s": IDLE_S}))
+    return results
