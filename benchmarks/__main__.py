@@ -7,6 +7,7 @@ import platform
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from . import (
@@ -23,6 +24,7 @@ from . import (
     startup,
 )
 from .harness import print_table, write_json
+from .plots import draw_plots
 
 BENCHMARKS = {
     m.NAME: m for m in (codec_kio_vs_handwritten, baselines, produce_throughput, consume_catchup,
@@ -76,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
                 "machine": machine_info()}  # fmt: skip
     path = write_json("quick" if args.quick else "full", results, settings)
     print(f"\n{len(results)} results in {settings['seconds']} s; written to {path}")
+    for plot in draw_plots([asdict(r) for r in results], path.with_suffix("")):
+        print(f"plot: {plot}")
     return 0
 
 

@@ -77,10 +77,10 @@ def run(quick: bool, workdir: Path) -> list[Result]:
     one = measured[1][0]
     results = []
     for partitions, (throughput, idle, created_s) in measured.items():
-        extra = {"records_per_s": throughput / VALUE_BYTES, "create_topic_s": round(created_s, 2),
-                 "run_bytes": volume}
+        extra = {"partitions": partitions, "records_per_s": throughput / VALUE_BYTES,
+                 "create_topic_s": round(created_s, 2), "run_bytes": volume}
         results.append(Result(NAME, f"RF=3 acks=all produce, {partitions:,} partitions", "B/s",
                               Stats.of([throughput]), "1 partition, same run", one, extra))
         results.append(Result(NAME, f"idle broker CPU, {partitions:,} partitions", "CPU-s/s",
-                              Stats.of([idle]), "one core", 1.0, {"idle_s": IDLE_S}))
+                              Stats.of([idle]), "one core", 1.0, {"partitions": partitions, "idle_s": IDLE_S}))
     return results

@@ -1,0 +1,81 @@
+"""PNG plots of one benchmark run: throughput and idle CPU against partitions, latency percentiles against
+rate, and broker CPU-seconds per GiB by system. Each plot is drawn only when the run has its benchmark."""
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+
+LATENCY_PERCENTILES = ("p50", "p99", "p99.9")
+
+
+def draw_plots(results: list[dict], out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    drawn = [
+        _partition_scaling(results, out_dir / "throughput-vs-partitions.png"),
+        _latency_vs_rate(results, out_dir / "latency-vs-rate.png"),
+        _cpu_per_gib(results, out_dir / "cpu-per-gib-by-system.png"),
+    ]
+    return [path for path in drawn if path is not None]
+
+
+def _partition_scaling(results: list[dict], path: Path) -> Path | None:
+    rows = [r for r in results if r["bench"] == "partition-scaling"]
+    throughput = sorted((r["extra"]["partitions"], r["value"]["median"] / 1e6) for r in rows if r["unit"] == "B/s")
+    idle = sorted((r["extra"]["partitions"], r["value"]["median"]) for r in rows if r["unit"] == "CPU-s/s")
+    if not throughput:
+        return None
+    figure, left = plt.subplots(figsize=(7, 4))
+    left.plot(*zip(*throughput, strict=True), marker="o", label="acks=all produce, MB/s")
+    left.set_xscale("log")
+    left.set_xlabel("partitions (RF=3, 3 brokers)")
+    left.set_ylabel("MB/s")
+    right = left.twinx()
+    right.plot(*zip(*idle, strict=True), marker="s", color="tab:red", label="idle CPU per broker")
+    right.set_ylabel("idle CPU, fraction of a core")
+    figure.legend(loc="upper right")
+    left.set_title("Throughput and idle cost against partitions")
+    return _save(figure, path)
+
+
+def _latency_vs_rate(results: list[dict], path: Path) -> Path | None:
+    by_rate = {r["extra"]["target_bytes_per_s"]: r["extra"]["overall_us"]
+               for r in results if r["bench"] == "replicated-latency"}
+    if not by_rate:
+        return None
+    rates = sorted(by_rate)
+    figure, axes = plt.subplots(figsize=(7, 4))
+    for name in LATENCY_PERCENTILES:
+        axes.plot([rate / 1e6 for rate in rates], [by_rate[rate][name] / 1000 for rate in rates], marker="o",
+                  label=name)
+    axes.set_xlabel("offered load, MB/s (RF=3, acks=all)")
+    axes.set_ylabel("end-to-end latency, ms")
+    axes.legend()
+    axes.set_title("Latency percentiles against rate")
+    return _save(figure, path)
+
+
+def _cpu_per_gib(results: list[dict], path: Path) -> Path | None:
+    bars: dict[str, float] = {}
+    for r in results:
+        if r["unit"] == "CPU-s/GiB":
+            bars[f"{r['bench']}: {r['case']}"] = r["value"]["median"]
+            if r["bench"] == "replicated-produce":  # its baseline is the RF=1 figure of the same run
+                bars[f"{r['bench']}: {r['baseline']}"] = r["baseline_value"]
+    if not bars:
+        return None
+    figure, axes = plt.subplots(figsize=(8, 1 + 0.5 * len(bars)))
+    labels = sorted(bars)
+    axes.barh(labels, [bars[label] for label in labels])
+    axes.set_xlabel("broker CPU-seconds per GiB produced (summed over broker processes)")
+    axes.set_title("CPU per GiB by system")
+    return _save(figure, path)
+
+
+def _save(figure, path: Path) -> Path:
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
