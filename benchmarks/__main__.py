@@ -10,6 +10,9 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
 from . import (
     analyze,
     baselines,
@@ -58,7 +61,7 @@ def _read(path: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="smaller volumes and fewer repeats (~2 min)")
+    parser.add_argument("--quick", action="store_true", help="smaller volumes and fewer repeats")
     parser.add_argument(
         "--only", choices=sorted(BENCHMARKS), action="append", help="run only this one (repeatable)"
     )
@@ -70,9 +73,14 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(
         prefix="replog-bench-", dir=Path(__file__).resolve().parent.parent
     ) as tmp:
-        for name in names:
-            print(f"running {name} ...", file=sys.stderr, flush=True)
-            results += BENCHMARKS[name].run(args.quick, Path(tmp))
+        # On stderr, so the table on stdout stays clean when redirected.
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=Console(stderr=True)) as progress:
+            bar = progress.add_task("benchmarks", total=len(names))
+            for name in names:
+                progress.update(bar, description=f"running {name}")
+                results += BENCHMARKS[name].run(args.quick, Path(tmp))
+                progress.advance(bar)
     print_table(results)
     settings = {"quick": args.quick, "benchmarks": names, "seconds": round(time.monotonic() - started, 1),
                 "machine": machine_info()}  # fmt: skip
