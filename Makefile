@@ -9,7 +9,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,analytics]'
+	$(PY) -m pip install -q -e '.[dev,analytics,bench]'
 	touch $(STAMP)
 
 demo: setup

@@ -21,6 +21,7 @@ from . import (
     failover,
     follower_catchup,
     partition_scaling,
+    peers,
     produce_throughput,
     replicated_latency,
     replicated_produce,
@@ -32,7 +33,7 @@ from .plots import draw_plots
 BENCHMARKS = {
     m.NAME: m for m in (codec_kio_vs_handwritten, baselines, produce_throughput, consume_catchup,
                         replicated_produce, replicated_latency, follower_catchup, partition_scaling, failover, startup,
-                        analyze)
+                        analyze, peers)
 }  # fmt: skip
 
 

