@@ -1,6 +1,7 @@
 """PNG plots of one benchmark run: throughput and idle CPU against partitions, latency percentiles against
 rate, and broker CPU-seconds per GiB by system. Each plot is drawn only when the run has its benchmark."""
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -28,14 +29,15 @@ def _partition_scaling(results: list[dict], path: Path) -> Path | None:
     if not throughput:
         return None
     figure, left = plt.subplots(figsize=(7, 4))
-    left.plot(*zip(*throughput, strict=True), marker="o", label="acks=all produce, MB/s")
+    left.plot(*zip(*throughput, strict=True), marker="o")
     left.set_xscale("log")
     left.set_xlabel("partitions (RF=3, 3 brokers)")
     left.set_ylabel("MB/s")
     right = left.twinx()
-    right.plot(*zip(*idle, strict=True), marker="s", color="tab:red", label="idle CPU per broker")
+    right.plot(*zip(*idle, strict=True), marker="s", color="tab:red")
     right.set_ylabel("idle CPU, fraction of a core")
-    figure.legend(loc="upper right")
+    left.legend(left.get_lines() + right.get_lines(), ["acks=all produce, MB/s", "idle CPU per broker"],
+                loc="center left")
     left.set_title("Throughput and idle cost against partitions")
     return _save(figure, path)
 
@@ -58,19 +60,21 @@ def _latency_vs_rate(results: list[dict], path: Path) -> Path | None:
 
 
 def _cpu_per_gib(results: list[dict], path: Path) -> Path | None:
-    bars: dict[str, float] = {}
-    for r in results:
-        if r["unit"] == "CPU-s/GiB":
-            bars[f"{r['bench']}: {r['case']}"] = r["value"]["median"]
-            if r["bench"] == "replicated-produce":  # its baseline is the RF=1 figure of the same run
-                bars[f"{r['bench']}: {r['baseline']}"] = r["baseline_value"]
-    if not bars:
+    """Each CPU-per-GiB figure beside its same-run baseline (replog's own, for a peer)."""
+    rows = sorted((r for r in results if r["unit"] == "CPU-s/GiB"), key=lambda r: (r["bench"], r["case"]))
+    if not rows:
         return None
-    figure, axes = plt.subplots(figsize=(8, 1 + 0.5 * len(bars)))
-    labels = sorted(bars)
-    axes.barh(labels, [bars[label] for label in labels])
-    axes.set_xlabel("broker CPU-seconds per GiB produced (summed over broker processes)")
+    figure, axes = plt.subplots(figsize=(10, 1.5 + 1.1 * len(rows)))
+    positions = range(len(rows))
+    axes.barh([y + 0.2 for y in positions], [r["value"]["median"] for r in rows], height=0.4, label="measured")
+    axes.barh([y - 0.2 for y in positions], [r["baseline_value"] for r in rows], height=0.4,
+              label="its same-run baseline")
+    # Case texts are long: wrapped, so the bars keep most of the width.
+    axes.set_yticks(list(positions), [textwrap.fill(f"{r['case']} (baseline: {r['baseline']})", 50)
+                                      for r in rows])
+    axes.set_xlabel("broker CPU-seconds per GiB (summed over broker processes)")
     axes.set_title("CPU per GiB by system")
+    axes.legend()
     return _save(figure, path)
 
 
