@@ -178,17 +178,17 @@ class ReplicaManager:
         File creation and its fsyncs cost about a millisecond a partition. Returns the partitions whose log
         could not be created, with the error to answer for them.
         """
-        wanted = []
+        wanted = {}  # by partition: a request naming one twice still creates its log once
         for topic in request.topic_states:
             for state in topic.partition_states:
                 key = TopicPartition(topic.topic_name, state.partition_index)
-                if (self.node_id in state.replicas and key not in self.partitions
+                if (self.node_id in state.replicas and key not in self.partitions and key not in wanted
                         and self.log_manager.get_log(*key) is None):
                     config = LogConfig.from_topic_configs(topic.configs, self.base_log_config)
-                    wanted.append((key, config, topic.topic_id))
+                    wanted[key] = (key, config, topic.topic_id)
         if not wanted:
             return {}
-        planned = self.log_manager.plan_new_logs(wanted)
+        planned = self.log_manager.plan_new_logs(wanted.values())
         # Several threads, because the time goes into fsyncs, which the file system commits together.
         chunks = [planned[i::LOG_CREATION_THREADS] for i in range(LOG_CREATION_THREADS)]
         results = await asyncio.gather(*(asyncio.to_thread(_open_logs, self.log_manager, chunk)

@@ -101,3 +101,13 @@ async def test_shutdown_waits_for_the_request_being_applied(tmp_path, slice_per_
     assert applying.done()
     assert set(applying.result()[1].values()) == {ErrorCode.none}
     assert len(manager.partitions) == 20
+
+
+async def test_a_partition_named_twice_in_one_request_gets_one_log(tmp_path):
+    manager = replica_manager(tmp_path)
+    request = leader_and_isr(2, leader=LOCAL, leader_epoch=1)
+    request.topic_states.append(leader_and_isr(1, leader=LOCAL, leader_epoch=1).topic_states[0])
+    error, errors = await manager.become_leader_or_follower(request)
+    assert error == ErrorCode.none
+    assert errors[(TOPIC_ID, 0)] in (ErrorCode.none, ErrorCode.stale_controller_epoch)
+    assert len(manager.log_manager.all_logs()) == 2 and manager.get_partition("t", 0).is_leader
