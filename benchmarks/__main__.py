@@ -27,7 +27,7 @@ from . import (
     replicated_produce,
     startup,
 )
-from .harness import print_table, write_json
+from .harness import RESULTS_DIR, print_table, write_json
 from .plots import draw_plots
 
 BENCHMARKS = {
@@ -66,9 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", choices=sorted(BENCHMARKS), action="append", help="run only this one (repeatable)"
     )
+    parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
+                        help=f"where the JSON and plots go (default: {RESULTS_DIR})")
     args = parser.parse_args(argv)
     names = args.only or list(BENCHMARKS)
     results = []
+    seconds_by_benchmark = {}
     started = time.monotonic()
     # Files go next to the repository, on the disk the broker would use, not a possible tmpfs /tmp.
     with tempfile.TemporaryDirectory(
@@ -80,12 +83,14 @@ def main(argv: list[str] | None = None) -> int:
             bar = progress.add_task("benchmarks", total=len(names))
             for name in names:
                 progress.update(bar, description=f"running {name}")
+                benchmark_started = time.monotonic()
                 results += BENCHMARKS[name].run(args.quick, Path(tmp))
+                seconds_by_benchmark[name] = round(time.monotonic() - benchmark_started, 1)
                 progress.advance(bar)
     print_table(results)
     settings = {"quick": args.quick, "benchmarks": names, "seconds": round(time.monotonic() - started, 1),
-                "machine": machine_info()}  # fmt: skip
-    path = write_json("quick" if args.quick else "full", results, settings)
+                "seconds_by_benchmark": seconds_by_benchmark, "machine": machine_info()}  # fmt: skip
+    path = write_json("quick" if args.quick else "full", results, settings, args.results_dir)
     print(f"\n{len(results)} results in {settings['seconds']} s; written to {path}")
     for plot in draw_plots([asdict(r) for r in results], path.with_suffix("")):
         print(f"plot: {plot}")

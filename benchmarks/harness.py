@@ -113,9 +113,9 @@ def print_table(results: list[Result]) -> None:
             print("  ".join("-" * w for w in widths))
 
 
-def write_json(name: str, results: list[Result], settings: dict) -> Path:
-    RESULTS_DIR.mkdir(exist_ok=True)
-    path = RESULTS_DIR / f"{name}-{time.strftime('%Y%m%dT%H%M%S')}.json"
+def write_json(name: str, results: list[Result], settings: dict, results_dir: Path = RESULTS_DIR) -> Path:
+    results_dir.mkdir(parents=True, exist_ok=True)
+    path = results_dir / f"{name}-{time.strftime('%Y%m%dT%H%M%S')}.json"
     records = [asdict(r) | {"ratio": r.ratio} for r in results]
     path.write_text(json.dumps({"settings": settings, "results": records}, indent=2))
     return path

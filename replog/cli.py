@@ -247,7 +247,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return EXIT_OK
     from benchmarks.__main__ import main as run_benchmarks
 
-    return run_benchmarks((["--quick"] if args.quick else []) + [f"--only={name}" for name in args.only or []])
+    options = (["--quick"] if args.quick else []) + [f"--only={name}" for name in args.only or []]
+    if args.results_dir is not None:
+        options.append(f"--results-dir={args.results_dir}")
+    return run_benchmarks(options)
+
+
+# chaos
+
+
+def cmd_chaos(args: argparse.Namespace) -> int:
+    from .chaos import runner  # imported lazily: only this command needs confluent-kafka
+
+    return runner.main(duration=args.duration, nemesis_faults=args.nemesis, seed=args.seed, data_dir=args.data_dir)
 
 
 # analyze
@@ -350,9 +362,20 @@ def build_parser() -> argparse.ArgumentParser:
         "bench", help="run the benchmark suite (source checkout), or `bench compare BEFORE.json AFTER.json`")
     bench.add_argument("--quick", action="store_true", help="smaller volumes and fewer repeats")
     bench.add_argument("--only", action="append", metavar="NAME", help="run only this benchmark (repeatable)")
+    bench.add_argument("--results-dir", metavar="DIR", help="where the JSON and plots go (default: bench-results)")
     bench.add_argument("compare", nargs="*", metavar="compare BEFORE.json AFTER.json",
                        help="show what changed between two runs' JSON files")
     bench.set_defaults(func=cmd_bench)
+
+    chaos = commands.add_parser("chaos", help="a Jepsen-style run: faults under idempotent acks=all load, then "
+                                "check that no acknowledged record is lost or duplicated")
+    chaos.add_argument("--duration", type=float, default=60.0, help="seconds of faults and load (default 60)")
+    chaos.add_argument("--nemesis", default="kill,pause,controller", metavar="FAULT[,FAULT...]",
+                       help="faults to inject: kill, pause, controller (default: all)")
+    chaos.add_argument("--seed", type=int, help="seed of the fault schedule (default: random, printed)")
+    chaos.add_argument("--data-dir", type=Path, help="cluster directory, kept (default: a temporary one, "
+                       "removed unless the run fails)")
+    chaos.set_defaults(func=cmd_chaos)
     return parser
 
 
