@@ -504,6 +504,11 @@ class PartitionLog:
         the LEO may land below `offset`. Returns whether anything was removed."""
         assert offset >= 0
         if offset >= self._log_end_offset:
+            # No record goes, but an epoch entry may start at the LEO: this broker led an epoch in which it
+            # appended nothing before another leader took over. Left in place, the stale epoch makes the new
+            # leader answer every fetch with a divergence at our LEO, forever (Kafka's UnifiedLog.truncateTo
+            # drops it the same way).
+            self._epoch_cache.truncate_from_end(self._log_end_offset)
             return False
         if offset <= self._segments.peekitem(0)[0]:
             self.truncate_fully_and_start_at(offset)

@@ -152,6 +152,16 @@ def test_truncate_mid_segment_and_across_segments(tmp_path):
     assert log.log_end_offset == 36
 
 
+def test_truncating_at_the_leo_drops_an_epoch_that_starts_there_and_keeps_the_records(tmp_path):
+    # A leader that took epoch 3 at offset 20 and appended nothing before it lost leadership.
+    log = _open(tmp_path)
+    _fill(log, 10, epoch=0)
+    log.epoch_cache.assign(3, log.log_end_offset)
+    assert log.truncate_to(log.log_end_offset) is False
+    assert log.log_end_offset == 20
+    assert log.epoch_cache.entries() == ((0, 0),)
+
+
 def test_truncate_fully_and_start_at(tmp_path):
     log = _open(tmp_path)
     _fill(log, 10, epoch=1)
