@@ -2,6 +2,7 @@
 whole stages and re-planning between them (adaptive execution) cost more than they save."""
 
 import os
+import shutil
 
 import pytest
 from pyspark.sql import SparkSession
@@ -9,6 +10,8 @@ from pyspark.sql import SparkSession
 
 @pytest.fixture(scope="session")
 def spark():
+    if shutil.which("java") is None:
+        pytest.skip("PySpark needs a Java runtime: apt-get install openjdk-17-jre-headless (.ci/run does)")
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     session = (
         SparkSession.builder.master("local[2]")

@@ -4,6 +4,7 @@ and restarted. The analysis must find the under-replicated interval the controll
 
 import asyncio
 import csv
+import shutil
 import subprocess
 import sys
 import time
@@ -15,6 +16,9 @@ from replog.local_cluster import LocalCluster
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 pytest.importorskip("pyspark")
+if shutil.which("java") is None:
+    pytest.skip("PySpark needs a Java runtime: apt-get install openjdk-17-jre-headless (.ci/run does)",
+                allow_module_level=True)
 
 TOPIC = "analyzed"
 LEADER, FOLLOWER = 1, 3
