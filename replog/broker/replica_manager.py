@@ -145,7 +145,7 @@ class ReplicaManager:
 
         Kafka's ReplicaManager.becomeLeaderOrFollower: a stale controller epoch rejects the whole request;
         per partition, an older leader epoch (or the same one without a newer partition epoch) is stale.
-        One request may carry thousands of partitions, so new logs are created in a worker thread and the
+        One request may carry thousands of partitions, so new logs are created in worker threads and the
         states are applied in slices that yield to the event loop: heartbeats and client requests keep
         flowing (Kafka applies it on a request handler thread while its heartbeat thread runs).
         """
@@ -199,8 +199,7 @@ class ReplicaManager:
             result = opened[new]
             if isinstance(result, Exception):
                 log.error("creating the log of %s-%d failed: %s", *new.topic_partition, result)
-                errors[new.topic_partition] = (result.error_code if isinstance(result, LogError)
-                                               else ErrorCode.kafka_storage_error)
+                errors[new.topic_partition] = _error_code_of(result)
             else:
                 self.log_manager.adopt_new_log(new, result)
         return errors
@@ -215,7 +214,7 @@ class ReplicaManager:
         except (LogError, OSError) as e:
             log.error("%s-%d: applying leader epoch %d failed: %s", topic, state.partition_index,
                       state.leader_epoch, e)
-            return e.error_code if isinstance(e, LogError) else ErrorCode.kafka_storage_error
+            return _error_code_of(e)
 
     def _apply_partition_state(self, topic: str, topic_id, state: LeaderAndIsrPartitionState, leaders: dict,
                                configs: dict[str, str], new_followers: dict) -> ErrorCode:
@@ -385,6 +384,11 @@ class ReplicaManager:
             await self.fetcher_manager.shutdown()
         self.fetch_purgatory.complete_all()
         self.produce_purgatory.complete_all()
+
+
+def _error_code_of(failure: LogError | OSError) -> ErrorCode:
+    """What a partition answers when its storage failed: the LogError's own code, else a storage error."""
+    return failure.error_code if isinstance(failure, LogError) else ErrorCode.kafka_storage_error
 
 
 def _open_logs(log_manager: LogManager, planned: list[NewLog]) -> list[tuple[NewLog, PartitionLog | Exception]]:

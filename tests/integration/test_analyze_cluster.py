@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from replog.local_cluster import LocalCluster
+from tests.integration.test_metrics import dump_lines
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 pytest.importorskip("pyspark")
@@ -66,6 +67,12 @@ async def watch_under_replicated(cluster: LocalCluster, stop: asyncio.Event) -> 
     return edges
 
 
+def leader_dumped_whole_isr(cluster: LocalCluster) -> bool:
+    snapshots = [line for line in dump_lines(cluster.metrics_dir / f"broker-{LEADER}")
+                 if line["kind"] == "broker" and line["partitions"]]
+    return bool(snapshots) and snapshots[-1]["partitions"][0]["isr"] == [LEADER, 2, FOLLOWER]
+
+
 def read_csv(path: Path) -> list[dict[str, str]]:
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
@@ -85,7 +92,8 @@ async def test_analyze_finds_the_under_replicated_interval_and_the_produce_rate(
         await cluster.restart(FOLLOWER)
         await cluster.wait_for_isr(TOPIC, 0, {LEADER, 2, FOLLOWER})
         first_ms, last_ms, produced = await producing
-        await asyncio.sleep(1.5)  # one more dump of the whole ISR
+        # The end of the interval is in the leader's dumps only once it has written the whole ISR.
+        await cluster.wait_for(lambda: leader_dumped_whole_isr(cluster), 10, "a leader dump of the whole ISR")
         stop_watching.set()
         truth = await watching
     finally:
