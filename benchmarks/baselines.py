@@ -170,7 +170,7 @@ NAME = "baselines"
 
 
 def run(quick: bool, workdir: Path) -> list[Result]:
-    total = (256 if quick else 1024) * MiB
+    total = (64 if quick else 1024) * MiB
     warmup, repeats = (1, 3) if quick else (1, 5)
     path = page_cached_file(workdir, total)
     try:

@@ -1,6 +1,6 @@
 """Catch-up read of a page-cached backlog, with the broker's sendfile path on and off.
 
-A backlog (128 MiB quick, 1 GiB full) of 1 KiB values over 4 partitions is produced once; then for each
+A backlog (16 MiB quick, 1 GiB full) of 1 KiB values over 4 partitions is produced once; then for each
 setting of fetch.sendfile.enable the broker restarts on the same log directory, the segment files are
 read once (and `fincore` confirms they are cached), and two readers catch up from offset 0: a raw
 driver that keeps one Fetch v11 per partition in flight on one socket and discards the records, and a
@@ -190,7 +190,7 @@ def end_offsets(bootstrap: str) -> dict[int, int]:
 
 
 def run(quick: bool, workdir: Path) -> list[Result]:
-    volume = (128 if quick else 1024) * MiB
+    volume = (16 if quick else 1024) * MiB
     warmup, repeats = (1, 2) if quick else (1, 3)
     log_dir = workdir / "consume-logs"
     broker = BenchBroker(log_dir, {"fetch.sendfile.enable": "true"}, output=workdir / "consume-broker.out")

@@ -360,7 +360,7 @@ async def wait_exit(proc) -> float:
 
 
 def run(quick: bool, workdir: Path) -> list[Result]:
-    partitions, rounds = (300, 1) if quick else (1000, 3)
+    partitions, rounds = (100, 1) if quick else (1000, 3)
     kills = [
         asyncio.run(failover_round(workdir / f"failover-kill-{n}", partitions, True)) for n in range(rounds)
     ]

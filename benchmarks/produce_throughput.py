@@ -58,9 +58,10 @@ def confluent_produce(bootstrap: str, topic: str, acks: str, value: bytes, count
 
 
 def run(quick: bool, workdir: Path) -> list[Result]:
-    volume = (24 if quick else 64) * MiB
-    warmup, repeats = (1, 3) if quick else (1, 5)
-    append = repeat(lambda: file_append(workdir, 256 * MiB, fdatasync=False), warmup=1, repeats=3)
+    volume = (8 if quick else 64) * MiB
+    warmup, repeats = (1, 2) if quick else (1, 5)
+    append_volume = (64 if quick else 256) * MiB
+    append = repeat(lambda: file_append(workdir, append_volume, fdatasync=False), warmup=1, repeats=3)
     broker = BenchBroker(workdir / "produce-logs", {}, output=workdir / "produce-broker.out")
     broker.start()
     results = []

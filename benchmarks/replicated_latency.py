@@ -158,12 +158,12 @@ async def measure_on_fresh_cluster(root: Path, bytes_per_s: float, warmup_s: flo
 
 
 def run(quick: bool, workdir: Path) -> list[Result]:
-    rates = [2e6, 10e6] if quick else [10e6, 50e6, 100e6]
-    warmup_s, measure_s = (1.0, 3.0) if quick else (3.0, 15.0)
+    rates = [2e6] if quick else [10e6, 50e6, 100e6]  # quick: a rate any loaded CI machine sustains
+    warmup_s, measure_s = (0.5, 2.0) if quick else (3.0, 15.0)
     with echo_server() as address:
         loopback_round_trips(address, VALUE_BYTES, 2000)  # warm-up
         round_trips = window_percentiles(
-            loopback_round_trips(address, VALUE_BYTES, 30_000 if quick else 150_000)
+            loopback_round_trips(address, VALUE_BYTES, 10_000 if quick else 150_000)
         )
     results = []
     for rate in rates:

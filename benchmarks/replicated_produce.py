@@ -88,8 +88,8 @@ def topic_name(layout: str) -> str:
 
 
 def run(quick: bool, workdir: Path) -> list[Result]:
-    volume, warmup_volume = (128 * MiB, 16 * MiB) if quick else (512 * MiB, 64 * MiB)
-    rounds = 3 if quick else 5
+    volume, warmup_volume = (32 * MiB, 8 * MiB) if quick else (512 * MiB, 64 * MiB)
+    rounds = 1 if quick else 5
     with discard_server() as address:
         tcp = repeat(lambda: loopback_tcp(address, volume), warmup=1, repeats=3)
     append = repeat(lambda: file_append(workdir, volume, fdatasync=False), warmup=1, repeats=3)

@@ -42,7 +42,7 @@ from .harness import Result, Stats
 NAME = "startup"
 TOPIC = "startup"
 PARTITIONS = 1000
-QUICK_PARTITIONS = 300  # creating 1,000 takes ~10 s on this VM (fsyncs per partition), stopping ~5 s more
+QUICK_PARTITIONS = 100  # creating 1,000 takes ~10 s on this VM (fsyncs per partition), stopping ~5 s more
 RECORDS_PER_PARTITION = 10
 VALUE_BYTES = 1024
 POLL_INTERVAL_S = 0.005
@@ -114,7 +114,7 @@ def fill(broker: TimedBroker, partitions: int) -> None:
 
 
 def run(quick: bool, workdir: Path) -> list[Result]:
-    partitions, repeats = (QUICK_PARTITIONS, 3) if quick else (PARTITIONS, 10)
+    partitions, repeats = (QUICK_PARTITIONS, 1) if quick else (PARTITIONS, 10)
     root = workdir / "startup-loaded"
     env = child_environment(workdir / "startup-pycache")
     broker = TimedBroker(root / "data", env=env, output=root / "broker.out")

@@ -233,14 +233,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print("error: replog bench runs from a source checkout (benchmarks/ is not installed)", file=sys.stderr)
         return EXIT_ERROR
     sys.path.insert(0, str(checkout))
-    if args.compare:
+    if args.report:
         from benchmarks.compare import compare_runs
+        from benchmarks.markdown_table import markdown_table
 
-        if len(args.compare) != 3 or args.compare[0] != "compare":
-            print("error: usage: replog bench compare BEFORE.json AFTER.json", file=sys.stderr)
-            return EXIT_ERROR
+        match args.report:
+            case ["compare", before, after]:
+                show = lambda: compare_runs(Path(before), Path(after))  # noqa: E731
+            case ["table", run]:
+                show = lambda: markdown_table(Path(run))  # noqa: E731
+            case _:
+                print("error: usage: replog bench compare BEFORE.json AFTER.json | replog bench table RUN.json",
+                      file=sys.stderr)
+                return EXIT_ERROR
         try:
-            print(compare_runs(Path(args.compare[1]), Path(args.compare[2])))
+            print(show())
         except (OSError, ValueError) as e:
             print(f"error: {e}", file=sys.stderr)
             return EXIT_ERROR
@@ -359,12 +366,12 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.set_defaults(func=cmd_analyze)
 
     bench = commands.add_parser(
-        "bench", help="run the benchmark suite (source checkout), or `bench compare BEFORE.json AFTER.json`")
+        "bench", help="run the benchmark suite (source checkout), or `bench compare A.json B.json`, `bench table RUN.json`")
     bench.add_argument("--quick", action="store_true", help="smaller volumes and fewer repeats")
     bench.add_argument("--only", action="append", metavar="NAME", help="run only this benchmark (repeatable)")
     bench.add_argument("--results-dir", metavar="DIR", help="where the JSON and plots go (default: bench-results)")
-    bench.add_argument("compare", nargs="*", metavar="compare BEFORE.json AFTER.json",
-                       help="show what changed between two runs' JSON files")
+    bench.add_argument("report", nargs="*", metavar="compare BEFORE.json AFTER.json | table RUN.json",
+                       help="show what changed between two runs' JSON files, or one run as a Markdown table")
     bench.set_defaults(func=cmd_bench)
 
     chaos = commands.add_parser("chaos", help="a Jepsen-style run: faults under idempotent acks=all load, then "
