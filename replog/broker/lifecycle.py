@@ -6,6 +6,9 @@ epoch, then heartbeats every broker.heartbeat.interval.ms with that epoch. It as
 joins an ISR knowing less than the controller assumes. To stop cleanly it sets want_shut_down and keeps
 heartbeating, quickly, until the controller, having moved its leaderships away, answers should_shut_down.
 
+A failed log dir is reported in every heartbeat from then on (v1's OfflineLogDirs, KIP-858), and at once
+rather than at the next interval, so the controller moves its leaderships away quickly.
+
 A controller that is unreachable or restarting is retried with the same epoch (a restarted controller
 replays it from its metadata log); STALE_BROKER_EPOCH means the registration is gone, so register again.
 """
@@ -13,7 +16,7 @@ replays it from its metadata log); STALE_BROKER_EPOCH means the registration is 
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
@@ -27,7 +30,7 @@ from .controller_client import ControllerClient
 log = logging.getLogger(__name__)
 
 BROKER_REGISTRATION_VERSION = 0
-BROKER_HEARTBEAT_VERSION = 0
+BROKER_HEARTBEAT_VERSION = 1  # v1 adds OfflineLogDirs (KIP-858)
 SECURITY_PROTOCOL_PLAINTEXT = 0
 SOON_INTERVAL_MS = 50  # heartbeat interval while the broker waits on the answer
 
@@ -43,17 +46,21 @@ class BrokerIdentity:
 
 class BrokerLifecycleManager(ControllerClient):
     def __init__(self, identity: BrokerIdentity, connect: Callable[[], Awaitable[Connection]], *,
-                 heartbeat_interval_ms: int, has_metadata: Callable[[int], bool]) -> None:
+                 heartbeat_interval_ms: int, has_metadata: Callable[[int], bool],
+                 offline_log_dirs: Callable[[], Sequence[uuid.UUID]] = tuple) -> None:
         """has_metadata(broker_epoch) says whether the broker has applied the controller's metadata sent
-        for the registration with that epoch."""
+        for the registration with that epoch; offline_log_dirs() names the log dirs that have failed."""
         assert heartbeat_interval_ms > 0
         super().__init__(connect, "broker-lifecycle")
         self.identity = identity
         self.incarnation_id = uuid.uuid4()
         self.broker_epoch = -1
+        # Set while this process holds a registration (broker_epoch >= 0): controller requests wait for it.
+        self.registered = asyncio.Event()
         self.is_fenced = True
         self._heartbeat_interval_ms = heartbeat_interval_ms
         self._has_metadata = has_metadata
+        self._offline_log_dirs = offline_log_dirs
         self._want_shutdown = False
         self._may_shut_down = asyncio.Event()
 
@@ -70,6 +77,10 @@ class BrokerLifecycleManager(ControllerClient):
             log.warning("controlled shutdown not confirmed within %d ms; stopping anyway", timeout_ms)
             return False
         return True
+
+    def propagate_directory_failure(self) -> None:
+        """A log dir failed: heartbeat now (Kafka's BrokerLifecycleManager.propagateDirectoryFailure)."""
+        self._wake.set()
 
     async def _run(self) -> None:
         while not self._stopping and not self._may_shut_down.is_set():
@@ -104,6 +115,7 @@ class BrokerLifecycleManager(ControllerClient):
             log.warning("registration refused: %s; retrying", response.error_code.name)
             return
         self.broker_epoch = response.broker_epoch
+        self.registered.set()
         self.is_fenced = True
         log.info("registered with the controller, broker epoch %d", self.broker_epoch)
 
@@ -112,10 +124,12 @@ class BrokerLifecycleManager(ControllerClient):
         response = await self._send(ApiKey.BROKER_HEARTBEAT, {
             "broker_id": self.identity.node_id, "broker_epoch": epoch, "current_metadata_offset": -1,
             "want_fence": not self._has_metadata(epoch), "want_shut_down": self._want_shutdown,
+            "offline_log_dirs": list(self._offline_log_dirs()),
         }, BROKER_HEARTBEAT_VERSION)
         if response.error_code == ErrorCode.stale_broker_epoch:
             log.warning("the controller no longer knows broker epoch %d; registering again", epoch)
             self.broker_epoch = -1
+            self.registered.clear()
             return
         if response.error_code != ErrorCode.none:
             log.warning("heartbeat refused: %s", response.error_code.name)

@@ -59,6 +59,9 @@ class PartitionMetadata:
     partition_epoch: int
     replicas: list[int]
     isr: list[int]
+    # Replicas on a failed log dir (UpdateMetadata's OfflineReplicas, KIP-112); not persisted: the controller
+    # sends a full snapshot to every broker that registers.
+    offline_replicas: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {"leader": self.leader, "leader_epoch": self.leader_epoch, "partition_epoch": self.partition_epoch,
@@ -123,7 +126,8 @@ class MetadataImage:
                     topic.partitions.pop(p.partition_index, None)
                 else:
                     topic.partitions[p.partition_index] = PartitionMetadata(
-                        p.leader, p.leader_epoch, p.zk_version, list(p.replicas), list(p.isr))
+                        p.leader, p.leader_epoch, p.zk_version, list(p.replicas), list(p.isr),
+                        list(p.offline_replicas))
             if topic.partitions:
                 self.topics[topic.name] = topic
             else:

@@ -86,6 +86,8 @@ class Partition:
         self.followers: dict[int, FollowerState] = {}
         self.leader_epoch_start_offset = -1
         self.leader_since_ms = 0  # when this broker took the current leader epoch; 0 while not leading
+        # Its log dir failed (KIP-112): every request answers KAFKA_STORAGE_ERROR until the broker restarts.
+        self.storage_failed = False
 
     def __repr__(self) -> str:
         return f"<Partition {self.topic}-{self.index} {self.state}>"
@@ -169,6 +171,11 @@ class Partition:
         self.leader_epoch_start_offset = -1
         self.leader_since_ms = 0
 
+    def mark_storage_failed(self) -> None:
+        """Its log dir went offline: no longer lead or follow (Kafka's HostedPartition.Offline)."""
+        self.make_offline()
+        self.storage_failed = True
+
     def check_leader_epoch(self, requested_epoch: int) -> ErrorCode:
         """KIP-320: -1 skips the check; older is fenced, newer is unknown to us yet."""
         if requested_epoch == UNDEFINED_EPOCH or requested_epoch == self.state.leader_epoch:
@@ -180,6 +187,8 @@ class Partition:
     # ---------------------------------------------------------------- produce
 
     def append_as_leader(self, records: memoryview, required_acks: int) -> AppendInfo:
+        if self.storage_failed:
+            raise PartitionError(ErrorCode.kafka_storage_error, f"the log dir of {self.topic}-{self.index} is offline")
         if not self.is_leader:
             raise PartitionError(ErrorCode.not_leader_or_follower)
         if required_acks == -1 and self.is_under_min_isr():
@@ -192,6 +201,8 @@ class Partition:
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
         """For a parked acks=all produce: (done, error). acks=all waits for the whole ISR (facts §3)."""
+        if self.storage_failed:
+            return True, ErrorCode.kafka_storage_error
         if not self.is_leader:
             return True, ErrorCode.not_leader_or_follower
         if self.log.high_watermark < required_offset:

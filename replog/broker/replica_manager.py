@@ -11,12 +11,13 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
 from replog.fetcher.manager import InitialFetchState, LeaderInfo, ReplicaFetcherManager
 from replog.log.config import LogConfig
-from replog.log.errors import LogError, OffsetOutOfRangeError
+from replog.log.errors import LogError, OffsetOutOfRangeError, StorageError
 from replog.log.log_manager import LogManager, NewLog
 from replog.log.partition_log import AppendInfo, LogReadResult, PartitionLog, TopicPartition
 from replog.protocol.control import (
@@ -98,6 +99,7 @@ class ReplicaManager:
         self.controller_epoch = -1
         # Kafka's replicaStateChangeLock: LeaderAndIsr and StopReplica apply one at a time, in arrival order.
         self._state_change_lock = asyncio.Lock()
+        log_manager.failure_channel.subscribe(self.handle_log_dir_failure)
 
     def get_partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get(TopicPartition(topic, index))
@@ -107,6 +109,31 @@ class ReplicaManager:
         if partition is None:
             raise PartitionError(ErrorCode.unknown_topic_or_partition)
         return partition
+
+    # ---------------------------------------------------- log dir failure
+
+    def handle_log_dir_failure(self, log_dir: Path, error: OSError) -> None:
+        """Take every partition in the failed dir offline (Kafka's ReplicaManager.handleLogDirFailure):
+        stop fetching them, answer their parked produces and fetches with KAFKA_STORAGE_ERROR, and refuse
+        them from now on. Runs synchronously inside the failed operation's call stack, so the next request
+        already sees the partitions offline. The broker tells the controller through its heartbeat."""
+        keys = [key for key in self.log_manager.logs_in(log_dir) if key in self.partitions]
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.remove_partitions(keys)
+        for key in keys:
+            self.partitions[key].mark_storage_failed()
+            self._wake(key, hw_moved=True)
+        log.error("log dir %s failed (%s): %d partitions offline", log_dir, error, len(keys))
+
+    def _in_offline_dir(self, key: TopicPartition) -> bool:
+        partition_log = self.log_manager.get_log(*key)
+        return partition_log is not None and partition_log.is_offline
+
+    def _report_disk_failure(self, key: TopicPartition, error: OSError) -> None:
+        """An OSError outside PartitionLog's own guard (an epoch checkpoint write) also fails the dir."""
+        partition_log = self.log_manager.get_log(*key)
+        if partition_log is not None and not isinstance(error, StorageError):
+            partition_log.report_disk_failure(error)
 
     def _get_or_create_partition(self, topic: str, index: int, topic_id, configs: dict[str, str]) -> Partition:
         key = TopicPartition(topic, index)
@@ -129,6 +156,8 @@ class ReplicaManager:
             for index, meta in topic.partitions.items():
                 assert meta.leader == self.node_id and meta.replicas == [self.node_id]
                 partition = self._get_or_create_partition(topic.name, index, topic.topic_id, topic.configs)
+                if partition.storage_failed:
+                    continue  # offline until the broker restarts
                 state = LeadershipState(meta.leader, meta.leader_epoch, meta.partition_epoch,
                                         tuple(meta.replicas), tuple(meta.isr))
                 if not partition.is_leader or state.leader_epoch > partition.leader_epoch:
@@ -168,6 +197,9 @@ class ReplicaManager:
                     if time.monotonic() - slice_started > STATE_CHANGE_SLICE_S:
                         await asyncio.sleep(0)
                         slice_started = time.monotonic()
+            # A dir that failed while this request applied took its partitions offline: do not fetch them.
+            new_followers = {key: state for key, state in new_followers.items()
+                             if not self.partitions[key].storage_failed}
             if self.fetcher_manager is not None and new_followers:
                 self.fetcher_manager.add_partitions(new_followers)
             return ErrorCode.none, errors
@@ -188,7 +220,11 @@ class ReplicaManager:
                     wanted[key] = (key, config, topic.topic_id)
         if not wanted:
             return {}
-        planned = self.log_manager.plan_new_logs(wanted.values())
+        try:
+            planned = self.log_manager.plan_new_logs(wanted.values())
+        except StorageError as e:
+            log.error("cannot create %d logs: %s", len(wanted), e)
+            return {key: ErrorCode.kafka_storage_error for key in wanted}
         # Several threads, because the time goes into fsyncs, which the file system commits together.
         chunks = [planned[i::LOG_CREATION_THREADS] for i in range(LOG_CREATION_THREADS)]
         results = await asyncio.gather(*(asyncio.to_thread(_open_logs, self.log_manager, chunk)
@@ -200,6 +236,8 @@ class ReplicaManager:
             if isinstance(result, Exception):
                 log.error("creating the log of %s-%d failed: %s", *new.topic_partition, result)
                 errors[new.topic_partition] = _error_code_of(result)
+                if isinstance(result, OSError):  # reported here, on the event loop, not in the worker thread
+                    self.log_manager.failure_channel.report(new.directory.parent, result)
             else:
                 self.log_manager.adopt_new_log(new, result)
         return errors
@@ -214,6 +252,8 @@ class ReplicaManager:
         except (LogError, OSError) as e:
             log.error("%s-%d: applying leader epoch %d failed: %s", topic, state.partition_index,
                       state.leader_epoch, e)
+            if isinstance(e, OSError):
+                self._report_disk_failure(TopicPartition(topic, state.partition_index), e)
             return _error_code_of(e)
 
     def _apply_partition_state(self, topic: str, topic_id, state: LeaderAndIsrPartitionState, leaders: dict,
@@ -221,6 +261,11 @@ class ReplicaManager:
         if self.node_id not in state.replicas:
             return ErrorCode.unknown_topic_or_partition
         existing = self.partitions.get(TopicPartition(topic, state.partition_index))
+        # Before the epoch checks, as Kafka does for HostedPartition.Offline: the controller learns from this
+        # answer that the replica is offline, whatever the epochs it sent.
+        if (existing is not None and existing.storage_failed) or self._in_offline_dir(
+                TopicPartition(topic, state.partition_index)):
+            return ErrorCode.kafka_storage_error
         if existing is not None and existing.topic_id != topic_id:
             return ErrorCode.inconsistent_topic_id
         if existing is not None:
@@ -275,6 +320,9 @@ class ReplicaManager:
                     continue
                 if self.fetcher_manager is not None:
                     self.fetcher_manager.remove_partitions([key])
+                if (partition is not None and partition.storage_failed) or self._in_offline_dir(key):
+                    errors[key] = ErrorCode.kafka_storage_error  # its files cannot be touched until a restart
+                    continue
                 if state.delete_partition:
                     self._delete_partition(key)
                 elif partition is not None:
@@ -324,6 +372,7 @@ class ReplicaManager:
             return PartitionAppendResult(e.error_code, error_message=str(e))
         except OSError as e:
             log.error("append to %s-%d failed: %s", topic, index, e)
+            self._report_disk_failure(TopicPartition(topic, index), e)
             return PartitionAppendResult(ErrorCode.kafka_storage_error, error_message=str(e))
         self.metrics.record_produce(partition.key, info)
         self._wake(partition.key, hw_moved=partition.high_watermark != hw_before)
@@ -342,6 +391,8 @@ class ReplicaManager:
         partition = self.partitions.get(TopicPartition(topic, index))
         if partition is None:
             return PartitionReadResult(ErrorCode.unknown_topic_or_partition)
+        if partition.storage_failed:
+            return PartitionReadResult(ErrorCode.kafka_storage_error)
         if not partition.is_leader:
             return PartitionReadResult(ErrorCode.not_leader_or_follower)
         epoch_error = partition.check_leader_epoch(current_leader_epoch)
@@ -358,8 +409,9 @@ class ReplicaManager:
         except OffsetOutOfRangeError:
             return PartitionReadResult(ErrorCode.offset_out_of_range, high_watermark=partition.high_watermark,
                                        log_start_offset=log_.log_start_offset)
-        except OSError:
-            log.exception("read of %s-%d failed", topic, index)
+        except OSError as e:
+            log.error("read of %s-%d failed: %s", topic, index, e)
+            self._report_disk_failure(partition.key, e)
             return PartitionReadResult(ErrorCode.kafka_storage_error)
         if fetcher.is_follower:
             try:

@@ -7,10 +7,12 @@ checkpoints and the clean-shutdown marker so the next start skips recovery.
 
 import asyncio
 import functools
+import inspect
 import logging
 import signal
 import sys
 import time
+from pathlib import Path
 
 from replog.client.connection import Connection
 from replog.fetcher.leader_endpoint import RemoteLeaderEndpoint
@@ -50,6 +52,7 @@ class Broker(ConnectionHolder):
         self.image.brokers[config.node_id] = BrokerEndpoint.from_listener(config.node_id, config.advertised)
         self.connections: set[BrokerConnection] = set()
         self.shutting_down = False
+        self.stop_requested = asyncio.Event()  # set when the broker must stop on its own (every log dir failed)
         self._server: asyncio.AbstractServer | None = None
         self._periodic: list[asyncio.Task] = []
         self.log_manager: LogManager | None = None
@@ -61,6 +64,7 @@ class Broker(ConnectionHolder):
         self.metrics_service: MetricsService | None = None
         self._controller_connection: Connection | None = None  # for forwarded topic administration
         self._metadata_broker_epoch = -1  # the broker epoch of the last UpdateMetadata applied
+        self.has_metadata = asyncio.Event()  # set by the first UpdateMetadata: until then Metadata requests wait
 
     @property
     def in_cluster(self) -> bool:
@@ -77,6 +81,7 @@ class Broker(ConnectionHolder):
                                           manages_topics=not self.in_cluster,
                                           producer_id_base=config.node_id << 32 if self.in_cluster else 0)
         self.replica_manager = self._build_replica_manager()
+        self.log_manager.failure_channel.subscribe(self._on_log_dir_failure)
         if self.in_cluster:
             self.alter_partition_manager.start()
         else:
@@ -93,7 +98,8 @@ class Broker(ConnectionHolder):
         self._server = await asyncio.get_running_loop().create_server(
             lambda: BrokerConnection(self, dispatcher, max_frame_bytes=config.socket_request_max_bytes,
                                      max_inflight=config.max_inflight_requests_per_connection,
-                                     use_sendfile=config.fetch_sendfile_enable),
+                                     use_sendfile=config.fetch_sendfile_enable,
+                                     idle_timeout_ms=config.connections_max_idle_ms),
             listener.host, listener.port, reuse_address=True, backlog=1024)
         self._periodic = [
             asyncio.create_task(self._every(config.replica_high_watermark_checkpoint_interval_ms,
@@ -120,11 +126,23 @@ class Broker(ConnectionHolder):
         return BrokerLifecycleManager(
             identity, lambda: self.connect_to_node(host, controller_port, f"lifecycle-{config.node_id}"),
             heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
-            has_metadata=lambda epoch: self._metadata_broker_epoch == epoch)
+            has_metadata=lambda epoch: self._metadata_broker_epoch == epoch,
+            offline_log_dirs=lambda: [self.log_manager.directory_id(d)
+                                      for d in self.log_manager.failure_channel.offline_dirs])
+
+    def _on_log_dir_failure(self, log_dir: Path, error: OSError) -> None:
+        """The replica manager has taken the dir's partitions offline; tell the controller now. With no
+        dir left, stop, as Kafka's ReplicaManager.handleLogDirFailure does (cleanly here, not Exit.halt)."""
+        if self.lifecycle is not None:
+            self.lifecycle.propagate_directory_failure()
+        if not self.log_manager.online_dirs:
+            log.critical("every log dir has failed; broker %d shuts down", self.config.node_id)
+            self.stop_requested.set()
 
     def metadata_applied(self, broker_epoch: int) -> None:
         """The controller's UpdateMetadata for the registration with `broker_epoch` has been applied."""
         self._metadata_broker_epoch = broker_epoch
+        self.has_metadata.set()
 
     def is_stale_broker_epoch(self, broker_epoch: int) -> bool:
         """A controller request meant for an earlier registration of this broker (Kafka's
@@ -179,7 +197,8 @@ class Broker(ConnectionHolder):
             host, port, client_id=client_id, username=f"broker-{self.config.node_id}",
             secret=self.config.inter_broker_secret, request_timeout_ms=self.config.replica_socket_timeout_ms,
             max_frame_bytes=max(self.config.socket_request_max_bytes,
-                                2 * self.config.replica_fetch_response_max_bytes))
+                                2 * self.config.replica_fetch_response_max_bytes),
+            local_host=self.config.inter_broker_bind_host)
 
     @property
     def port(self) -> int:
@@ -206,7 +225,9 @@ class Broker(ConnectionHolder):
         while True:
             await asyncio.sleep(interval_ms / 1000)
             try:
-                action()
+                result = action()
+                if inspect.isawaitable(result):
+                    await result
             except OSError:
                 log.exception("periodic %s failed", getattr(action, "__name__", action))
 
@@ -215,9 +236,33 @@ class Broker(ConnectionHolder):
         if deleted:
             log.info("retention deleted %d segment(s)", deleted)
 
-    def _checkpoint_offsets(self) -> None:
+    async def _checkpoint_offsets(self) -> None:
+        await self._flush_rolled_segments()
         self.log_manager.checkpoint_recovery_points()
         self.log_manager.checkpoint_log_start_offsets()
+
+    async def _flush_rolled_segments(self) -> None:
+        """fsync the segments rolled since the last pass, off the event loop, and move each log's recovery
+        point to its active segment: a crash then recovers only the active segment (and any rolled since),
+        not the whole log. Kafka flushes at each roll (UnifiedLog.roll); here it waits for the next pass."""
+        tickets = [(partition_log, ticket) for partition_log in self.log_manager.all_logs()
+                   if not partition_log.is_offline
+                   and (ticket := partition_log.prepare_flush_of_rolled_segments()) is not None]
+
+        def fsync_all() -> list[bool]:
+            synced = []
+            for partition_log, ticket in tickets:
+                try:
+                    ticket.fsync()
+                    synced.append(True)
+                except OSError:  # deleted meanwhile, or a failing disk: its recovery point stays
+                    log.warning("flushing %s failed", partition_log, exc_info=True)
+                    synced.append(False)
+            return synced
+
+        for (partition_log, ticket), synced in zip(tickets, await asyncio.to_thread(fsync_all), strict=True):
+            if synced:
+                partition_log.complete_flush(ticket)
 
     async def stop(self) -> None:
         if self.lifecycle is not None and self.config.controlled_shutdown_enable:
@@ -252,7 +297,7 @@ class Broker(ConnectionHolder):
 async def serve(config: BrokerConfig) -> None:
     broker = Broker(config)
     await broker.start()
-    stop = asyncio.Event()
+    stop = broker.stop_requested
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)

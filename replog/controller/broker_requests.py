@@ -76,7 +76,8 @@ def update_metadata_request(controller_id: int, controller_epoch: int, broker: B
             # Kafka's offline replicas are those not on a live broker (or on an offline log dir).
             UpdateMetadataPartitionState(p.topic, p.partition, controller_epoch, p.leader, p.leader_epoch,
                                          list(p.isr), p.partition_epoch, list(p.replicas),
-                                         [r for r in p.replicas if r not in live])
+                                         [r for r in p.replicas
+                                          if r not in live or r in metadata.offline_replicas_of(p)])
             for p in topic.partitions.values()
         ])
         for topic in metadata.topics.values()

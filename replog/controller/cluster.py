@@ -15,6 +15,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from replog.broker.metadata import topic_config_error, topic_name_error
+from replog.log.partition_log import TopicPartition
 
 from .registry import (
     MAX_REPLICATION_FACTOR,
@@ -89,6 +90,10 @@ class ClusterMetadata:
         self.brokers: dict[int, BrokerRegistration] = {}
         self.topics: dict[str, TopicRegistration] = {}
         self._topic_names_by_id: dict[uuid.UUID, str] = {}
+        # Replicas in log dirs their broker reported failed (KIP-112): offline until the broker registers
+        # again (restarts). Not in the metadata log: a broker keeps reporting its offline dirs in every
+        # heartbeat, so a restarted controller learns them again.
+        self._offline_replicas: dict[int, set[TopicPartition]] = {}
 
     # ----------------------------------------------------------------------------------------- brokers
 
@@ -115,6 +120,28 @@ class ClusterMetadata:
     def live_broker_ids(self) -> set[int]:
         """The brokers clients see in Metadata: registered and unfenced (controlled shutdown included)."""
         return {b for b, registration in self.brokers.items() if not registration.fenced}
+
+    def mark_replicas_offline(self, broker_id: int, keys: Iterable[TopicPartition]) -> list[PartitionRegistration]:
+        """Record `broker_id`'s replicas of `keys` as offline; returns the registrations of those newly so
+        (unknown partitions, say of a topic deleted meanwhile, are skipped)."""
+        offline = self._offline_replicas.setdefault(broker_id, set())
+        newly = []
+        for key in keys:
+            topic = self.topics.get(key.topic)
+            registration = topic.partitions.get(key.partition) if topic is not None else None
+            if registration is not None and broker_id in registration.replicas and key not in offline:
+                offline.add(key)
+                newly.append(registration)
+        return newly
+
+    def clear_offline_replicas(self, broker_id: int) -> None:
+        """The broker restarted: its log dirs are back, or it reports the failed ones again."""
+        self._offline_replicas.pop(broker_id, None)
+
+    def offline_replicas_of(self, partition: PartitionRegistration) -> frozenset[int]:
+        """The replicas of `partition` in failed log dirs."""
+        key = TopicPartition(partition.topic, partition.partition)
+        return frozenset(b for b, keys in self._offline_replicas.items() if key in keys)
 
     def leads_any(self, broker_id: int) -> bool:
         return any(p.leader == broker_id for t in self.topics.values() for p in t.partitions.values())
@@ -184,6 +211,8 @@ class ClusterMetadata:
         if topic is None:
             raise ControllerError(ErrorCode.unknown_topic_or_partition, f"no topic {name!r}")
         del self._topic_names_by_id[topic.topic_id]
+        for keys in self._offline_replicas.values():  # a topic created again with this name starts afresh
+            keys.difference_update([k for k in keys if k.topic == name])
         return topic
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicRegistration | None:
@@ -270,9 +299,13 @@ class ClusterMetadata:
         if current is None:
             return _partition_error(data.partition_index, ErrorCode.unknown_topic_or_partition)
         new_isr, is_eligible = self._isr_and_eligibility(data, version)
+        # A replica in a failed log dir cannot rejoin the ISR (KIP-858), though a fetch it sent before the
+        # failure may still make the leader think it caught up.
+        offline = self.offline_replicas_of(current)
         error = validate_alter_partition(
             current, broker_id=broker_id, leader_epoch=data.leader_epoch, new_isr=new_isr,
-            partition_epoch=data.partition_epoch, is_eligible=is_eligible,
+            partition_epoch=data.partition_epoch,
+            is_eligible=lambda replica: replica not in offline and is_eligible(replica),
             leader_recovery_state=data.leader_recovery_state)
         if error != ErrorCode.none:
             return _partition_error(data.partition_index, error)

@@ -67,7 +67,9 @@ def handle_broker_heartbeat(ctx, controller) -> list:
         try:
             answer = controller.broker_heartbeat(request.broker_id, request.broker_epoch,
                                                  want_fence=request.want_fence,
-                                                 want_shutdown=request.want_shut_down)
+                                                 want_shutdown=request.want_shut_down,
+                                                 # v1+ (KIP-858); v0 has no such field
+                                                 offline_log_dirs=getattr(request, "offline_log_dirs", ()))
         except ControllerError as e:
             body["error_code"] = e.error_code
         else:

@@ -9,7 +9,9 @@ ReplicationControlManager.generateLeaderAndIsrUpdates does it (kafka-replication
   assignment order that is eligible and in the ISR; unclean only if unclean.leader.election.enable.
 - When a broker becomes eligible again, every leaderless partition tries the same selector.
 - Periodically, leadership goes back to preferred replicas where it drifted too far (auto leader rebalance).
-Eligible means registered, unfenced and not in controlled shutdown (ClusterMetadata.is_eligible).
+Eligible means registered, unfenced and not in controlled shutdown (ClusterMetadata.is_eligible), and, per
+partition, not an offline replica: one in a log dir its broker reported failed (KIP-112/KIP-858), given by
+`offline(partition)`. Such a replica is treated as if its broker had left, for that partition only.
 """
 
 from collections.abc import Callable, Collection, Iterable
@@ -17,9 +19,22 @@ from collections.abc import Callable, Collection, Iterable
 from .registry import NO_LEADER, LeaderRecoveryState, PartitionRegistration, change_isr, elect_leader
 from .selectors import Elected, offline_leader, preferred_leader
 
+OfflineReplicas = Callable[[PartitionRegistration], Collection[int]]
+
+
+def no_offline_replicas(partition: PartitionRegistration) -> Collection[int]:
+    return ()
+
+
+def _eligible_for(partition: PartitionRegistration, eligible: Collection[int],
+                  offline: OfflineReplicas) -> Collection[int]:
+    offline_here = offline(partition)
+    return [b for b in eligible if b not in offline_here] if offline_here else eligible
+
 
 def without_broker(partitions: Iterable[PartitionRegistration], broker_id: int, eligible: Collection[int],
-                   unclean_allowed: Callable[[str], bool]) -> list[PartitionRegistration]:
+                   unclean_allowed: Callable[[str], bool],
+                   offline: OfflineReplicas = no_offline_replicas) -> list[PartitionRegistration]:
     """The changed registrations after `broker_id` leaves: out of every ISR, its leaderships moved.
 
     `eligible` must not contain broker_id. unclean_allowed(topic) says whether the topic may elect a
@@ -32,8 +47,8 @@ def without_broker(partitions: Iterable[PartitionRegistration], broker_id: int, 
             continue
         remaining = tuple(r for r in current.isr if r != broker_id)
         if current.leader == broker_id:
-            changed = _elect_or_go_offline(current, remaining or current.isr, eligible,
-                                           unclean_allowed(current.topic))
+            changed = _elect_or_go_offline(current, remaining or current.isr,
+                                           _eligible_for(current, eligible, offline), unclean_allowed(current.topic))
         elif not remaining:  # the last member of a leaderless partition's ISR stays in it
             continue
         else:
@@ -44,13 +59,15 @@ def without_broker(partitions: Iterable[PartitionRegistration], broker_id: int, 
 
 
 def elect_offline_partitions(partitions: Iterable[PartitionRegistration], eligible: Collection[int],
-                             unclean_allowed: Callable[[str], bool]) -> list[PartitionRegistration]:
+                             unclean_allowed: Callable[[str], bool],
+                             offline: OfflineReplicas = no_offline_replicas) -> list[PartitionRegistration]:
     """New leaders for leaderless partitions that now have an eligible replica to lead."""
     changes = []
     for current in partitions:
         if current.has_leader:
             continue
-        changed = _elect_or_go_offline(current, current.isr, eligible, unclean_allowed(current.topic))
+        changed = _elect_or_go_offline(current, current.isr, _eligible_for(current, eligible, offline),
+                                       unclean_allowed(current.topic))
         if changed is not current:
             changes.append(changed)
     return changes
@@ -70,7 +87,8 @@ def _elect_or_go_offline(current: PartitionRegistration, isr: tuple[int, ...], e
 
 
 def preferred_leader_elections(partitions: Iterable[PartitionRegistration], eligible: Collection[int],
-                               imbalance_percentage: int) -> list[PartitionRegistration]:
+                               imbalance_percentage: int,
+                               offline: OfflineReplicas = no_offline_replicas) -> list[PartitionRegistration]:
     """Leadership handed back to preferred replicas (Kafka's auto leader rebalance).
 
     Per broker, among the partitions whose preferred (first) replica it is: if the share it does not lead
@@ -88,7 +106,8 @@ def preferred_leader_elections(partitions: Iterable[PartitionRegistration], elig
         if broker_id not in eligible or len(not_led) * 100 <= imbalance_percentage * len(preferred_here):
             continue
         for current in not_led:
-            choice = preferred_leader(current.replicas, current.isr, eligible, current_leader=current.leader)
+            choice = preferred_leader(current.replicas, current.isr, _eligible_for(current, eligible, offline),
+                                      current_leader=current.leader)
             if isinstance(choice, Elected):
                 changes.append(elect_leader(current, choice.leader, choice.isr))
     return changes

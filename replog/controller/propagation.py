@@ -73,8 +73,10 @@ class Propagator:
         targets = reachable if broker_ids is None else set(broker_ids) & reachable
         by_broker: dict[int, list[PartitionRegistration]] = {}
         for p in partitions:
+            # A replica in a failed log dir would only answer KAFKA_STORAGE_ERROR; it hears again on restart.
+            offline = self._metadata.offline_replicas_of(p)
             for replica in p.replicas:
-                if replica in targets:
+                if replica in targets and replica not in offline:
                     by_broker.setdefault(replica, []).append(p)
         deliveries = []
         for broker_id, owned in sorted(by_broker.items()):

@@ -20,7 +20,7 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from replog.broker.connection import BrokerConnection, ConnectionHolder
 from replog.broker.dispatch import Dispatcher
 from replog.broker.inter_broker import open_inter_broker_connection
 from replog.client.connection import Connection
-from replog.log.partition_log import TopicPartition
+from replog.log.partition_log import TopicPartition, parse_topic_partition
 from replog.metrics.config import MetricsConfig
 from replog.metrics.service import MetricsService
 
@@ -82,6 +82,8 @@ class ControllerConfig:
     max_connections: int = 1_000
     max_inflight_requests_per_connection: int = 16
     max_frame_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes
+    # The local address of its connections to brokers (as the brokers' inter.broker.bind.host); None: the OS's.
+    inter_broker_bind_host: str | None = None
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
 
     def __post_init__(self) -> None:
@@ -126,6 +128,8 @@ class ClusterController(ConnectionHolder):
         # Leadership moves of brokers in controlled shutdown; such a broker is told to stop only once
         # its successors have them (Kafka waits until the moves are replayed).
         self._shutdown_moves: dict[int, list[Delivery]] = {}
+        # The log dir ids each broker has reported offline since it registered (KIP-858's OfflineLogDirs).
+        self._offline_log_dirs: dict[int, frozenset[uuid.UUID]] = {}
         self.metrics_service: MetricsService | None = None
 
     @property
@@ -227,6 +231,9 @@ class ClusterController(ConnectionHolder):
             self._fence(broker_id, "registered again")
         registration = BrokerRegistration(broker_id, host, port, epoch, incarnation_id, rack, fenced=True)
         self._replace_broker(registration)
+        # A new process: failed log dirs come back on restart (Kafka keeps a dir offline until then).
+        self.metadata.clear_offline_replicas(broker_id)
+        self._offline_log_dirs.pop(broker_id, None)
         if broker_id in self.channel.broker_ids:
             self.channel.remove_broker(broker_id)  # requests for its old incarnation; the resync covers them
         self.channel.add_broker(broker_id, host, port)
@@ -242,8 +249,9 @@ class ClusterController(ConnectionHolder):
         return epoch
 
     def broker_heartbeat(self, broker_id: int, broker_epoch: int, *, want_fence: bool,
-                         want_shutdown: bool) -> HeartbeatAnswer:
-        """A BrokerHeartbeat: renews the session and acts on the broker's state change."""
+                         want_shutdown: bool, offline_log_dirs: Collection[uuid.UUID] = ()) -> HeartbeatAnswer:
+        """A BrokerHeartbeat: renews the session and acts on the broker's state change, and on log dirs it
+        reports offline for the first time."""
         change = self.sessions.heartbeat(broker_id, broker_epoch, self.clock_ms(),
                                          leads_partitions=lambda: self._still_leads(broker_id),
                                          want_fence=want_fence, want_shutdown=want_shutdown)
@@ -255,6 +263,13 @@ class ClusterController(ConnectionHolder):
         elif before is not BrokerState.FENCED and after in (BrokerState.FENCED, BrokerState.SHUTDOWN_NOW):
             self._fence(broker_id, "shut down" if after is BrokerState.SHUTDOWN_NOW else "asked to be fenced",
                         clean=True)
+        reported = frozenset(offline_log_dirs)
+        known = self._offline_log_dirs.get(broker_id, frozenset())
+        if not reported <= known and after in (BrokerState.UNFENCED, BrokerState.CONTROLLED_SHUTDOWN):
+            self._offline_log_dirs[broker_id] = known | reported
+            log.warning("broker %d reports %d offline log dirs; finding its offline replicas", broker_id,
+                        len(reported))
+            self._spawn(self._find_offline_replicas(broker_id))
         if after is BrokerState.SHUTDOWN_NOW:
             self._shutdown_moves.pop(broker_id, None)
             if broker_id in self.channel.broker_ids:  # registered, never unfenced: _fence did not run
@@ -281,14 +296,17 @@ class ClusterController(ConnectionHolder):
     def _unfence(self, broker_id: int) -> None:
         broker = self.metadata.brokers[broker_id]
         self._replace_broker(dataclasses.replace(broker, fenced=False))
-        self.states.broker_changed(broker_id, self.metadata.partitions_with_replica(broker_id), live=True)
+        # Its replicas in failed log dirs stay offline: only a restart (a new registration) brings them back.
+        self.states.broker_changed(broker_id, [p for p in self.metadata.partitions_with_replica(broker_id)
+                                               if broker_id not in self.metadata.offline_replicas_of(p)], live=True)
         deliveries = []
         if broker_id not in self.channel.broker_ids:  # fenced by silence: it missed every change since
             self.channel.add_broker(broker_id, broker.host, broker.port)
             deliveries += self.propagator.leader_and_isr(self.metadata.partitions_with_replica(broker_id),
                                                          broker_ids=[broker_id])
         changes = elect_offline_partitions(self.metadata.partitions_with_replica(broker_id),
-                                           self.metadata.active_broker_ids(), self._unclean_allowed)
+                                           self.metadata.active_broker_ids(), self._unclean_allowed,
+                                           self.metadata.offline_replicas_of)
         deliveries += self._commit_partition_changes(changes)
         self._watch(deliveries, f"unfencing broker {broker_id}")
         self._metadata_push_needed.set()
@@ -298,7 +316,8 @@ class ClusterController(ConnectionHolder):
         broker = self.metadata.brokers[broker_id]
         self._replace_broker(dataclasses.replace(broker, in_controlled_shutdown=True))
         changes = without_broker(self.metadata.partitions_with_replica(broker_id), broker_id,
-                                 self.metadata.active_broker_ids(), self._unclean_allowed)
+                                 self.metadata.active_broker_ids(), self._unclean_allowed,
+                                 self.metadata.offline_replicas_of)
         deliveries = self._commit_partition_changes(changes)
         self._shutdown_moves[broker_id] = deliveries
         self._watch(deliveries, f"controlled shutdown of broker {broker_id}")
@@ -313,12 +332,49 @@ class ClusterController(ConnectionHolder):
         if broker_id in self.channel.broker_ids:
             self.channel.remove_broker(broker_id)
         changes = without_broker(self.metadata.partitions_with_replica(broker_id), broker_id,
-                                 self.metadata.active_broker_ids(), self._unclean_allowed)
+                                 self.metadata.active_broker_ids(), self._unclean_allowed,
+                                 self.metadata.offline_replicas_of)
         self._watch(self._commit_partition_changes(changes), f"fencing broker {broker_id}")
         self._metadata_push_needed.set()
         offline = sum(1 for p in changes if not p.has_leader)
         log.log(logging.INFO if clean else logging.WARNING, "broker %d fenced (%s): %d partitions changed, "
                 "%d without a leader", broker_id, reason, len(changes), offline)
+
+    async def _find_offline_replicas(self, broker_id: int) -> None:
+        """Which of the broker's replicas are in its failed dirs: ask it, as ZooKeeper-mode Kafka did after a
+        log dir event (KIP-112), with a LeaderAndIsr for all of them; it answers KAFKA_STORAGE_ERROR for
+        those. KRaft (KIP-858) would look the dirs up in replica-to-dir assignments instead, but replog's
+        brokers choose where a log goes and do not tell the controller (no AssignReplicasToDirs)."""
+        deliveries = self.propagator.leader_and_isr(self.metadata.partitions_with_replica(broker_id),
+                                                    broker_ids=[broker_id])
+        if deliveries:
+            await asyncio.wait([d.future for d in deliveries], timeout=self.config.propagation_timeout_ms / 1000)
+        offline = set()
+        for delivery in deliveries:
+            future = delivery.future
+            if not future.done() or future.cancelled() or future.exception() is not None:
+                continue  # fenced or silent meanwhile: fencing has moved all its leaderships already
+            offline.update(parse_topic_partition(label) for label, error in delivery.errors_of(future.result())
+                           if label is not None and error == ErrorCode.kafka_storage_error)
+        if self.sessions.state(broker_id) is not BrokerState.FENCED:
+            self.replicas_offline(broker_id, offline)
+
+    def replicas_offline(self, broker_id: int, keys: Iterable[TopicPartition]) -> int:
+        """The broker's replicas of `keys` are in a failed log dir: as if the broker had left, for those
+        partitions only (out of their ISRs, leaderships moved), until it restarts. Returns how many
+        partitions changed."""
+        newly = self.metadata.mark_replicas_offline(broker_id, keys)
+        if not newly:
+            return 0
+        self.states.replicas.transition(
+            [PartitionReplica(TopicPartition(p.topic, p.partition), broker_id) for p in newly], ReplicaState.OFFLINE)
+        eligible = [b for b in self.metadata.active_broker_ids() if b != broker_id]
+        changes = without_broker(newly, broker_id, eligible, self._unclean_allowed, self.metadata.offline_replicas_of)
+        self._watch(self._commit_partition_changes(changes), f"offline replicas of broker {broker_id}")
+        self._metadata_push_needed.set()  # offline_replicas changed even where no leader or ISR did
+        log.warning("broker %d has %d offline replicas: %d partitions changed, %d without a leader", broker_id,
+                    len(newly), len(changes), sum(1 for p in changes if not p.has_leader))
+        return len(changes)
 
     def _replace_broker(self, registration: BrokerRegistration) -> None:
         self._log.append([records.broker_record(registration)])
@@ -457,7 +513,8 @@ class ClusterController(ConnectionHolder):
         """Hand leadership back to preferred replicas where it drifted (auto.leader.rebalance.enable)."""
         partitions = [p for t in self.metadata.topics.values() for p in t.partitions.values()]
         changes = preferred_leader_elections(partitions, self.metadata.active_broker_ids(),
-                                             self.config.leader_imbalance_per_broker_percentage)
+                                             self.config.leader_imbalance_per_broker_percentage,
+                                             self.metadata.offline_replicas_of)
         self._watch(self._commit_partition_changes(changes), "preferred leader election")
         if changes:
             self._metadata_push_needed.set()
@@ -486,5 +543,6 @@ class ClusterController(ConnectionHolder):
         name = f"controller-{self.controller_id}"
         return await open_inter_broker_connection(
             host, port, client_id=name, username=name, secret=self.config.inter_broker_secret,
-            request_timeout_ms=self.config.request_timeout_ms, max_frame_bytes=self.config.max_frame_bytes)
+            request_timeout_ms=self.config.request_timeout_ms, max_frame_bytes=self.config.max_frame_bytes,
+            local_host=self.config.inter_broker_bind_host)
 

@@ -24,6 +24,10 @@ from replog.log.errors import CorruptIndexError
 
 INT32_MAX = (1 << 31) - 1
 NO_TIMESTAMP = -1
+# Index files are sparse: the preallocated size is set with ftruncate, which reserves no blocks. Writing
+# through the mmap into a page the file system cannot allocate (a full disk) raises SIGBUS and kills the
+# process, so pages are allocated with posix_fallocate, which fails with ENOSPC, before entries go in.
+ALLOCATION_CHUNK = mmap.PAGESIZE
 
 
 class _MmapIndex(abc.ABC):
@@ -41,6 +45,7 @@ class _MmapIndex(abc.ABC):
         self._file = io.FileIO(fd, "r+")
         self._mm: mmap.mmap | None = None
         self._entries = 0
+        self._allocated = 0  # bytes from the start known to have blocks (see ALLOCATION_CHUNK)
         try:
             self._open(max_bytes)
         except BaseException:
@@ -66,13 +71,19 @@ class _MmapIndex(abc.ABC):
             self._mm.close()
             self._mm = None
         os.ftruncate(self._file.fileno(), size)
+        # Blocks of a file that existed before may be sparse too: only the entries are known to be written.
+        self._allocated = min(self._allocated, size)
         if size > 0:
             self._mm = mmap.mmap(self._file.fileno(), size)
 
     def _count_entries(self) -> int:
         if self._mm is None:
             return 0
-        used = len(self._mm[:].rstrip(b"\0"))
+        # Read the file, not the mapping: touching a sparse page through a shared mapping allocates it (on
+        # tmpfs), which on a full disk is SIGBUS. Entries are written from the start, so the first hole
+        # (the file's end if it has none) bounds them.
+        fd = self._file.fileno()
+        used = len(os.pread(fd, os.lseek(fd, 0, os.SEEK_HOLE), 0).rstrip(b"\0"))
         return -(-used // self.ENTRY.size)
 
     def _unpack_all(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -103,9 +114,22 @@ class _MmapIndex(abc.ABC):
         assert self._mm is not None
         return self.ENTRY.unpack_from(self._mm, slot * self.ENTRY.size)
 
+    def reserve(self, count: int) -> None:
+        """Allocate blocks for up to `count` more entries (fewer if the file ends first); raises OSError
+        (ENOSPC) rather than let a later write into the mmap die of SIGBUS."""
+        assert count >= 0
+        size = 0 if self._mm is None else len(self._mm)
+        needed = min(size, (self._entries + count) * self.ENTRY.size)
+        if needed <= self._allocated:
+            return
+        end = min(size, -(-needed // ALLOCATION_CHUNK) * ALLOCATION_CHUNK)
+        os.posix_fallocate(self._file.fileno(), self._allocated, end - self._allocated)
+        self._allocated = end
+
     def _write_entry(self, key: int, value: int) -> None:
         assert not self.is_full
         assert self._mm is not None
+        self.reserve(1)
         self.ENTRY.pack_into(self._mm, self._entries * self.ENTRY.size, key, value)
         self._entries += 1
 

@@ -3,10 +3,15 @@
 Each log dir holds `<topic>-<partition>` directories, three offset
 checkpoints, and `.kafka_cleanshutdown` while the broker is cleanly stopped.
 The marker is deleted once the dir is loaded, so a later crash is noticed.
+
+A dir whose I/O fails goes offline (dir_failure.py) until the broker restarts: it gets no new logs, its
+checkpoints are no longer written, and it is not marked clean at shutdown, so the next start recovers its
+logs (truncating any torn write) instead of trusting them.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -15,8 +20,12 @@ from pathlib import Path
 
 from replog.log.checkpoint import OffsetCheckpointFile, fsync_directory, write_atomically
 from replog.log.config import LogConfig
-from replog.log.errors import StorageError
+from replog.log.dir_failure import LogDirFailureChannel
+from replog.log.errors import CorruptCheckpointError, StorageError
 from replog.log.partition_log import PartitionLog, TopicPartition, parse_topic_partition
+from replog.log.segment import OS_FILE_OPS, SegmentFileOps
+
+logger = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -34,27 +43,66 @@ class NewLog:
     topic_id: uuid.UUID | None
 
 
+def _read_or_reset(path: Path) -> dict[tuple[str, int], int]:
+    """A recovery-point or log-start checkpoint, or {} if it does not parse: every log then recovers from
+    its first segment and starts at that segment's base, which is always safe (Kafka's LogManager.loadLogs
+    does the same). A torn checkpoint must not keep the broker from starting."""
+    try:
+        return OffsetCheckpointFile(path).read()
+    except CorruptCheckpointError as exc:
+        logger.warning("%s; resetting it (full recovery, log starts at the first segment)", exc)
+        return {}
+
+
 class LogManager:
     def __init__(
-        self, log_dirs: list[Path], default_config: LogConfig, *, clock_ms: Callable[[], int]
+        self, log_dirs: list[Path], default_config: LogConfig, *, clock_ms: Callable[[], int],
+        file_ops: SegmentFileOps = OS_FILE_OPS,
     ) -> None:
         assert log_dirs
         self.log_dirs = [Path(d) for d in log_dirs]
         assert len(set(self.log_dirs)) == len(self.log_dirs)
         self.default_config = default_config
         self._clock_ms = clock_ms
+        self._file_ops = file_ops
+        self.failure_channel = LogDirFailureChannel()
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
         self._logs_per_dir: Counter[Path] = Counter()
         for log_dir in self.log_dirs:
-            log_dir.mkdir(parents=True, exist_ok=True)
-            self._load_dir(log_dir)
+            try:
+                log_dir.mkdir(parents=True, exist_ok=True)
+                self._load_dir(log_dir)
+            except StorageError:
+                raise  # one partition in two dirs: a configuration error, not a disk failure
+            except OSError as exc:
+                # Kafka starts with the dirs it can load and reports the others offline.
+                self.failure_channel.report(log_dir, exc)
+        if not self.online_dirs:
+            # Kafka's LogManager refuses to start when none of the log dirs can be used.
+            raise StorageError(f"none of the log dirs {[str(d) for d in self.log_dirs]} can be loaded")
+
+    def directory_id(self, log_dir: Path) -> uuid.UUID:
+        """The id the controller knows `log_dir` by (KIP-858's directory id). Derived from the absolute path
+        rather than stored in meta.properties (as Kafka does): stable across restarts, unique per broker, and
+        known even for a dir that cannot be read."""
+        return uuid.uuid5(uuid.NAMESPACE_URL, f"replog-log-dir:{Path(log_dir).resolve()}")
+
+    @property
+    def online_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if not self.failure_channel.is_offline(d)]
+
+    def dir_of(self, topic: str, partition: int) -> Path | None:
+        return self._dir_of.get(TopicPartition(topic, partition))
+
+    def logs_in(self, log_dir: Path) -> list[TopicPartition]:
+        return [tp for tp, d in self._dir_of.items() if d == log_dir]
 
     def _load_dir(self, log_dir: Path) -> None:
         marker = log_dir / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
-        recovery_points = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).read()
-        log_starts = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).read()
+        recovery_points = _read_or_reset(log_dir / RECOVERY_POINT_CHECKPOINT)
+        log_starts = _read_or_reset(log_dir / LOG_START_OFFSET_CHECKPOINT)
         high_watermarks = OffsetCheckpointFile(log_dir / HIGH_WATERMARK_CHECKPOINT).read()
         for child in sorted(log_dir.iterdir()):
             try:
@@ -72,6 +120,8 @@ class LogManager:
                 recovery_point=recovery_points.get(tp, 0),
                 clean_shutdown=clean,
                 log_start_offset=log_starts.get(tp, 0),
+                failure_channel=self.failure_channel,
+                file_ops=self._file_ops,
             )
             log.update_high_watermark(high_watermarks.get(tp, 0))
             self._register(tp, log, log_dir)
@@ -106,12 +156,16 @@ class LogManager:
     def plan_new_logs(
         self, wanted: Iterable[tuple[TopicPartition, LogConfig, uuid.UUID | None]]
     ) -> list[NewLog]:
-        """Where each new log goes: the log dir holding the fewest logs, counting the ones planned before it."""
-        counts = Counter({d: self._logs_per_dir[d] for d in self.log_dirs})
+        """Where each new log goes: the online log dir holding the fewest logs, counting the ones planned
+        before it. Raises StorageError when every dir is offline."""
+        online = self.online_dirs
+        counts = Counter({d: self._logs_per_dir[d] for d in online})
         planned = []
         for tp, config, topic_id in wanted:
             assert tp not in self._logs, tp
-            log_dir = min(self.log_dirs, key=counts.__getitem__)
+            if not online:
+                raise StorageError(f"no online log dir for {tp.topic}-{tp.partition}")
+            log_dir = min(online, key=counts.__getitem__)
             counts[log_dir] += 1
             planned.append(NewLog(tp, log_dir / f"{tp.topic}-{tp.partition}", config, topic_id))
         return planned
@@ -119,7 +173,8 @@ class LogManager:
     def open_new_log(self, new: NewLog) -> PartitionLog:
         """Create the log's files. Reads no mutable LogManager state, so it may run in a worker thread."""
         return PartitionLog.open(new.directory, new.config, clock_ms=self._clock_ms, clean_shutdown=True,
-                                 topic_id=new.topic_id)
+                                 topic_id=new.topic_id, failure_channel=self.failure_channel,
+                                 file_ops=self._file_ops)
 
     def adopt_new_log(self, new: NewLog, log: PartitionLog) -> None:
         """Register a log that open_new_log created; runs on the event loop."""
@@ -146,9 +201,14 @@ class LogManager:
         return list(self._logs.values())
 
     def _write_checkpoint(self, name: str, value: Callable[[PartitionLog], int]) -> None:
-        for log_dir in self.log_dirs:
+        """Per online dir; a dir whose write fails goes offline and the others are still written (Kafka's
+        checkpointLogRecoveryOffsetsInDir)."""
+        for log_dir in self.online_dirs:
             offsets = {tp: value(log) for tp, log in self._logs.items() if self._dir_of[tp] == log_dir}
-            OffsetCheckpointFile(log_dir / name).write(offsets)
+            try:
+                OffsetCheckpointFile(log_dir / name).write(offsets)
+            except OSError as exc:
+                self.failure_channel.report(log_dir, exc)
 
     def checkpoint_high_watermarks(self) -> None:
         self._write_checkpoint(HIGH_WATERMARK_CHECKPOINT, lambda log: log.high_watermark)
@@ -164,18 +224,32 @@ class LogManager:
         now = self._clock_ms()
         deleted = 0
         for log in self._logs.values():
-            deleted += log.delete_retention_segments()
+            if log.is_offline:
+                continue
+            try:
+                deleted += log.delete_retention_segments()
+            except StorageError:
+                continue  # its dir is offline now; the other dirs' logs still get their pass
             log.producer_state.remove_expired(now)
         return deleted
 
     def shutdown(self) -> None:
-        """Flush and close every log, write the checkpoints, then mark each dir clean."""
+        """Flush and close every log, write the checkpoints, then mark each dir clean. Offline dirs are left
+        alone (Kafka does not close their logs either): no clean marker, so the next start recovers them."""
         logs: Iterable[PartitionLog] = self._logs.values()
         for log in logs:
-            log.close()
+            if log.is_offline:
+                continue
+            try:
+                log.close()
+            except StorageError:
+                continue  # reported: its dir is offline and gets no clean marker
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks()
-        for log_dir in self.log_dirs:
-            write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b"")
+        for log_dir in self.online_dirs:
+            try:
+                write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b"")
+            except OSError as exc:
+                self.failure_channel.report(log_dir, exc)
 

@@ -7,7 +7,7 @@ touches file objects it holds references to.
 
 from __future__ import annotations
 
-import os
+import functools
 import shutil
 import uuid
 from collections.abc import Callable, Iterable
@@ -19,16 +19,26 @@ from sortedcontainers import SortedDict
 
 from replog.log.checkpoint import fsync_directory, write_atomically
 from replog.log.config import LogConfig
+from replog.log.dir_failure import LogDirFailureChannel
 from replog.log.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from replog.log.errors import (
     CorruptCheckpointError,
     InconsistentTopicIdError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
+    StorageError,
     UnexpectedAppendOffsetError,
 )
 from replog.log.producer_state import ProducerStateManager
-from replog.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, FileSlice, LogSegment
+from replog.log.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    OS_FILE_OPS,
+    TIME_INDEX_SUFFIX,
+    FileSlice,
+    LogSegment,
+    SegmentFileOps,
+)
 from replog.protocol.records import BatchHeader, InvalidRecordError, RecordBatch, decode_records, iter_batches
 
 PARTITION_METADATA = "partition.metadata"
@@ -95,11 +105,12 @@ class FlushTicket:
     generation: int
     directory: Path
     files: tuple
+    file_ops: SegmentFileOps = OS_FILE_OPS
 
     def fsync(self) -> None:
         for file in self.files:
             try:
-                os.fsync(file.fileno())
+                self.file_ops.fsync(file.fileno())
             except ValueError:
                 continue  # closed by a concurrent close(): nothing left to persist
         fsync_directory(self.directory)
@@ -122,6 +133,27 @@ def _read_topic_id(directory: Path, topic_id: uuid.UUID | None) -> uuid.UUID | N
     return stored
 
 
+def _disk_io(method):
+    """Kafka's UnifiedLog.maybeHandleIOException: an OSError from the disk takes the log dir offline
+    (reported to the failure channel) and travels on as a StorageError (KAFKA_STORAGE_ERROR). Once the dir
+    is offline, the log refuses all I/O, so no partition in it half-applies anything more."""
+
+    @functools.wraps(method)
+    def guarded(self: PartitionLog, *args, **kwargs):
+        if self.is_offline:
+            raise StorageError(f"{self.topic_partition.topic}-{self.topic_partition.partition}: "
+                               f"log dir {self.log_dir} is offline")
+        try:
+            return method(self, *args, **kwargs)
+        except OSError as exc:
+            self.report_disk_failure(exc)
+            if isinstance(exc, StorageError):
+                raise
+            raise StorageError(exc.errno, f"{method.__name__} of {self.directory} failed: {exc.strerror}") from exc
+
+    return guarded
+
+
 class PartitionLog:
     def __init__(
         self,
@@ -129,8 +161,13 @@ class PartitionLog:
         config: LogConfig,
         clock_ms: Callable[[], int],
         topic_id: uuid.UUID | None,
+        failure_channel: LogDirFailureChannel | None = None,
+        file_ops: SegmentFileOps = OS_FILE_OPS,
     ) -> None:
         self.directory = Path(directory)
+        self.log_dir = self.directory.parent
+        self._failure_channel = failure_channel
+        self._file_ops = file_ops
         self.topic_partition = parse_topic_partition(self.directory)
         self._config = config
         self._clock_ms = clock_ms
@@ -158,10 +195,12 @@ class PartitionLog:
         clean_shutdown: bool,
         topic_id: uuid.UUID | None = None,
         log_start_offset: int = 0,
+        failure_channel: LogDirFailureChannel | None = None,
+        file_ops: SegmentFileOps = OS_FILE_OPS,
     ) -> PartitionLog:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        log = cls(directory, config, clock_ms, _read_topic_id(directory, topic_id))
+        log = cls(directory, config, clock_ms, _read_topic_id(directory, topic_id), failure_channel, file_ops)
         log._load_segments()
         if not log._segments:
             log._add_segment(log_start_offset)
@@ -185,6 +224,7 @@ class PartitionLog:
             index_interval_bytes=self._config.index_interval_bytes,
             max_index_bytes=self._config.segment_index_bytes,
             created_ms=self._clock_ms(),
+            file_ops=self._file_ops,
         )
         self._segments[base_offset] = segment
         return segment
@@ -220,6 +260,17 @@ class PartitionLog:
         index = self._segments.bisect_right(offset) - 1
         return self._segments.peekitem(max(index, 0))[0]
 
+    # ------------------------------------------------------------ disk faults
+
+    @property
+    def is_offline(self) -> bool:
+        return self._failure_channel is not None and self._failure_channel.is_offline(self.log_dir)
+
+    def report_disk_failure(self, error: OSError) -> None:
+        """An I/O operation on this log (here or in a caller, such as an epoch checkpoint write) failed."""
+        if self._failure_channel is not None:
+            self._failure_channel.report(self.log_dir, error)
+
     # ------------------------------------------------------------- properties
 
     @property
@@ -235,6 +286,7 @@ class PartitionLog:
     def topic_id(self) -> uuid.UUID | None:
         return self._topic_id
 
+    @_disk_io
     def assign_topic_id(self, topic_id: uuid.UUID) -> None:
         self._topic_id = _read_topic_id(self.directory, topic_id)
 
@@ -296,6 +348,7 @@ class PartitionLog:
                 )
         return view, batches
 
+    @_disk_io
     def append_as_leader(self, records: memoryview, *, leader_epoch: int) -> AppendInfo:
         """Validate, dedupe, assign offsets and epoch in place, then append.
 
@@ -315,6 +368,7 @@ class PartitionLog:
             next_offset = batch.next_offset
         return self._append(view, batches)
 
+    @_disk_io
     def append_as_follower(self, records: memoryview) -> AppendInfo:
         """Append the leader's batches as they are (offsets and epochs kept)."""
         view, batches = self._validate_batches(records, leader=False)
@@ -351,6 +405,7 @@ class PartitionLog:
 
     # ------------------------------------------------------------------- roll
 
+    @_disk_io
     def maybe_roll(self, incoming_size: int, max_offset: int | None = None) -> bool:
         """Roll if the active segment is full, old, or cannot index `max_offset`."""
         return self._maybe_roll(incoming_size, self._log_end_offset if max_offset is None else max_offset)
@@ -363,6 +418,7 @@ class PartitionLog:
         self._add_segment(self._log_end_offset)
         return True
 
+    @_disk_io
     def roll(self) -> None:
         """Force a new active segment (no-op if the active one is empty)."""
         if self.active_segment.size > 0:
@@ -380,6 +436,7 @@ class PartitionLog:
     def _segments_from(self, offset: int) -> Iterable[LogSegment]:
         return self._segments.values()[max(self._segments.bisect_right(offset) - 1, 0) :]
 
+    @_disk_io
     def position_of(self, offset: int) -> LogPosition:
         """Where the batch holding `offset` starts (index lookup plus a short header scan)."""
         self._check_in_range(offset)
@@ -400,6 +457,7 @@ class PartitionLog:
         later = self._segments.irange(minimum=position.segment_base_offset, inclusive=(False, True))
         return segment.size - position.position + sum(self._segments[base].size for base in later)
 
+    @_disk_io
     def bytes_from(self, offset: int) -> int:
         """Log bytes from the batch holding `offset` (or the log start, if below it) to the LEO: a follower's
         lag in bytes. An index lookup and a short header scan, as for a read."""
@@ -407,6 +465,7 @@ class PartitionLog:
         later = self._segments.values()[self._segments.bisect_right(start.segment_base_offset):]
         return self._segments[start.segment_base_offset].size - start.position + sum(s.size for s in later)
 
+    @_disk_io
     def read(
         self, offset: int, *, max_bytes: int, upper_bound: int, min_one_batch: bool = True
     ) -> LogReadResult:
@@ -439,6 +498,7 @@ class PartitionLog:
             file_slice, start, self._log_end_offset, self._high_watermark, self._log_start_offset
         )
 
+    @_disk_io
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= `timestamp`."""
         assert timestamp >= 0
@@ -449,6 +509,7 @@ class PartitionLog:
                     return found
         return None
 
+    @_disk_io
     def offset_of_max_timestamp(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record carrying the log's largest timestamp (KIP-734)."""
         best: LogSegment | None = None
@@ -499,6 +560,7 @@ class PartitionLog:
 
     # --------------------------------------------------------------- truncate
 
+    @_disk_io
     def truncate_to(self, offset: int) -> bool:
         """Remove every offset >= `offset`. A batch straddling it goes whole, so
         the LEO may land below `offset`. Returns whether anything was removed."""
@@ -528,6 +590,7 @@ class PartitionLog:
         assert self._log_end_offset <= offset
         return True
 
+    @_disk_io
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop all data; the log restarts empty at `offset`."""
         assert offset >= 0
@@ -545,6 +608,7 @@ class PartitionLog:
 
     # -------------------------------------------------------------- retention
 
+    @_disk_io
     def delete_retention_segments(self) -> int:
         """Delete leading segments past retention.ms / retention.bytes or below
         the log start offset; never the active one nor any reaching the HW."""
@@ -574,6 +638,7 @@ class PartitionLog:
         assert self._segments
         return len(deletable)
 
+    @_disk_io
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
         """DeleteRecords / follower sync: move the log start up, never past the HW."""
         if offset > self._high_watermark:
@@ -588,14 +653,24 @@ class PartitionLog:
 
     # ------------------------------------------------------------------ flush
 
-    def prepare_flush(self) -> FlushTicket:
-        """Files holding offsets in [recovery point, LEO), for fsync in an executor."""
+    def prepare_flush(self, up_to: int | None = None) -> FlushTicket:
+        """Files holding offsets in [recovery point, up_to) (default: the LEO), for fsync in an executor."""
+        end = self._log_end_offset if up_to is None else min(up_to, self._log_end_offset)
         files = []
         for segment in reversed(self._segments.values()):
             if segment.next_offset <= self._recovery_point:
                 break
-            files += [segment.file, segment.offset_index.file, segment.time_index.file]
-        return FlushTicket(self._log_end_offset, self._generation, self.directory, tuple(files))
+            if segment.base_offset < end:
+                files += [segment.file, segment.offset_index.file, segment.time_index.file]
+        return FlushTicket(end, self._generation, self.directory, tuple(files), self._file_ops)
+
+    def prepare_flush_of_rolled_segments(self) -> FlushTicket | None:
+        """The segments rolled since the last flush, up to the active one (Kafka's UnifiedLog.roll flushes
+        them and moves the recovery point to the new segment's base, so that recovery after a crash reads
+        only what came later); None when there are none."""
+        if self.active_segment.base_offset <= self._recovery_point:
+            return None
+        return self.prepare_flush(up_to=self.active_segment.base_offset)
 
     def complete_flush(self, ticket: FlushTicket) -> bool:
         """Advance the recovery point; a ticket from before a truncation is ignored."""
@@ -607,11 +682,13 @@ class PartitionLog:
         self._recovery_point = ticket.offset
         return True
 
+    @_disk_io
     def flush(self) -> None:
         ticket = self.prepare_flush()
         ticket.fsync()
         self.complete_flush(ticket)
 
+    @_disk_io
     def close(self) -> None:
         self.flush()
         for segment in self._segments.values():

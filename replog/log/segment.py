@@ -56,6 +56,23 @@ class FileSlice:
         return data
 
 
+class SegmentFileOps:
+    """The system calls a segment makes on its log file. Tests pass a subclass that fails some of them
+    (ENOSPC after n bytes, EIO on read) to drive the storage error paths without a broken disk."""
+
+    def write(self, fd: int, data: memoryview) -> int:
+        return os.write(fd, data)
+
+    def pread(self, fd: int, size: int, position: int) -> bytes:
+        return os.pread(fd, size, position)
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+
+OS_FILE_OPS = SegmentFileOps()
+
+
 class BatchLocation(NamedTuple):
     base_offset: int
     last_offset: int
@@ -72,6 +89,7 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_bytes: int,
         created_ms: int,
+        file_ops: SegmentFileOps = OS_FILE_OPS,
     ) -> None:
         assert base_offset >= 0
         assert index_interval_bytes >= 0
@@ -79,6 +97,7 @@ class LogSegment:
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = created_ms
+        self._ops = file_ops
         self.log_path = self.directory / segment_file_name(base_offset, LOG_SUFFIX)
         fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self._file = io.FileIO(fd, "r+")
@@ -152,7 +171,7 @@ class LogSegment:
         """(position, header) of each batch in [start, end), reading headers only."""
         position = start
         while position + RECORD_BATCH_OVERHEAD <= end:
-            raw = os.pread(self._file.fileno(), RECORD_BATCH_OVERHEAD, position)
+            raw = self._ops.pread(self._file.fileno(), RECORD_BATCH_OVERHEAD, position)
             try:
                 header = parse_header(raw) if len(raw) == RECORD_BATCH_OVERHEAD else None
             except CorruptRecordError:
@@ -184,30 +203,44 @@ class LogSegment:
         assert len(batches) > 0
         assert largest_offset - self.base_offset <= INT32_MAX
         start = self._size
-        self._write_all(batches)
+        headers = []
         position = 0
         while position < len(batches):
             header = parse_header(batches, position)
-            self._index_batch(header, start + position)
+            headers.append((start + position, header))
             position += header.size_in_bytes
         assert position == len(batches)
+        # Index space first (each batch adds at most one entry to each index): a full disk fails the
+        # append before any byte is written, never between the log write and its index entries.
+        self.offset_index.reserve(len(headers))
+        self.time_index.reserve(len(headers))
+        self._write_all(batches)
+        for header_position, header in headers:
+            self._index_batch(header, header_position)
         assert self._next_offset == largest_offset + 1
         assert self._max_timestamp >= max_timestamp
         assert offset_of_max_timestamp <= largest_offset
 
     def _write_all(self, data: memoryview) -> None:
+        """Write all of `data` or none of it: a failed write (a full disk takes part of it, then ENOSPC)
+        is cut off again, so no torn batch is left for a later append to follow or a read to serve."""
+        start = self._size
         written = 0
         try:
             # A regular file takes a whole write unless the disk fails; the loop
             # still handles a short write, bounded by the data length.
             while written < len(data):
-                count = os.write(self._file.fileno(), data[written:])
+                count = self._ops.write(self._file.fileno(), data[written:])
                 assert count > 0
                 written += count
         except OSError as exc:
+            if written:
+                try:
+                    os.ftruncate(self._file.fileno(), start)
+                except OSError:
+                    pass  # the dir goes offline; recovery at the next start truncates the torn batch
             raise StorageError(exc.errno, f"append to {self.log_path} failed: {exc.strerror}") from exc
-        finally:
-            self._size += written
+        self._size = start + written
 
     def translate_offset(self, offset: int, start_position: int = 0) -> BatchLocation | None:
         """The first batch whose last offset is >= `offset`, or None."""
@@ -226,7 +259,7 @@ class LogSegment:
 
     def read_batch(self, position: int, header: BatchHeader) -> RecordBatch:
         """Load one whole batch (a copy) whose header was found at `position`."""
-        data = os.pread(self._file.fileno(), header.size_in_bytes, position)
+        data = self._ops.pread(self._file.fileno(), header.size_in_bytes, position)
         if len(data) != header.size_in_bytes:
             raise StorageError(f"{self.log_path}: batch at {position} is cut short")
         batch = RecordBatch(memoryview(data))
@@ -271,7 +304,7 @@ class LogSegment:
         for position, header in self._scan_headers(0, file_size, tolerant=True):
             if header.size_in_bytes > max_message_bytes or header.base_offset < self._next_offset:
                 break
-            data = os.pread(self._file.fileno(), header.size_in_bytes, position)
+            data = self._ops.pread(self._file.fileno(), header.size_in_bytes, position)
             if len(data) != header.size_in_bytes or not RecordBatch(memoryview(data)).is_crc_valid():
                 break
             self._index_batch(header, position)
@@ -325,7 +358,7 @@ class LogSegment:
         self.time_index.resize(max_bytes)
 
     def flush(self) -> None:
-        os.fsync(self._file.fileno())
+        self._ops.fsync(self._file.fileno())
         self.offset_index.flush()
         self.time_index.flush()
 

@@ -67,13 +67,20 @@ async def test_requests_apply_one_at_a_time_in_arrival_order(tmp_path, slice_per
     assert all(p.log.epoch_cache.latest_epoch == 1 for p in manager.partitions.values())
 
 
-async def test_a_partition_whose_log_cannot_be_created_fails_alone(tmp_path):
-    (tmp_path / "t-2").write_text("a file where the partition's directory should go")
-    manager = replica_manager(tmp_path)
+async def test_a_log_that_cannot_be_created_takes_its_dir_offline_and_the_rest_applies(tmp_path):
+    # Kafka's LogManager.getOrCreateLog: an IOException creating a log fails its whole dir (KIP-112).
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    (first / "t-2").write_text("a file where the partition's directory should go")
+    manager = ReplicaManager(LOCAL, LogManager([first, second], CONFIG, clock_ms=lambda: 1_000), CONFIG, 1,
+                             clock_ms=lambda: 1_000, replica_lag_time_max_ms=10_000, fetch_purgatory_size=10,
+                             produce_purgatory_size=10, alter_isr=lambda partition, change: None)
     error, errors = await manager.become_leader_or_follower(leader_and_isr(4, leader=LOCAL, leader_epoch=1))
     assert error == ErrorCode.none
-    assert errors == {(TOPIC_ID, 0): ErrorCode.none, (TOPIC_ID, 1): ErrorCode.none,
+    # New logs alternate between the dirs: t-0 and t-2 in the first, which is now offline.
+    assert errors == {(TOPIC_ID, 0): ErrorCode.kafka_storage_error, (TOPIC_ID, 1): ErrorCode.none,
                       (TOPIC_ID, 2): ErrorCode.kafka_storage_error, (TOPIC_ID, 3): ErrorCode.none}
+    assert manager.log_manager.failure_channel.offline_dirs == [first]
     assert manager.get_partition("t", 2) is None
     assert manager.get_partition("t", 3).is_leader
 

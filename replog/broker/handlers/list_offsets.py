@@ -41,6 +41,8 @@ def _list_offset(broker, topic: str, index: int, timestamp: int, current_leader_
 def _partition_error(partition: Partition | None, current_leader_epoch: int) -> ErrorCode:
     if partition is None:
         return ErrorCode.unknown_topic_or_partition
+    if partition.storage_failed:
+        return ErrorCode.kafka_storage_error
     if not partition.is_leader:
         return ErrorCode.not_leader_or_follower
     return partition.check_leader_epoch(current_leader_epoch)

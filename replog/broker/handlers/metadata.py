@@ -4,6 +4,8 @@ Topics that do not exist are created when the client allows it (v4+ flag; always
 has auto.create.topics.enable, as Kafka does.
 """
 
+import asyncio
+
 from kio.schema.errors import ErrorCode
 
 from replog.protocol.apis import ApiKey
@@ -12,9 +14,30 @@ from replog.protocol.messages import decode_request, encode_response
 from ..local_controller import TopicCreationError
 from ..metadata import TopicMetadata, topic_name_error
 
+# A broker in a cluster knows no topic until the controller's first UpdateMetadata (after every restart).
+# Answering before it would tell clients that every topic is unknown, and librdkafka then fails the messages
+# it holds for them. Kafka's KRaft broker processes no client request before its initial metadata catch-up
+# (BrokerServer.startup); replog must listen earlier (the controller pushes that metadata to the listener),
+# so a Metadata request waits for it instead, bounded so that an unreachable controller cannot stall it.
+FIRST_METADATA_WAIT_S = 10.0
 
-def handle(ctx, broker) -> list:
+
+def handle(ctx, broker):
     request = decode_request(ApiKey.METADATA, ctx.api_version, ctx.frame, ctx.body_offset)
+    if broker.in_cluster and not broker.has_metadata.is_set():
+        return _after_first_metadata(ctx, broker, request)
+    return _respond(ctx, broker, request)
+
+
+async def _after_first_metadata(ctx, broker, request) -> list:
+    try:
+        await asyncio.wait_for(broker.has_metadata.wait(), FIRST_METADATA_WAIT_S)
+    except TimeoutError:
+        pass  # answer with what is known
+    return _respond(ctx, broker, request)
+
+
+def _respond(ctx, broker, request) -> list:
     image = broker.image
     allow_auto_create = ctx.api_version < 4 or request.allow_auto_topic_creation
     if request.topics is None:
@@ -67,7 +90,7 @@ def _topic_entry(broker, topic: TopicMetadata) -> dict:
             "leader_epoch": p.leader_epoch,
             "replica_nodes": p.replicas,
             "isr_nodes": p.isr,
-            "offline_replicas": [r for r in p.replicas if r not in live],
+            "offline_replicas": [r for r in p.replicas if r not in live or r in p.offline_replicas],
         })
     return {"error_code": ErrorCode.none, "name": topic.name, "topic_id": topic.topic_id, "is_internal": False,
             "partitions": partitions}
