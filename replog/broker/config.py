@@ -70,6 +70,7 @@ _KEYS: dict[str, tuple[str, object]] = {
     "max.connections": ("max_connections", int),
     "queued.max.requests": ("queued_max_requests", int),
     "max.inflight.requests.per.connection": ("max_inflight_requests_per_connection", int),
+    "connections.max.idle.ms": ("connections_max_idle_ms", int),
     "fetch.sendfile.enable": ("fetch_sendfile_enable", parse_bool),
     "fetch.purgatory.max.size": ("fetch_purgatory_max_size", int),
     "producer.purgatory.max.size": ("producer_purgatory_max_size", int),
@@ -88,6 +89,7 @@ _KEYS: dict[str, tuple[str, object]] = {
     "replica.fetch.response.max.bytes": ("replica_fetch_response_max_bytes", int),
     "replica.fetch.backoff.ms": ("replica_fetch_backoff_ms", int),
     "replica.socket.timeout.ms": ("replica_socket_timeout_ms", int),
+    "inter.broker.bind.host": ("inter_broker_bind_host", str),
 }
 
 
@@ -116,6 +118,7 @@ class BrokerConfig:
     max_connections: int = 1000
     queued_max_requests: int = 500
     max_inflight_requests_per_connection: int = 100
+    connections_max_idle_ms: int = 600_000  # Kafka's default: 10 minutes
     fetch_sendfile_enable: bool = True
     fetch_purgatory_max_size: int = 10_000
     producer_purgatory_max_size: int = 10_000
@@ -135,6 +138,10 @@ class BrokerConfig:
     replica_fetch_response_max_bytes: int = 10_485_760
     replica_fetch_backoff_ms: int = 1000
     replica_socket_timeout_ms: int = 30_000
+    # replog's own key (Kafka has none): the local address of this broker's connections to other brokers and
+    # to the controller, e.g. the host of its listener on a multi-homed machine, so peers and firewalls see
+    # where a connection comes from. Unset: the address the OS routes from.
+    inter_broker_bind_host: str | None = None
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     unknown_keys: tuple[str, ...] = ()
 
@@ -170,6 +177,8 @@ class BrokerConfig:
             raise ValueError("log.dirs is empty")
         if self.max_inflight_requests_per_connection <= 0:
             raise ValueError("max.inflight.requests.per.connection must be positive")
+        if self.connections_max_idle_ms <= 0:
+            raise ValueError("connections.max.idle.ms must be positive")
         if self.broker_heartbeat_interval_ms <= 0:
             raise ValueError("broker.heartbeat.interval.ms must be positive")
         if self.replica_lag_time_max_ms <= 0 or self.num_replica_fetchers <= 0:

@@ -4,6 +4,8 @@ Requests are dispatched as they arrive (so produce requests are appended in orde
 out of order (a parked fetch, an acks=all produce) but are written strictly in order. At most
 max_inflight requests are outstanding per connection: past that the connection stops reading, which is
 the backpressure a client feels. Reading also pauses while the socket's unsent bytes are above a limit.
+A connection with no request outstanding that neither reads nor writes for connections.max.idle.ms is
+closed, as Kafka's Selector does; that also ends a peer that sent part of a frame and went quiet.
 """
 
 import asyncio
@@ -33,7 +35,7 @@ class _Slot:
 
 class BrokerConnection(asyncio.BufferedProtocol):
     def __init__(self, server, dispatcher: Dispatcher, *, max_frame_bytes: int, max_inflight: int,
-                 use_sendfile: bool) -> None:
+                 use_sendfile: bool, idle_timeout_ms: int | None = None) -> None:
         self._server = server
         self._dispatcher = dispatcher
         self._decoder = FrameDecoder(max_frame_bytes)
@@ -42,9 +44,13 @@ class BrokerConnection(asyncio.BufferedProtocol):
         self._slots: collections.deque[_Slot] = collections.deque()
         self._tasks: set[asyncio.Task] = set()
         self._transport: asyncio.Transport | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._writer: SocketWriter | None = None
         self._reading_paused = False
         self._closed = False
+        self._idle_timeout_s = None if idle_timeout_ms is None else idle_timeout_ms / 1000
+        self._last_active = 0.0  # loop time of the last bytes read or response queued
+        self._idle_check: asyncio.TimerHandle | None = None
         self.peer = "?"
         self.session = Session()
         self.idle = asyncio.Event()
@@ -53,19 +59,24 @@ class BrokerConnection(asyncio.BufferedProtocol):
     # asyncio callbacks
     def connection_made(self, transport) -> None:
         self._transport = transport
+        self._loop = asyncio.get_running_loop()
         sock = transport.get_extra_info("socket")
         host, port = (transport.get_extra_info("peername") or ("?", "?"))[:2]
         self.peer = f"{host}:{port}"
         self._writer = SocketWriter(
-            asyncio.get_running_loop(), sock.fileno(), use_sendfile=self._use_sendfile,
+            self._loop, sock.fileno(), use_sendfile=self._use_sendfile,
             on_error=self._on_write_error, on_drained=self._maybe_resume_reading,
         )
         self._server.connection_opened(self)
+        if self._idle_timeout_s is not None and not self._closed:
+            self._last_active = self._loop.time()
+            self._idle_check = self._loop.call_later(self._idle_timeout_s, self._close_if_idle)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._decoder.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
+        self._mark_active()
         try:
             self._decoder.buffer_updated(nbytes)
         except FrameError as e:
@@ -78,6 +89,8 @@ class BrokerConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc) -> None:
         self._closed = True
+        if self._idle_check is not None:
+            self._idle_check.cancel()
         for task in self._tasks:
             task.cancel()
         if self._writer is not None:
@@ -139,6 +152,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
             parts = self._slots.popleft().parts
             if parts is not None:
                 self._writer.write(parts)
+                self._mark_active()
         if not self._slots:
             self.idle.set()
 
@@ -159,6 +173,21 @@ class BrokerConnection(asyncio.BufferedProtocol):
     def _maybe_resume_reading(self) -> None:
         if self._reading_paused:
             self._process_frames()
+
+    # idle expiry (Kafka's connections.max.idle.ms)
+    def _mark_active(self) -> None:
+        if self._idle_check is not None:
+            self._last_active = self._loop.time()
+
+    def _close_if_idle(self) -> None:
+        """Close after the idle time; a connection with a request outstanding is waiting on us, not idle."""
+        now = self._loop.time()
+        idle_until = self._last_active + self._idle_timeout_s
+        if not self._slots and now >= idle_until:
+            self._abort(f"idle for more than {self._idle_timeout_s * 1000:.0f} ms")
+            return
+        # Look again when it would become idle, or soon after its outstanding requests are answered.
+        self._idle_check = self._loop.call_at(max(idle_until, now + self._idle_timeout_s / 10), self._close_if_idle)
 
     # closing
     def _on_write_error(self, error: BaseException) -> None:

@@ -100,7 +100,10 @@ class Dispatcher:
 
     async def _framed_later(self, result: Awaitable[Body | None], api_key: int, correlation_id: int,
                             header_version: int, started: float, local_ms: float):
-        body = await result
+        try:
+            body = await result
+        except DecodeError as e:  # an async handler decodes its body only once awaited
+            raise CloseConnection(f"malformed {ApiKey(api_key).name}: {e}") from e
         if self._observe_request is not None:
             self._observe_request(api_key, local_ms, (time.perf_counter() - started) * 1000)
         return None if body is None else frame_response(correlation_id, header_version, body)

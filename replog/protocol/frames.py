@@ -2,8 +2,10 @@
 
 The decoder follows asyncio's BufferedProtocol shape (get_buffer / buffer_updated) so a connection can
 receive straight into memory the decoder owns: small frames are cut out of a staging buffer, and a large
-frame gets its own bytearray, allocated only after its size was checked against the limit
-(socket.request.max.bytes), which the socket then fills directly with no further copy.
+frame gets its own bytearray, which the socket fills directly. That buffer grows (doubling) as the bytes
+arrive rather than being sized from the frame's size prefix up front: a peer that sends a 4-byte prefix
+claiming socket.request.max.bytes and then nothing holds only a staging buffer's worth of memory, not the
+limit's (Kafka allocates the whole frame on reading the prefix; queued.max.request.bytes bounds that).
 Frames come out as bytearrays because the broker stamps offsets into produce requests in place.
 """
 
@@ -24,13 +26,16 @@ class FrameDecoder:
         self.max_frame_bytes = max_frame_bytes
         self._staging = bytearray(staging_bytes)
         self._staged = 0  # bytes of the staging buffer holding unparsed data
-        self._large: bytearray | None = None  # the frame being filled directly, if any
+        self._large: bytearray | None = None  # the frame being filled directly, if any; grows to _large_size
+        self._large_size = 0
         self._large_filled = 0
         self._frames: deque[bytearray] = deque()
 
     def get_buffer(self) -> memoryview:
         """Where the next bytes from the socket should go."""
         if self._large is not None:
+            if self._large_filled == len(self._large):
+                self._grow_large()
             return memoryview(self._large)[self._large_filled :]
         return memoryview(self._staging)[self._staged :]
 
@@ -40,7 +45,7 @@ class FrameDecoder:
         if self._large is not None:
             self._large_filled += nbytes
             assert self._large_filled <= len(self._large)
-            if self._large_filled == len(self._large):
+            if self._large_filled == self._large_size:
                 self._frames.append(self._large)
                 self._large = None
             return
@@ -78,13 +83,22 @@ class FrameDecoder:
                 pos = body_start + size
                 continue
             if size > len(staging) - SIZE_PREFIX_BYTES:
-                # Too big for staging: give it its own buffer and let the socket fill it.
-                self._large = bytearray(size)
+                # Too big for staging: give it its own buffer, sized to what has arrived so far plus a
+                # staging buffer's worth, and let the socket fill it.
+                self._large = bytearray(min(size, available + len(staging)))
                 self._large[:available] = staging[body_start : self._staged]
+                self._large_size = size
                 self._large_filled = available
                 pos = self._staged
             break
         self._compact(pos)
+
+    def _grow_large(self) -> None:
+        """Double the large frame's buffer (up to its size) once the bytes received have filled it."""
+        assert self._large_filled == len(self._large) < self._large_size
+        grown = bytearray(min(self._large_size, 2 * len(self._large)))
+        grown[: self._large_filled] = self._large
+        self._large = grown
 
     def _check_size(self, size: int) -> None:
         if size < 0:

@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import DecodeError as KioDecodeError
 
+from .kio_bounds import check_array_counts
 from .primitives import DecodeError
 
 
@@ -41,10 +42,15 @@ def decode_response(api_key: int, version: int, buf: memoryview | bytes, offset:
 
 def _decode(cls: type, buf: memoryview | bytes | bytearray, offset: int) -> Any:
     buf = memoryview(buf).toreadonly()  # kio's native reader refuses writable buffers; this is a view
+    check_array_counts(cls, buf, offset)  # kio reserves room for a declared count before reading any element
     try:
         entity, size = entity_reader(cls)(buf, offset)
     except (KioDecodeError, ValueError, OverflowError) as e:
         raise DecodeError(f"malformed {cls.__name__}: {e}") from e
+    except KeyError as e:
+        # kio refuses a tagged field its schema lacks, where Kafka would skip it (KIP-482); a peer that
+        # sends one gets its connection closed rather than an internal error.
+        raise DecodeError(f"{cls.__name__}: {e.args[0]}") from e
     if offset + size != len(buf):
         raise DecodeError(f"{len(buf) - offset - size} trailing bytes after {cls.__name__}")
     return entity

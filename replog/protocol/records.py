@@ -111,6 +111,17 @@ _TIMESTAMP_TYPE_BIT = 0x08
 _TRANSACTIONAL_BIT = 0x10
 _CONTROL_BIT = 0x20
 
+_KNOWN_CODECS = frozenset(int(codec) for codec in Compression)
+
+
+def _compression_of(attributes: int) -> Compression:
+    """The codec in a batch's attributes; ids 5-7 are unassigned (Kafka's CompressionType.forId throws)."""
+    codec = attributes & _COMPRESSION_MASK
+    if codec not in _KNOWN_CODECS:
+        raise CorruptRecordError(f"unknown compression codec {codec}")
+    return Compression(codec)
+
+
 _MAX_VARINT_BYTES = 10  # a zig-zag int64 needs at most ceil(64 / 7) bytes
 
 
@@ -171,7 +182,7 @@ class BatchHeader(NamedTuple):
 
     @property
     def compression(self) -> Compression:
-        return Compression(self.attributes & _COMPRESSION_MASK)
+        return _compression_of(self.attributes)
 
     @property
     def timestamp_type(self) -> TimestampType:
@@ -251,11 +262,14 @@ class RecordBatch:
         return self.compute_crc() == self.header.crc
 
     def ensure_valid(self) -> None:
+        """CRC, then the codec id: a leader must not store a batch no consumer can decompress (Kafka's
+        LogValidator reads the codec of every batch it appends)."""
         computed = self.compute_crc()
         if computed != self.header.crc:
             raise CorruptRecordError(
                 f"batch at offset {self.header.base_offset}: stored crc {self.header.crc} != computed {computed}"
             )
+        _compression_of(self.header.attributes)
 
     def stamp(self, *, base_offset: int, partition_leader_epoch: int) -> None:
         """Assign offsets and leader epoch in place; both lie outside the CRC."""

@@ -14,6 +14,10 @@ from ..metadata import topic_config_error, topic_name_error
 log = logging.getLogger(__name__)
 
 CONFIG_SOURCE_TOPIC = 1  # DescribeConfigs' TOPIC_CONFIG source
+# Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH: one request may ask for at most this many
+# partitions in all, else every topic in it fails with POLICY_VIOLATION (validateTotalNumberOfPartitions).
+# Without it a 5-byte num_partitions of 2**31 - 1 stalls the event loop building the partition map.
+MAX_PARTITIONS_PER_REQUEST = 10_000
 
 
 async def _forward(ctx, broker, request) -> list:
@@ -27,6 +31,10 @@ async def _forward(ctx, broker, request) -> list:
 
 def handle(ctx, broker):
     request = decode_request(ApiKey.CREATE_TOPICS, ctx.api_version, ctx.frame, ctx.body_offset)
+    if _requested_partitions(request, broker.config.num_partitions) > MAX_PARTITIONS_PER_REQUEST:
+        results = [_error(t.name, ErrorCode.policy_violation, "Excessively large number of partitions per request.")
+                   for t in request.topics]
+        return [encode_response(ApiKey.CREATE_TOPICS, ctx.api_version, {"throttle_time": 0, "topics": results})]
     if broker.in_cluster:
         return _forward(ctx, broker, request)
     seen: set[str] = set()
@@ -39,6 +47,19 @@ def handle(ctx, broker):
         results.append(_create(broker, topic, request.validate_only))
     body = {"throttle_time": 0, "topics": results}
     return [encode_response(ApiKey.CREATE_TOPICS, ctx.api_version, body)]
+
+
+def _requested_partitions(request, default_partitions: int) -> int:
+    """As Kafka counts them: the default for -1, an assignment's size, nothing for invalid counts."""
+    total = 0
+    for topic in request.topics:
+        if topic.assignments:
+            total += len(topic.assignments)
+        elif topic.num_partitions == -1:
+            total += default_partitions
+        elif topic.num_partitions > 0:
+            total += topic.num_partitions
+    return total
 
 
 def _create(broker, topic, validate_only: bool) -> dict:

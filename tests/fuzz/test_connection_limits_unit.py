@@ -1,0 +1,87 @@
+"""In-process checks of the two limits added for hostile peers: the frame decoder's memory follows the bytes
+received rather than the size prefix, and a BrokerConnection closes after connections.max.idle.ms of quiet
+unless it owes the peer an answer."""
+
+import asyncio
+import struct
+import tracemalloc
+
+from replog.broker.connection import BrokerConnection, ConnectionHolder
+from replog.broker.dispatch import Dispatcher
+from replog.protocol.apis import ApiKey
+from replog.protocol.frames import STAGING_BYTES, FrameDecoder, size_prefix
+from replog.protocol.headers import encode_request_header
+
+LIMIT = 100 * 1024 * 1024  # socket.request.max.bytes' default
+
+
+def test_a_size_prefix_alone_does_not_allocate_the_frame():
+    tracemalloc.start()
+    try:
+        decoder = FrameDecoder(LIMIT)
+        decoder.feed(size_prefix(LIMIT) + b"\x00" * 16)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * STAGING_BYTES  # the staging buffer and the frame's first one, not 100 MiB
+
+
+def test_a_large_frame_grows_with_its_bytes_and_arrives_whole():
+    payload = bytes(range(256)) * 20_000  # 5 MB: many doublings from the first staging-sized buffer
+    decoder = FrameDecoder(LIMIT)
+    data = size_prefix(len(payload)) + payload
+    half = len(data) // 2
+    decoder.feed(data[:half])
+    assert decoder.next_frame() is None
+    assert len(decoder.get_buffer()) < len(data) - half  # not yet sized for the whole frame
+    for start in range(half, len(data), 70_000):
+        decoder.feed(data[start : start + 70_000])
+    assert decoder.next_frame() == payload
+
+
+class Holder(ConnectionHolder):
+    def __init__(self) -> None:
+        self.connections = set()
+        self.shutting_down = False
+        self.config = type("Config", (), {"max_connections": 10})
+
+
+async def serve(idle_timeout_ms: int, handlers: dict) -> tuple[asyncio.AbstractServer, Holder]:
+    holder = Holder()
+    dispatcher = Dispatcher(handlers, lambda: [])
+    server = await asyncio.get_running_loop().create_server(
+        lambda: BrokerConnection(holder, dispatcher, max_frame_bytes=1 << 20, max_inflight=4, use_sendfile=False,
+                                 idle_timeout_ms=idle_timeout_ms), "127.0.0.1", 0)
+    return server, holder
+
+
+async def test_a_quiet_connection_with_half_a_frame_is_closed_after_the_idle_time():
+    server, _ = await serve(100, {})
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    writer.write(struct.pack(">i", 50) + b"\x00" * 10)
+    assert await asyncio.wait_for(reader.read(1), timeout=10) == b""
+    assert loop.time() - started >= 0.09
+    writer.close()
+    server.close()
+
+
+async def test_an_answer_owed_keeps_the_connection_open_past_the_idle_time():
+    answer = asyncio.get_running_loop().create_future()
+
+    def parked(ctx):
+        return answer  # answered once the test says so, like a parked fetch
+
+    server, holder = await serve(100, {ApiKey.METADATA: parked})
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
+    request = encode_request_header(ApiKey.METADATA, 12, 5, "t")
+    writer.write(size_prefix(len(request)) + request)
+    await asyncio.sleep(0.5)  # the subject is time passing: five idle periods go by with the answer owed
+    assert len(holder.connections) == 1
+    answer.set_result([b""])
+    response = await asyncio.wait_for(reader.readexactly(9), timeout=10)  # size, header v1, empty body
+    assert struct.unpack_from(">ii", response) == (5, 5)
+    assert await asyncio.wait_for(reader.read(1), timeout=10) == b""  # then quiet, then closed
+    writer.close()
+    server.close()
