@@ -377,8 +377,8 @@ def build_parser() -> argparse.ArgumentParser:
     chaos = commands.add_parser("chaos", help="a Jepsen-style run: faults under idempotent acks=all load, then "
                                 "check that no acknowledged record is lost or duplicated")
     chaos.add_argument("--duration", type=float, default=60.0, help="seconds of faults and load (default 60)")
-    chaos.add_argument("--nemesis", default="kill,pause,controller", metavar="FAULT[,FAULT...]",
-                       help="faults to inject: kill, pause, controller (default: all)")
+    chaos.add_argument("--nemesis", default="kill,pause,partition,controller", metavar="FAULT[,FAULT...]",
+                       help="faults to inject: kill, pause, partition, controller (default: all)")
     chaos.add_argument("--seed", type=int, help="seed of the fault schedule (default: random, printed)")
     chaos.add_argument("--data-dir", type=Path, help="cluster directory, kept (default: a temporary one, "
                        "removed unless the run fails)")

@@ -3,15 +3,23 @@
 The brokers are `replog broker start` child processes on 127.0.0.1 that register with the controller,
 heartbeat, replicate among themselves and send AlterPartition; the controller runs in-process so a test can
 read its state (registrations, ISRs, epochs) directly. `replog cluster` runs the same pieces as processes.
+
+With `broker_proxies=True` the network between them can be partitioned. Each broker gets a loopback address
+of its own (127.0.0.11, .12, ...; all of 127/8 is loopback on Linux) and a fault-injecting TcpProxy there in
+front of its real listener, which it advertises; it opens its connections to other brokers and to the
+controller from that address (`inter.broker.bind.host`), and the controller from 127.0.0.10. So the proxy in
+front of a broker tells by a connection's source address whether it comes from another broker, the
+controller, or a client (127.0.0.1), and `partition()` can cut any of these links in both directions.
 """
 
 import asyncio
 import dataclasses
 import secrets
 import time
+from collections.abc import Collection
 from pathlib import Path
 
-from .chaos.tcp_proxy import TcpProxy
+from .chaos.tcp_proxy import REFUSE, TcpProxy
 from .cluster_control import METRICS_DIR, free_port, metrics_properties
 from .controller.server import ClusterController, ControllerConfig
 from .demo import BrokerProcess
@@ -26,11 +34,18 @@ FAST_REPLICATION = {
     "replica.high.watermark.checkpoint.interval.ms": "500",
     "broker.heartbeat.interval.ms": "300",
 }
+CLIENT_HOST = "127.0.0.1"  # clients (and, without broker proxies, everything) connect from here
+CONTROLLER_HOST = "127.0.0.10"  # with broker proxies: where the controller listens and connects from
+
+
+def broker_host(node_id: int) -> str:
+    """A broker's own loopback address when the cluster runs with broker proxies."""
+    return f"127.0.0.{10 + node_id}"
 
 
 class LocalCluster:
     def __init__(self, root: Path, *, brokers: int = 3, overrides: dict[str, str] | None = None,
-                 session_timeout_ms: int = FAST_SESSION_TIMEOUT_MS) -> None:
+                 session_timeout_ms: int = FAST_SESSION_TIMEOUT_MS, broker_proxies: bool = False) -> None:
         self.root = root
         self.secret = secrets.token_hex(16)
         # Dumps under root/metrics/<node>, as `replog cluster up` lays them out for `replog analyze`.
@@ -38,40 +53,90 @@ class LocalCluster:
         self.controller_config = ControllerConfig(
             inter_broker_secret=self.secret, metadata_log_dir=root / "controller",
             broker_session_timeout_ms=session_timeout_ms,
-            metrics=MetricsConfig(dump_dir=self.metrics_dir / "controller"))
+            metrics=MetricsConfig(dump_dir=self.metrics_dir / "controller"),
+            **({"host": CONTROLLER_HOST, "inter_broker_bind_host": CONTROLLER_HOST} if broker_proxies else {}))
         self.controller = ClusterController(self.controller_config)
         self.overrides = {**FAST_REPLICATION, **(overrides or {})}
         self.brokers: dict[int, BrokerProcess] = {}
         self.controller_links: dict[int, TcpProxy] = {}  # broker id -> its link to the controller
+        self.broker_proxies: dict[int, TcpProxy] = {}  # broker id -> the proxy in front of it (if enabled)
+        self.controller_running = False
+        self._with_broker_proxies = broker_proxies
         self.metrics_ports: dict[int, int] = {}  # broker id -> its Prometheus endpoint
         self._count = brokers
 
     async def start(self) -> None:
         await self.controller.start()
+        self.controller_running = True
         # Later controllers (restart_controller) must be where the brokers look for them.
         self.controller_config = dataclasses.replace(self.controller_config, port=self.controller.port)
         common = {**self.overrides, "inter.broker.secret": self.secret}
         for node_id in range(1, self._count + 1):
             # Each broker reaches the controller through a proxy of its own, so a test can cut that link.
-            link = await TcpProxy("127.0.0.1", self.controller.port).start()
+            link = await TcpProxy(self.controller_config.host, self.controller.port).start()
             self.controller_links[node_id] = link
             self.metrics_ports[node_id] = free_port()
-            self.brokers[node_id] = BrokerProcess(
-                self.root / f"broker-{node_id}", node_id=node_id, output=self.root / f"broker-{node_id}.out",
-                overrides={**common, "controller.quorum.bootstrap.servers": f"127.0.0.1:{link.port}",
-                           **metrics_properties(self.root, f"broker-{node_id}", self.metrics_ports[node_id])})
+            overrides = {**common, "controller.quorum.bootstrap.servers": f"127.0.0.1:{link.port}",
+                         **metrics_properties(self.root, f"broker-{node_id}", self.metrics_ports[node_id])}
+            port = free_port()
+            if self._with_broker_proxies:
+                # The real listener stays on 127.0.0.1 (where BrokerProcess probes it); nobody learns its port.
+                host = broker_host(node_id)
+                proxy = await TcpProxy("127.0.0.1", port, host=host).start()
+                self.broker_proxies[node_id] = proxy
+                overrides.update({"advertised.listeners": f"PLAINTEXT://{host}:{proxy.port}",
+                                  "inter.broker.bind.host": host})
+            self.brokers[node_id] = BrokerProcess(self.root / f"broker-{node_id}", port=port, node_id=node_id,
+                                                  output=self.root / f"broker-{node_id}.out", overrides=overrides)
         await asyncio.gather(*(asyncio.to_thread(b.start) for b in self.brokers.values()))
         await self.wait_for(lambda: self.active_brokers() == set(self.brokers), 30.0, "every broker to register")
 
     async def stop(self) -> None:
         await asyncio.gather(*(asyncio.to_thread(b.stop) for b in self.brokers.values()))
-        await self.controller.stop()
-        for link in self.controller_links.values():
+        await self.stop_controller()
+        for link in (*self.controller_links.values(), *self.broker_proxies.values()):
             await link.stop()
 
     @property
     def bootstrap(self) -> str:
+        if self.broker_proxies:
+            return ",".join(f"{p.host}:{p.port}" for p in self.broker_proxies.values())
         return ",".join(b.bootstrap for b in self.brokers.values())
+
+    def partition(self, node_id: int, peers: Collection[int] = (), *, controller: bool = False,
+                  clients: bool = False, mode: str = REFUSE) -> None:
+        """Cut, in both directions, the links between a broker and these other brokers, and optionally the
+        controller and the clients (needs broker_proxies)."""
+        self._cut_or_heal(node_id, peers, controller, clients, mode)
+
+    def heal_network(self) -> None:
+        """Every link of the cluster forwards again."""
+        for proxy in (*self.controller_links.values(), *self.broker_proxies.values()):
+            proxy.heal()
+
+    def heal_partition(self, node_id: int, peers: Collection[int] = (), *, controller: bool = False,
+                       clients: bool = False) -> None:
+        """Undo partition() with the same arguments."""
+        self._cut_or_heal(node_id, peers, controller, clients, None)
+
+    def _cut_or_heal(self, node_id: int, peers: Collection[int], controller: bool, clients: bool,
+                     mode: str | None) -> None:
+        assert self.broker_proxies, "the cluster runs without broker proxies"
+
+        def apply(proxy: TcpProxy, sources: list[str]) -> None:
+            if mode is None:
+                proxy.heal(sources)
+            else:
+                proxy.cut(sources, mode)
+
+        sources = [broker_host(peer) for peer in peers]
+        sources += [CONTROLLER_HOST] if controller else []
+        sources += [CLIENT_HOST] if clients else []
+        apply(self.broker_proxies[node_id], sources)
+        for peer in peers:
+            apply(self.broker_proxies[peer], [broker_host(node_id)])
+        if controller:  # the broker's own connections to the controller: heartbeats, AlterPartition
+            apply(self.controller_links[node_id], [broker_host(node_id)])
 
     def log_dir(self, node_id: int, topic: str, partition: int) -> Path:
         return self.brokers[node_id].log_dir / f"{topic}-{partition}"
@@ -91,9 +156,20 @@ class LocalCluster:
 
     async def restart_controller(self) -> None:
         """Stop the controller and start a new one on the same port and metadata log, as after a crash."""
-        await self.controller.stop()
+        await self.stop_controller()
+        await self.start_controller()
+
+    async def stop_controller(self) -> None:
+        """Stop the controller; until start_controller() brokers cannot heartbeat and nothing is elected."""
+        if self.controller_running:
+            await self.controller.stop()
+            self.controller_running = False
+
+    async def start_controller(self) -> None:
+        """A new controller on the stopped one's port and metadata log."""
         self.controller = ClusterController(self.controller_config)
         await self.controller.start()
+        self.controller_running = True
 
     async def wait_for(self, predicate, timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout

@@ -13,10 +13,12 @@ SASL_AUTHENTICATE_VERSION = 2
 
 async def open_inter_broker_connection(host: str, port: int, *, client_id: str, username: str, secret: str,
                                        request_timeout_ms: int,
-                                       max_frame_bytes: int = 128 * 1024 * 1024) -> Connection:
-    """Connect, negotiate versions and authenticate with SASL/PLAIN; raises KafkaError on any failure."""
+                                       max_frame_bytes: int = 128 * 1024 * 1024,
+                                       local_host: str | None = None) -> Connection:
+    """Connect (from local_host, if given), negotiate versions and authenticate with SASL/PLAIN; raises
+    KafkaError on any failure."""
     connection = Connection(host, port, client_id=client_id, request_timeout_ms=request_timeout_ms,
-                            max_frame_bytes=max_frame_bytes)
+                            max_frame_bytes=max_frame_bytes, local_host=local_host)
     await connection.connect()
     try:
         handshake = await connection.send(ApiKey.SASL_HANDSHAKE, {"mechanism": PLAIN},

@@ -1,35 +1,73 @@
 """The chaos suite's nemesis schedule: seed, duration and faults in, a list of timed actions out (pure).
 
-One fault at a time: a broker is killed (SIGKILL) or paused (SIGSTOP) and brought back (start, SIGCONT)
-before the next fault begins, and a controller restart is instantaneous. So at most one broker is down at
-any time, and a topic with three replicas and min.insync.replicas=2 can always accept writes once the
-survivors are in sync. Every fault ends by the schedule's duration: the cluster is whole at the end.
+One fault at a time: a broker is killed (SIGKILL) or paused (SIGSTOP) and brought back (start, SIGCONT), a
+broker is cut off from some of the network and healed, or the controller is restarted at once or stopped
+for a while and started, before the next fault begins. So at most one broker is out at any time, and a
+topic with three replicas and min.insync.replicas=2 can always accept writes once the survivors are in
+sync. Every fault ends by the schedule's duration: the cluster is whole at the end.
 
 Pauses are drawn on both sides of the controller's session timeout (3 s in LocalCluster), so some paused
-brokers are fenced and must come back after SIGCONT, and some are not.
+brokers are fenced and must come back after SIGCONT, and some are not; so are cuts from the controller and
+controller downtimes.
+
+A network cut (LocalCluster.partition) takes one of four shapes: a broker isolated from both other brokers;
+isolated from everyone (brokers, controller and clients: a zombie leader can neither replicate nor be told);
+cut from the controller alone; or one link between two brokers cut while both still see the third. Each
+cut either refuses connections or blackholes them (bytes held, sockets open; see tcp_proxy.py).
 """
 
 import random
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from .tcp_proxy import CUT_MODES
+
 KILL = "kill"
 PAUSE = "pause"
+PARTITION = "partition"
 CONTROLLER = "controller"
-FAULTS = (KILL, PAUSE, CONTROLLER)
+FAULTS = (KILL, PAUSE, PARTITION, CONTROLLER)
 
 # Actions: each fault's start, and the end that heals it.
 KILL_BROKER = "kill"
 START_BROKER = "start"
 PAUSE_BROKER = "pause"
 RESUME_BROKER = "resume"
-RESTART_CONTROLLER = "restart-controller"
-HEALS = {KILL_BROKER: START_BROKER, PAUSE_BROKER: RESUME_BROKER}
+CUT_NETWORK = "cut"
+HEAL_NETWORK = "heal"
+STOP_CONTROLLER = "stop-controller"
+START_CONTROLLER = "start-controller"
+RESTART_CONTROLLER = "restart-controller"  # instantaneous: needs no heal
+HEALS = {KILL_BROKER: START_BROKER, PAUSE_BROKER: RESUME_BROKER, CUT_NETWORK: HEAL_NETWORK,
+         STOP_CONTROLLER: START_CONTROLLER}
+
+# The shapes of a network cut, as described above.
+ISOLATE_FROM_BROKERS = "isolate from brokers"
+ISOLATE_FROM_ALL = "isolate from all"
+ISOLATE_FROM_CONTROLLER = "isolate from controller"
+CUT_ONE_LINK = "cut one link"
+CUT_SHAPES = (ISOLATE_FROM_BROKERS, ISOLATE_FROM_ALL, ISOLATE_FROM_CONTROLLER, CUT_ONE_LINK)
 
 FIRST_FAULT_AFTER_S = 2.0  # let the producers reach every leader before the first fault
 GAP_S = (0.5, 2.5)  # quiet time between faults
 KILL_DOWN_S = (0.5, 4.0)  # a killed broker is started again after this long
 PAUSE_DOWN_S = (1.0, 6.0)  # spans the 3 s session timeout: some paused brokers get fenced
+CUT_DOWN_S = (1.0, 8.0)  # spans the session timeout and replica.lag.time.max.ms (2 s)
+CONTROLLER_DOWN_S = (0.5, 5.0)  # spans the session timeout: brokers cannot heartbeat meanwhile
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Which links around one broker a network fault cuts (in both directions), and how."""
+    peers: tuple[int, ...] = ()  # the other brokers it is cut from
+    controller: bool = False
+    clients: bool = False
+    mode: str = CUT_MODES[0]
+
+    def __str__(self) -> str:
+        sides = ([f"broker{'s' if len(self.peers) > 1 else ''} {','.join(map(str, self.peers))}"] if self.peers
+                 else []) + (["the controller"] if self.controller else []) + (["clients"] if self.clients else [])
+        return f"from {' and '.join(sides)} ({self.mode})"
 
 
 @dataclass(frozen=True)
@@ -37,9 +75,15 @@ class Action:
     at: float  # seconds after the start of the run
     op: str
     broker: int | None = None  # None for the controller
+    cut: Cut | None = None  # for CUT_NETWORK and HEAL_NETWORK
 
     def __str__(self) -> str:
-        return f"{self.at:6.2f}s {self.op}" + ("" if self.broker is None else f" broker {self.broker}")
+        return (f"{self.at:6.2f}s {self.op}" + ("" if self.broker is None else f" broker {self.broker}")
+                + ("" if self.cut is None else f" {self.cut}"))
+
+    @property
+    def starts_fault(self) -> bool:
+        return self.op in HEALS or self.op == RESTART_CONTROLLER
 
 
 def parse_faults(text: str) -> tuple[str, ...]:
@@ -51,6 +95,19 @@ def parse_faults(text: str) -> tuple[str, ...]:
     return faults
 
 
+def draw_cut(rng: random.Random, broker: int, brokers: Sequence[int]) -> Cut:
+    others = tuple(b for b in brokers if b != broker)
+    shape = rng.choice(CUT_SHAPES)
+    mode = rng.choice(CUT_MODES)
+    if shape == ISOLATE_FROM_BROKERS:
+        return Cut(others, mode=mode)
+    if shape == ISOLATE_FROM_ALL:
+        return Cut(others, controller=True, clients=True, mode=mode)
+    if shape == ISOLATE_FROM_CONTROLLER:
+        return Cut(controller=True, mode=mode)
+    return Cut((rng.choice(others),), mode=mode)
+
+
 def schedule(seed: int, duration: float, faults: Collection[str], brokers: Sequence[int]) -> list[Action]:
     rng = random.Random(seed)
     kinds = sorted(faults)  # a set's order may vary between runs; the schedule must not
@@ -58,18 +115,26 @@ def schedule(seed: int, duration: float, faults: Collection[str], brokers: Seque
     t = FIRST_FAULT_AFTER_S
     while kinds:
         fault = rng.choice(kinds)
-        if fault == CONTROLLER:
+        if fault == CONTROLLER and rng.random() < 0.5:
             if t > duration:
                 break
             actions.append(Action(round(t, 2), RESTART_CONTROLLER))
+        elif fault == CONTROLLER:
+            down = rng.uniform(*CONTROLLER_DOWN_S)
+            if t + down > duration:
+                break
+            actions.append(Action(round(t, 2), STOP_CONTROLLER))
+            t += down
+            actions.append(Action(round(t, 2), START_CONTROLLER))
         else:
-            down = rng.uniform(*(KILL_DOWN_S if fault == KILL else PAUSE_DOWN_S))
+            down = rng.uniform(*{KILL: KILL_DOWN_S, PAUSE: PAUSE_DOWN_S, PARTITION: CUT_DOWN_S}[fault])
             if t + down > duration:
                 break
             broker = rng.choice(brokers)
-            start = KILL_BROKER if fault == KILL else PAUSE_BROKER
-            actions.append(Action(round(t, 2), start, broker))
+            start = {KILL: KILL_BROKER, PAUSE: PAUSE_BROKER, PARTITION: CUT_NETWORK}[fault]
+            cut = draw_cut(rng, broker, brokers) if fault == PARTITION else None
+            actions.append(Action(round(t, 2), start, broker, cut))
             t += down
-            actions.append(Action(round(t, 2), HEALS[start], broker))
+            actions.append(Action(round(t, 2), HEALS[start], broker, cut))
         t += rng.uniform(*GAP_S)
     return actions

@@ -53,6 +53,7 @@ class Connection(asyncio.BufferedProtocol):
         max_in_flight: int = 32,
         request_timeout_ms: int = 30_000,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        local_host: str | None = None,
     ) -> None:
         assert 0 < port < 65536
         assert max_in_flight > 0
@@ -60,6 +61,7 @@ class Connection(asyncio.BufferedProtocol):
         self.host = host
         self.port = port
         self.client_id = client_id
+        self.local_host = local_host  # the address to connect from; None: the one the OS routes from
         self.request_timeout_ms = request_timeout_ms
         self.max_in_flight = max_in_flight
         self.api_versions: dict[int, tuple[int, int]] = {}
@@ -89,7 +91,9 @@ class Connection(asyncio.BufferedProtocol):
         loop = asyncio.get_running_loop()
         timeout = (timeout_ms or self.request_timeout_ms) / 1000
         try:
-            await asyncio.wait_for(loop.create_connection(lambda: self, self.host, self.port), timeout)
+            local_addr = None if self.local_host is None else (self.local_host, 0)
+            await asyncio.wait_for(
+                loop.create_connection(lambda: self, self.host, self.port, local_addr=local_addr), timeout)
         except (OSError, TimeoutError) as e:
             self.close(KafkaError(NETWORK_EXCEPTION, f"cannot connect to {self.host}:{self.port}: {e!r}"))
             raise self._error from e

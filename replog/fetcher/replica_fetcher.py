@@ -171,10 +171,14 @@ class ReplicaFetcher:
             raise
 
     async def _wait_for_work(self) -> None:
-        """Sleep until a partition is added or updated, or the earliest back-off ends; no polling."""
+        """Sleep until a partition is added or updated, or the earliest back-off ends; no polling.
+
+        Every partition counts, also one whose back-off ended since the rounds looked at the clock: left
+        out, it would be ready with nothing left to wake the loop, which then slept until the next
+        metadata change (a follower out of the ISR for good; found by `replog chaos --nemesis partition`)."""
         now = self._clock_ms()
-        deadlines = [f.state.delayed_until_ms for f in self._partitions.values() if f.state.is_delayed(now)]
-        timeout = (min(deadlines) - now) / 1000 if deadlines else None
+        deadlines = [f.state.delayed_until_ms for f in self._partitions.values()]
+        timeout = max(0, min(deadlines) - now) / 1000 if deadlines else None
         try:
             async with asyncio.timeout(timeout):  # unlike wait_for, never swallows a cancellation
                 await self._changed.wait()

@@ -4,9 +4,11 @@ from replog.chaos.checker import (
     ANOMALY_CLASSES,
     DIVERGENT_OFFSET,
     DUPLICATED,
+    FAILED_WRITE_READ,
     LOST,
     NON_MONOTONIC,
     UNEXPECTED,
+    UNSTABLE_READ,
     History,
     check,
 )
@@ -100,3 +102,51 @@ def test_examples_are_bounded_but_counts_are_not():
     result = check(History(attempted, acknowledged, {0: []}))
     assert result.counts[LOST] == 100
     assert len(result.examples[LOST]) == 5
+
+
+def test_a_value_read_during_the_faults_must_be_at_the_same_offset_at_the_end():
+    during = {0: [(0, "a-0"), (1, "a-1")], 1: [(0, "b-0")]}
+    assert check(History(ATTEMPTED, ACKNOWLEDGED, CLEAN_READ, read_during_faults=during)).ok
+    # a-2 was read at 0/2 while a leader still held it, then truncated away: committed data that vanished.
+    vanished = {0: [(0, "a-0"), (1, "a-1"), (2, "a-2")]}
+    read = {0: [(0, "a-0"), (1, "a-1")], 1: [(0, "b-0"), (1, "b-1")]}
+    result = check(History(ATTEMPTED, ACKNOWLEDGED, read, read_during_faults=vanished))
+    assert result.counts == only(UNSTABLE_READ)
+    assert result.examples[UNSTABLE_READ] == ["'a-2' read at 0/2 during the faults; at the end nothing is there"]
+    replaced = {1: [(0, "b-1")]}
+    result = check(History(ATTEMPTED, ACKNOWLEDGED, CLEAN_READ, read_during_faults=replaced))
+    assert result.counts == only(UNSTABLE_READ)
+    assert result.examples[UNSTABLE_READ] == ["'b-1' read at 1/0 during the faults; at the end that offset holds "
+                                              "['b-0']"]
+
+
+def test_reads_during_the_faults_must_move_forward():
+    during = {0: [(0, "a-0"), (1, "a-1"), (0, "a-0")]}
+    result = check(History(ATTEMPTED, ACKNOWLEDGED, CLEAN_READ, read_during_faults=during))
+    assert result.counts == only(UNSTABLE_READ)
+
+
+def test_a_value_read_during_the_faults_that_nobody_wrote_is_unexpected():
+    during = {0: [(0, "a-0"), (1, "x-9")]}
+    read = {0: [(0, "a-0"), (1, "x-9"), (2, "a-2")], 1: [(0, "b-0"), (1, "b-1")]}
+    result = check(History(ATTEMPTED, {"a-0": (0, 0)}, read, read_during_faults=during))
+    assert result.counts == only(UNEXPECTED, 2)
+
+
+def test_a_definitely_failed_write_must_not_be_read_but_an_indeterminate_one_may_be():
+    failed = {"a-2": "_MSG_TIMED_OUT"}
+    assert check(History(ATTEMPTED, ACKNOWLEDGED, CLEAN_READ, failed=failed)).ok
+    failed = {"a-2": "MSG_SIZE_TOO_LARGE"}
+    result = check(History(ATTEMPTED, ACKNOWLEDGED, CLEAN_READ, failed=failed))
+    assert result.counts == only(FAILED_WRITE_READ)
+    assert result.examples[FAILED_WRITE_READ] == ["'a-2' failed with MSG_SIZE_TOO_LARGE but is at 0/2"]
+    assert check(History(ATTEMPTED, ACKNOWLEDGED, {0: CLEAN_READ[0][:2], 1: CLEAN_READ[1]}, failed=failed)).ok
+
+
+def test_a_write_acknowledged_without_an_offset_must_still_be_read():
+    acknowledged = {**ACKNOWLEDGED, "a-2": (0, None)}
+    assert check(History(ATTEMPTED, acknowledged, CLEAN_READ)).ok
+    read = {0: CLEAN_READ[0][:2], 1: CLEAN_READ[1]}
+    result = check(History(ATTEMPTED, acknowledged, read))
+    assert result.counts == only(LOST)
+    assert result.examples[LOST] == ["'a-2' acknowledged at 0/None"]

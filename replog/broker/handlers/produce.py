@@ -37,7 +37,9 @@ def handle(ctx, broker):
         if any(r.error_code != ErrorCode.none for r in results.values()):
             ctx.close_connection()
         return None
-    appended = {k: r for k, r in results.items() if r.error_code == ErrorCode.none and not r.info.duplicate}
+    # A duplicate (a retried batch) waits like a new append: the original may not be committed yet, and
+    # Kafka's ReplicaManager.appendRecords waits for the HW to pass its offsets all the same.
+    appended = {k: r for k, r in results.items() if r.error_code == ErrorCode.none}
     if request.acks == -1 and appended:
         op = DelayedProduce(broker.replica_manager, request.timeout_ms, results, appended)
         broker.replica_manager.produce_purgatory.try_complete_else_watch(op, appended.keys())
