@@ -14,3 +14,12 @@ def broker(tmp_path):
         yield process
     finally:
         process.stop()
+
+
+def pytest_addoption(parser):
+    """tests/sim: how many seeds the simulation runs, or the one seed to replay."""
+    group = parser.getgroup("sim", "deterministic simulation (tests/sim)")
+    group.addoption("--sim-seeds", type=int, default=None, metavar="N",
+                    help="run simulation seeds 0..N-1 instead of the CI default")
+    group.addoption("--sim-seed", type=int, default=None, metavar="S",
+                    help="replay simulation seed S only (the command a failing seed prints)")

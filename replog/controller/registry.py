@@ -106,6 +106,14 @@ def validate_alter_partition(
         return ErrorCode.fenced_leader_epoch
     if broker_id != current.leader:
         return ErrorCode.invalid_request
+    # A retry of a change we already made (its answer was lost) finds the ISR it asks for: answer with the
+    # current state, which is a no-op, rather than INVALID_UPDATE_VERSION, which would leave the change
+    # pending on the leader (no more ISR changes) until a LeaderAndIsr comes, found by tests/sim (seed 19).
+    # Kafka's controller makes the same check before the partition-epoch fencing, for idempotency
+    # (LeaderAndIsr.equalsAllowStalePartitionEpoch).
+    if (partition_epoch < current.partition_epoch and tuple(new_isr) == current.isr
+            and leader_recovery_state == current.leader_recovery_state):
+        return ErrorCode.none
     # Only the equal partition epoch remains: the leader has seen every change, so its ISR may replace ours.
     if partition_epoch < current.partition_epoch:
         return ErrorCode.invalid_update_version

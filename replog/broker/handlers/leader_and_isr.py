@@ -16,12 +16,38 @@ from replog.protocol.control import (
     encode_leader_and_isr_response,
 )
 
+# How long a LeaderAndIsr that arrives before this process has registered waits for the registration (a
+# previous process's session must expire first, broker.session.timeout.ms). On timeout it is refused as
+# stale: the controller sends every partition again when the registration succeeds.
+REGISTRATION_WAIT_S = 10.0
+
+
+async def _registered(broker) -> bool:
+    """Whether this process has registered with the controller, waiting for it if need be.
+
+    Only then can a request queued for this broker's previous process (an older broker epoch) be told from
+    one for this process. Applying such a stale LeaderAndIsr made a broker restarted after losing unflushed
+    records lead again in the same leader epoch with a shorter log, and acknowledge records at offsets the
+    followers already held from that epoch with other values, which epochs cannot detect: acknowledged
+    records were lost (tests/sim, seed 399). Kafka never serves controller requests before registering; its
+    broker epoch check (KIP-380) relies on that.
+    """
+    lifecycle = broker.lifecycle
+    if lifecycle is None:
+        return True  # a single node, run by no controller
+    try:
+        async with asyncio.timeout(REGISTRATION_WAIT_S):
+            await lifecycle.registered.wait()
+    except TimeoutError:
+        return False
+    return True
+
 
 async def handle(ctx, broker) -> list:
     request = decode_leader_and_isr_request(ctx.frame, ctx.body_offset)
     if not ctx.session.cluster_action:
         error, per_partition = ErrorCode.cluster_authorization_failed, {}
-    elif broker.is_stale_broker_epoch(request.broker_epoch):
+    elif not await _registered(broker) or broker.is_stale_broker_epoch(request.broker_epoch):
         error, per_partition = ErrorCode.stale_broker_epoch, {}
     else:
         # Shielded: a closed controller connection must not leave the request half applied.
