@@ -269,6 +269,13 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     return runner.main(duration=args.duration, nemesis_faults=args.nemesis, seed=args.seed, data_dir=args.data_dir)
 
 
+def cmd_crash_loop(args: argparse.Namespace) -> int:
+    from .chaos import crash_loop  # imported lazily: only this command needs confluent-kafka
+
+    return crash_loop.main(restarts=args.restarts, seed=args.seed, data_dir=args.data_dir,
+                           torn_fraction=args.torn_fraction)
+
+
 # analyze
 
 
@@ -383,6 +390,16 @@ def build_parser() -> argparse.ArgumentParser:
     chaos.add_argument("--data-dir", type=Path, help="cluster directory, kept (default: a temporary one, "
                        "removed unless the run fails)")
     chaos.set_defaults(func=cmd_chaos)
+
+    crash = commands.add_parser("crash-loop", help="SIGKILL brokers over and over under heavy writes, tearing "
+                                "unflushed data, and verify every recovery on disk and through the clients")
+    crash.add_argument("--restarts", type=int, default=20, help="kill and restart rounds (default 20)")
+    crash.add_argument("--seed", type=int, help="seed of the loop (default: random, printed)")
+    crash.add_argument("--torn-fraction", type=float, default=0.5, metavar="P",
+                       help="share of rounds that also damage the killed broker's unflushed data (default 0.5)")
+    crash.add_argument("--data-dir", type=Path, help="cluster directory, kept (default: a temporary one, "
+                       "removed unless the run fails)")
+    crash.set_defaults(func=cmd_crash_loop)
     return parser
 
 

@@ -1,0 +1,619 @@
+"""`replog crash-loop`: SIGKILL brokers again and again during heavy writes, tear their unflushed data, and
+prove that every restart recovers and that no corrupt batch is ever served.
+
+A local cluster (controller in this process, three broker processes) with topic `crash`: four partitions,
+RF=3, min.insync.replicas=2, unclean leader election off, small segments and a small index interval so that
+rolls and index entries happen all the time. Two idempotent acks=all writers and one acks=1 writer (load
+that makes leaders run ahead of the HW, so followers truncate; its values are outside the exactly-once check,
+as acks=1 promises nothing across a leader change) write until the loop ends. Each round of the seeded loop:
+
+1. picks a victim: sometimes the broker just restarted, killed again before it caught up; sometimes the
+   current leader of a partition; otherwise any broker. Before a different broker is killed every ISR must
+   be whole again, so at most one broker is ever behind and the other two hold every acknowledged write;
+2. lets the writers run for a seeded delay and SIGKILLs the victim;
+3. verifies its stopped log dir with the independent verifier (replog/chaos/log_verifier.py): a crash may
+   leave a short last write, nothing else;
+4. in some rounds (torn-write mode) damages what a power loss could take from the victim's unflushed data
+   (only past the recovery point of its checkpoint): cuts the last batch of a partition's active segment at
+   a random byte, appends random garbage after it, truncates its offset or time index, or corrupts the tail
+   of a recovery-point / log-start checkpoint (Kafka's LogManager.loadLogs then resets them) or leaves a
+   torn `.tmp` of a checkpoint write that never got renamed;
+5. restarts the victim, times its recovery (process start to serving, then to being unfenced), and
+   verifies its log dir again while it runs.
+
+A reader consumes every partition with CRC checking on (`check.crcs=true`) all along. At the end the
+writers flush, the run waits for whole ISRs, reads every partition from the start again with CRC checking,
+checks the history with the queue checker (every acknowledged write read back exactly once), stops the
+cluster cleanly, verifies every replica strictly, and compares replicas below the HW.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import confluent_kafka
+
+from ..local_cluster import LocalCluster
+from .checker import ANOMALY_CLASSES, CheckResult, History, check
+from .log_verifier import (
+    HIGH_WATERMARK_CHECKPOINT,
+    LEADER_EPOCH_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    read_offset_checkpoint,
+    verify_log_dir,
+    verify_partition,
+)
+
+TOPIC = "crash"
+BROKERS = (1, 2, 3)  # LocalCluster's node ids
+PARTITIONS = 4
+ASSIGNMENT = {p: [BROKERS[(p + i) % len(BROKERS)] for i in range(len(BROKERS))] for p in range(PARTITIONS)}
+SEGMENT_BYTES = 256 * 1024
+INDEX_INTERVAL_BYTES = 512
+TOPIC_CONFIGS = {"min.insync.replicas": "2", "unclean.leader.election.enable": "false",
+                 "segment.bytes": str(SEGMENT_BYTES), "index.interval.bytes": str(INDEX_INTERVAL_BYTES)}
+# Checkpoints every second, so that torn-write rounds find recovery points and HWs on disk to respect.
+BROKER_OVERRIDES = {"log.flush.offset.checkpoint.interval.ms": "1000"}
+SESSION_TIMEOUT_MS = 2_000  # a killed broker's old session must expire before it may register again
+VALUE_BYTES = 200
+ACKS_ALL_WRITERS = 2
+RECORDS_PER_SECOND = 250  # per writer: heavy for 2 shared cores running three Python brokers
+WRITER_CONFIG = {
+    "linger.ms": 5,
+    "request.timeout.ms": 5_000,
+    "message.timeout.ms": 60_000,
+    "topic.metadata.refresh.interval.ms": 1_000,
+    "log_level": 2,  # refused and reset connections are the point of the run
+}
+ACKS_ALL_CONFIG = {**WRITER_CONFIG, "acks": "all", "enable.idempotence": True}
+# No retries: an acks=1 retry could write a value twice, which the exactly-once check would count.
+ACKS_ONE_CONFIG = {**WRITER_CONFIG, "acks": "1", "enable.idempotence": False, "message.send.max.retries": 0}
+ACKS_ONE_PREFIX = "one"
+MIN_KILL_DELAY_S = 0.2
+MAX_KILL_DELAY_S = 2.0
+KILL_AGAIN_CHANCE = 0.2  # the broker just restarted, before it caught up
+KILL_LEADER_CHANCE = 0.4
+CATCH_UP_TIMEOUT_S = 90.0  # loaded machine: a restarted broker copies what it missed, plus what it lost
+UNFENCE_TIMEOUT_S = 30.0
+FLUSH_TIMEOUT_S = 70.0  # past message.timeout.ms
+CONSUME_TIMEOUT_S = 120.0
+WATERMARK_TIMEOUT_S = 10.0
+CONSUME_BATCH = 1_000
+CONSUME_POLL_S = 0.5
+LIVE_RECHECK_S = 1.0  # a live log is read twice; only a problem seen both times is real (not a racing append)
+LIVE_READS = 5  # bound on reads of a live log dir whose files a truncation keeps removing under the reader
+MAX_GARBAGE_BYTES = 4096
+
+CUT_BATCH = "cut last batch"
+GARBAGE_TAIL = "garbage after last batch"
+CUT_INDEX = "cut offset or time index"
+CORRUPT_CHECKPOINT = "corrupt checkpoint tail"
+TORN_TMP_CHECKPOINT = "torn checkpoint .tmp"
+DAMAGE_KINDS = (CUT_BATCH, GARBAGE_TAIL, CUT_INDEX, CORRUPT_CHECKPOINT, TORN_TMP_CHECKPOINT)
+# Kafka resets these two when they do not parse (LogManager.loadLogs); a bad HW or leader-epoch checkpoint
+# is a storage error there, and an atomic write (tmp, fsync, rename, fsync dir) never tears them.
+RESETTABLE_CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT, "log-start-offset-checkpoint")
+
+
+@dataclass
+class Restart:
+    number: int
+    victim: int
+    why: str  # "again", "leader of partition N", "random"
+    damage: str | None = None
+    process_start_s: float = 0.0  # launch to answering ApiVersions: log recovery happens here
+    unfenced_s: float = 0.0  # launch to unfenced by the controller
+
+
+@dataclass
+class CrashLoopReport:
+    seed: int
+    planned_restarts: int
+    torn_fraction: float
+    restarts: list[Restart] = field(default_factory=list)
+    verifier_problems: list[str] = field(default_factory=list)
+    torn_tails_seen: int = 0  # short last writes a SIGKILL left (legitimate)
+    loop_error: str = ""
+    attempted: int = 0
+    acknowledged: int = 0
+    failed: int = 0
+    acks_one_acknowledged: int = 0
+    failure_reasons: Counter = field(default_factory=Counter)
+    writer_fatal_errors: list[str] = field(default_factory=list)
+    converged: bool = False
+    high_watermarks: dict[int, int] = field(default_factory=dict)
+    read: int = 0
+    read_during_loop: int = 0
+    corrupt_served: list[str] = field(default_factory=list)
+    incomplete_reads: list[int] = field(default_factory=list)
+    check: CheckResult = field(default_factory=CheckResult)
+    replica_divergence: list[str] = field(default_factory=list)
+    elapsed: float = 0.0
+
+    @property
+    def damage_counts(self) -> Counter:
+        return Counter(r.damage for r in self.restarts if r.damage is not None)
+
+    @property
+    def problems(self) -> list[str]:
+        found = [f"{n} {anomaly}" for anomaly, n in self.check.counts.items() if n]
+        if self.loop_error:
+            found.append(f"the loop stopped: {self.loop_error}")
+        if self.verifier_problems:
+            found.append(f"{len(self.verifier_problems)} on-disk problems")
+        if self.corrupt_served:
+            found.append(f"{len(self.corrupt_served)} corrupt batches served")
+        if not self.converged:
+            found.append("the ISRs never became whole at the end")
+        if self.incomplete_reads:
+            found.append(f"partitions {self.incomplete_reads} not read up to their high watermark")
+        if self.replica_divergence:
+            found.append(f"{len(self.replica_divergence)} partitions with divergent replicas")
+        if self.writer_fatal_errors:
+            found.append(f"{len(self.writer_fatal_errors)} fatal writer errors")
+        return found
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def format(self) -> str:
+        lines = [f"replog crash-loop: seed {self.seed}, {len(self.restarts)} of {self.planned_restarts} restarts, "
+                 f"torn-write fraction {self.torn_fraction:g}"]
+        for r in self.restarts:
+            lines.append(f"  #{r.number}: kill {r.victim} ({r.why}); damage: {r.damage or 'none'}; serving after "
+                         f"{r.process_start_s:.2f}s, unfenced after {r.unfenced_s:.2f}s")
+        lines.append("torn writes injected: " + (", ".join(f"{kind}: {n}" for kind, n in
+                                                        sorted(self.damage_counts.items())) or "none"))
+        lines.append(f"short last writes left by SIGKILL: {self.torn_tails_seen}")
+        serving = [r.process_start_s for r in self.restarts if r.process_start_s]
+        unfenced = [r.unfenced_s for r in self.restarts if r.unfenced_s]
+        if serving:
+            lines.append(f"recovery (launch to serving): p50 {statistics.median(serving):.2f}s, "
+                         f"max {max(serving):.2f}s; to unfenced: p50 {statistics.median(unfenced):.2f}s, "
+                         f"max {max(unfenced):.2f}s")
+        unknown = self.attempted - self.acknowledged - self.failed
+        lines.append(f"acks=all writes: {self.attempted} attempted, {self.acknowledged} acknowledged, "
+                     f"{self.failed} failed, {unknown} unknown; acks=1 acknowledged: {self.acks_one_acknowledged}")
+        lines += [f"  failed with {reason}: {n}" for reason, n in self.failure_reasons.most_common()]
+        lines += [f"  writer fatal error: {e}" for e in self.writer_fatal_errors]
+        lines.append(f"read with check.crcs=true: {self.read_during_loop} records during the loop, {self.read} "
+                     "at the end; high watermarks "
+                     + ", ".join(f"{p}: {hw}" for p, hw in sorted(self.high_watermarks.items())))
+        lines += [f"  corrupt batch served: {c}" for c in self.corrupt_served]
+        lines.append("anomalies:")
+        for anomaly in ANOMALY_CLASSES:
+            lines.append(f"  {anomaly}: {self.check.counts[anomaly]}")
+            lines += [f"    e.g. {example}" for example in self.check.examples[anomaly]]
+        lines.append(f"  on-disk problems: {len(self.verifier_problems)}")
+        lines += [f"    {p}" for p in self.verifier_problems[:20]]
+        lines.append(f"  divergent replicas: {len(self.replica_divergence)}")
+        lines += [f"    {d}" for d in self.replica_divergence]
+        verdict = "OK" if self.ok else "FAILED: " + "; ".join(self.problems)
+        lines.append(f"result: {verdict} (seed {self.seed}, {self.elapsed:.0f}s)")
+        return "\n".join(lines)
+
+
+class Writer(threading.Thread):
+    """Writes `<prefix>-<n>` (padded to VALUE_BYTES) round-robin over the partitions at a steady rate until
+    told to stop, then flushes; its delivery reports are the history."""
+
+    def __init__(self, prefix: str, bootstrap: str, config: dict, stop: threading.Event) -> None:
+        super().__init__(name=f"crash-loop-{prefix}", daemon=True)
+        self.prefix = prefix
+        self.bootstrap = bootstrap
+        self.config = config
+        self.stop = stop
+        self.attempted: list[str] = []
+        self.acknowledged: dict[str, tuple[int, int]] = {}
+        self.failed: dict[str, str] = {}
+        self.fatal: list[str] = []
+
+    def run(self) -> None:
+        producer = confluent_kafka.Producer({"bootstrap.servers": self.bootstrap, **self.config,
+                                             "error_cb": self._on_error})
+        interval = 1 / RECORDS_PER_SECOND
+        n = 0
+        while not self.stop.is_set() and not self.fatal:
+            value = f"{self.prefix}-{n}"
+            try:
+                producer.produce(TOPIC, pad(value), partition=n % PARTITIONS, on_delivery=self._on_delivery)
+            except BufferError:  # librdkafka's queue is full: serve delivery reports, then try again
+                producer.poll(interval)
+                continue
+            except confluent_kafka.KafkaException as e:
+                self.fatal.append(str(e))
+                break
+            self.attempted.append(value)
+            n += 1
+            producer.poll(0)
+            self.stop.wait(interval)
+        producer.flush(FLUSH_TIMEOUT_S)
+
+    def _on_delivery(self, err, msg) -> None:
+        value = unpad(msg.value())
+        if err is None:
+            self.acknowledged[value] = (msg.partition(), msg.offset())
+        else:
+            self.failed[value] = err.name()
+
+    def _on_error(self, err) -> None:
+        if err.fatal():
+            self.fatal.append(str(err))
+
+
+class Reader(threading.Thread):
+    """Consumes every partition from the start while the loop runs, with librdkafka checking each batch's
+    CRC-32C, so a corrupt batch served at any moment (a restarted leader, say) is caught, not only at the end."""
+
+    def __init__(self, bootstrap: str, stop: threading.Event) -> None:
+        super().__init__(name="crash-loop-reader", daemon=True)
+        self.bootstrap = bootstrap
+        self.stop = stop
+        self.read = 0
+        self.corrupt: list[str] = []
+
+    def run(self) -> None:
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": self.bootstrap, "group.id": "replog-crash-reader",
+                                             "enable.auto.commit": False, "check.crcs": True, "log_level": 2})
+        try:
+            consumer.assign([confluent_kafka.TopicPartition(TOPIC, p, confluent_kafka.OFFSET_BEGINNING)
+                             for p in ASSIGNMENT])
+            while not self.stop.is_set():
+                for msg in consumer.consume(CONSUME_BATCH, CONSUME_POLL_S):
+                    error = msg.error()
+                    if error is None:
+                        self.read += 1
+                    elif error.code() == confluent_kafka.KafkaError._BAD_MSG:
+                        self.corrupt.append(f"during the loop, partition {msg.partition()} offset {msg.offset()}: "
+                                            f"{error.str()}")
+        finally:
+            consumer.close()
+
+
+def pad(value: str) -> bytes:
+    """The value, a separator, and filler up to VALUE_BYTES: heavier writes, same identity."""
+    return (value + "|").encode().ljust(VALUE_BYTES, b".")
+
+
+def unpad(raw: bytes) -> str:
+    return raw.split(b"|", 1)[0].decode(errors="replace")
+
+
+# ---------------------------------------------------------------------------------------------- damage
+
+
+def recovery_point(log_dir: Path, partition_dir: Path) -> int:
+    """The partition's checkpointed recovery point (0 when absent or unreadable: everything is unflushed)."""
+    return read_offset_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, []).get(partition_dir.name, 0)
+
+
+def last_segment(partition_dir: Path) -> Path:
+    return max(partition_dir.glob("*.log"), key=lambda p: p.name)
+
+
+def inject_damage(kind: str, log_dir: Path, rng: random.Random) -> str | None:
+    """Damage the stopped broker's log dir as a power loss could; a description, or None if no partition
+    has unflushed data of the kind to damage."""
+    partition_dirs = sorted(d for d in log_dir.glob(f"{TOPIC}-*") if d.is_dir())
+    rng.shuffle(partition_dirs)
+    if kind == CORRUPT_CHECKPOINT:
+        path = log_dir / rng.choice(RESETTABLE_CHECKPOINTS)
+        if not path.exists() or path.stat().st_size == 0:
+            return None
+        data = path.read_bytes()
+        cut = rng.randrange(data.rstrip(b"\n").rfind(b"\n") + 1, len(data))  # inside the last line
+        path.write_bytes(data[:cut] + rng.choice([b"", b"\x00" * rng.randint(1, 8), b"x"]))
+        return f"{path.name} cut at byte {cut} of {len(data)}"
+    if kind == TORN_TMP_CHECKPOINT:
+        names = [HIGH_WATERMARK_CHECKPOINT, RECOVERY_POINT_CHECKPOINT] + [
+            f"{d.name}/{LEADER_EPOCH_CHECKPOINT}" for d in partition_dirs]
+        path = log_dir / rng.choice(names)
+        data = path.read_bytes() if path.exists() else b"0\n1\n"
+        torn = data[:rng.randrange(len(data) + 1)]
+        path.with_name(path.name + ".tmp").write_bytes(torn)
+        return f"{path.relative_to(log_dir)}.tmp with {len(torn)} of {len(data)} bytes"
+    for partition_dir in partition_dirs:
+        flushed = recovery_point(log_dir, partition_dir)
+        segment = last_segment(partition_dir)
+        batches = [b for b in verify_partition(partition_dir, torn_tail=True).batches
+                   if b.segment == int(segment.stem)]
+        if not batches or batches[-1].base_offset < flushed:
+            continue  # nothing unflushed in the active segment here
+        last = batches[-1]
+        where = f"{partition_dir.name}/{segment.name}"
+        if kind == CUT_BATCH:
+            cut = last.position + rng.randint(1, last.size - 1)
+            os.truncate(segment, cut)
+            return f"{where} cut at {cut}, inside the batch of offsets {last.base_offset}..{last.last_offset}"
+        if kind == GARBAGE_TAIL:
+            garbage = rng.randbytes(rng.randint(1, MAX_GARBAGE_BYTES))
+            with open(segment, "r+b") as f:
+                f.seek(last.position + last.size)
+                f.truncate()
+                f.write(garbage)
+            return f"{where}: {len(garbage)} random bytes after offset {last.last_offset}"
+        if kind == CUT_INDEX:
+            index = segment.with_suffix(rng.choice([".index", ".timeindex"]))
+            if not index.exists():
+                continue
+            used = len(index.read_bytes().rstrip(b"\0"))
+            cut = rng.randint(0, used)
+            os.truncate(index, cut)
+            return f"{partition_dir.name}/{index.name} cut at {cut} of {used} used bytes"
+        raise ValueError(f"unknown damage {kind!r}")
+    return None
+
+
+# ------------------------------------------------------------------------------------------------ loop
+
+
+async def run_crash_loop(root: Path, *, restarts: int, seed: int, torn_fraction: float = 0.5) -> CrashLoopReport:
+    """One crash loop with its cluster under root; every process it starts is stopped when it returns."""
+    started = time.monotonic()
+    # Two streams: the damage draws depend on the files (batch sizes), so sharing one stream would make the
+    # schedule (victims, delays, which rounds are torn) depend on timing instead of on the seed alone.
+    schedule_rng, damage_rng = random.Random(seed), random.Random(f"{seed}-damage")
+    report = CrashLoopReport(seed, restarts, torn_fraction)
+    cluster = LocalCluster(root, overrides=BROKER_OVERRIDES, session_timeout_ms=SESSION_TIMEOUT_MS)
+    stop_writing = threading.Event()
+    writers: list[Writer] = []
+    reader: Reader | None = None
+    stopped = False
+    try:
+        await cluster.start()
+        await cluster.controller.create_topic(TOPIC, ASSIGNMENT, TOPIC_CONFIGS)
+        writers += [Writer(f"all{i}", cluster.bootstrap, ACKS_ALL_CONFIG, stop_writing)
+                    for i in range(ACKS_ALL_WRITERS)]
+        writers.append(Writer(ACKS_ONE_PREFIX, cluster.bootstrap, ACKS_ONE_CONFIG, stop_writing))
+        for writer in writers:
+            writer.start()
+        reader = Reader(cluster.bootstrap, stop_writing)
+        reader.start()
+        print(f"cluster up in {root}; {restarts} restarts under load", flush=True)
+        try:
+            await crash_rounds(cluster, report, schedule_rng, damage_rng)
+        except (AssertionError, RuntimeError, TimeoutError, OSError) as e:  # reported; the end checks still run
+            report.loop_error = f"{type(e).__name__}: {e}"
+            await bring_back(cluster, report)
+        stop_writing.set()
+        for thread in [*writers, reader]:
+            await asyncio.to_thread(thread.join)
+        record_writes(report, writers)
+        report.read_during_loop = reader.read
+        report.corrupt_served += reader.corrupt
+        try:
+            await cluster.wait_for(lambda: isrs_whole(cluster), CATCH_UP_TIMEOUT_S, "every ISR to be whole")
+            report.converged = True
+        except AssertionError:
+            pass  # reported as a problem; still read and check what is there
+        read = await asyncio.to_thread(read_all_checked, cluster.bootstrap, report)
+        report.check = check(History({v for w in writers for v in w.attempted},
+                                     {v: at for w in writers if w.prefix != ACKS_ONE_PREFIX
+                                      for v, at in w.acknowledged.items()}, read))
+        await cluster.stop()
+        stopped = True
+        await asyncio.to_thread(verify_stopped_cluster, cluster, report)
+    finally:
+        stop_writing.set()
+        if not stopped:
+            await cluster.stop()
+        for thread in [*writers, *([reader] if reader is not None else [])]:
+            if thread.is_alive():
+                await asyncio.to_thread(thread.join)
+    report.elapsed = time.monotonic() - started
+    return report
+
+
+async def crash_rounds(cluster: LocalCluster, report: CrashLoopReport, rng: random.Random,
+                       damage_rng: random.Random) -> None:
+    previous: int | None = None
+    damage_turn = 0
+    for number in range(1, report.planned_restarts + 1):
+        victim, why = choose_victim(cluster, rng, previous)
+        if victim != previous:
+            await cluster.wait_for(lambda: isrs_whole(cluster), CATCH_UP_TIMEOUT_S,
+                                   f"whole ISRs before killing broker {victim}")
+        restart = Restart(number, victim, why)
+        report.restarts.append(restart)
+        await asyncio.sleep(rng.uniform(MIN_KILL_DELAY_S, MAX_KILL_DELAY_S))
+        killed_epoch = broker_epoch(cluster, victim)
+        await cluster.kill(victim)
+        log_dir = cluster.brokers[victim].log_dir
+        crashed = await asyncio.to_thread(verify_log_dir, log_dir, TOPIC, torn_tail=True)
+        report.torn_tails_seen += sum(1 for p in crashed.partitions.values() if p.torn_tail_bytes)
+        report.verifier_problems += [f"restart #{number}, broker {victim} killed: {p}" for p in crashed.all_problems]
+        if rng.random() < report.torn_fraction:
+            # Kinds take turns, so a short run covers each; the seed picks the rounds, partitions and bytes.
+            for kind in DAMAGE_KINDS[damage_turn:] + DAMAGE_KINDS[:damage_turn]:
+                description = await asyncio.to_thread(inject_damage, kind, log_dir, damage_rng)
+                if description is not None:
+                    restart.damage = kind
+                    damage_turn = (DAMAGE_KINDS.index(kind) + 1) % len(DAMAGE_KINDS)
+                    print(f"#{number}: damage {kind}: {description}", flush=True)
+                    break
+        await restart_and_time(cluster, restart, killed_epoch)
+        print(f"#{number}: broker {victim} ({why}) serving after {restart.process_start_s:.2f}s, "
+              f"unfenced after {restart.unfenced_s:.2f}s", flush=True)
+        report.verifier_problems += [f"restart #{number}, broker {victim} recovered: {p}"
+                                     for p in await verify_live(log_dir)]
+        previous = victim
+
+
+def choose_victim(cluster: LocalCluster, rng: random.Random, previous: int | None) -> tuple[int, str]:
+    roll = rng.random()
+    if previous is not None and roll < KILL_AGAIN_CHANCE:
+        return previous, "again, before it caught up"
+    if roll < KILL_AGAIN_CHANCE + KILL_LEADER_CHANCE:
+        partition = rng.randrange(PARTITIONS)
+        leader = cluster.controller.registration(TOPIC, partition).leader
+        if leader in BROKERS:
+            return leader, f"leader of partition {partition}"
+    return rng.choice(BROKERS), "random"
+
+
+def broker_epoch(cluster: LocalCluster, node_id: int) -> int:
+    return cluster.controller.metadata.brokers[node_id].epoch
+
+
+async def restart_and_time(cluster: LocalCluster, restart: Restart, killed_epoch: int) -> None:
+    """Start the victim and time it: until it serves (its logs are recovered before it listens), then until
+    the controller has unfenced its new registration. The killed process's registration stays active until
+    its session expires, so being active alone proves nothing: the broker epoch must have moved on."""
+    launched = time.monotonic()
+    await asyncio.to_thread(cluster.brokers[restart.victim].start)
+    restart.process_start_s = time.monotonic() - launched
+
+    def registered_again() -> bool:
+        return broker_epoch(cluster, restart.victim) > killed_epoch and restart.victim in cluster.active_brokers()
+
+    await cluster.wait_for(registered_again, UNFENCE_TIMEOUT_S, f"broker {restart.victim} to be unfenced again")
+    restart.unfenced_s = time.monotonic() - launched
+
+
+async def verify_live(log_dir: Path) -> list[str]:
+    """Problems of a running broker's log dir that two consecutive reads both find: one read may race an
+    append or a truncation in flight. A read that loses a file to a concurrent truncation is repeated."""
+    previous: list[str] | None = None
+    for _ in range(LIVE_READS):
+        try:
+            found = (await asyncio.to_thread(verify_log_dir, log_dir, TOPIC, torn_tail=True)).all_problems
+        except FileNotFoundError:
+            found = None
+        if found is not None:
+            if not found:
+                return []
+            if previous is not None:
+                return [p for p in found if p in previous]
+            previous = found
+        await asyncio.sleep(LIVE_RECHECK_S)
+    return previous if previous is not None else [f"{log_dir}: files vanished during each of {LIVE_READS} reads"]
+
+
+async def bring_back(cluster: LocalCluster, report: CrashLoopReport) -> None:
+    for node_id, broker in cluster.brokers.items():
+        if broker.proc is None or broker.proc.poll() is not None:
+            try:
+                await cluster.restart(node_id)
+            except (AssertionError, RuntimeError, TimeoutError) as e:
+                report.loop_error += f"; could not start broker {node_id} again: {e}"
+
+
+def isrs_whole(cluster: LocalCluster) -> bool:
+    for partition, replicas in ASSIGNMENT.items():
+        registration = cluster.controller.registration(TOPIC, partition)
+        if set(registration.isr) != set(replicas) or registration.leader not in replicas:
+            return False
+    return True
+
+
+def record_writes(report: CrashLoopReport, writers: list[Writer]) -> None:
+    acks_all = [w for w in writers if w.prefix != ACKS_ONE_PREFIX]
+    report.attempted = sum(len(w.attempted) for w in acks_all)
+    report.acknowledged = sum(len(w.acknowledged) for w in acks_all)
+    report.failed = sum(len(w.failed) for w in acks_all)
+    report.acks_one_acknowledged = sum(len(w.acknowledged) for w in writers if w.prefix == ACKS_ONE_PREFIX)
+    report.failure_reasons = Counter(reason for w in acks_all for reason in w.failed.values())
+    report.writer_fatal_errors = [e for w in writers for e in w.fatal]
+
+
+def read_all_checked(bootstrap: str, report: CrashLoopReport) -> dict[int, list[tuple[int, str]]]:
+    """Every partition from offset 0 up to its HW with librdkafka verifying each batch's CRC-32C: a corrupt
+    batch is an error message (not a record), counted as served corruption."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "replog-crash-loop",
+                                         "enable.auto.commit": False, "enable.partition.eof": True,
+                                         "check.crcs": True, "log_level": 2})
+    try:
+        for partition in ASSIGNMENT:
+            tp = confluent_kafka.TopicPartition(TOPIC, partition)
+            report.high_watermarks[partition] = consumer.get_watermark_offsets(tp, WATERMARK_TIMEOUT_S)[1]
+        consumer.assign([confluent_kafka.TopicPartition(TOPIC, p, confluent_kafka.OFFSET_BEGINNING)
+                         for p in ASSIGNMENT])
+        read: dict[int, list[tuple[int, str]]] = {p: [] for p in ASSIGNMENT}
+        pending = {p for p, hw in report.high_watermarks.items() if hw > 0}
+        deadline = time.monotonic() + CONSUME_TIMEOUT_S
+        while pending and time.monotonic() < deadline:
+            for msg in consumer.consume(CONSUME_BATCH, CONSUME_POLL_S):
+                partition = msg.partition()
+                error = msg.error()
+                if error is None:
+                    read[partition].append((msg.offset(), unpad(msg.value())))
+                    reached = msg.offset() + 1
+                elif error.code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                    reached = msg.offset()
+                elif error.code() == confluent_kafka.KafkaError._BAD_MSG:
+                    report.corrupt_served.append(f"partition {partition} offset {msg.offset()}: {error.str()}")
+                    continue
+                else:
+                    continue  # transient (a connection, a leader moving): librdkafka retries by itself
+                if reached >= report.high_watermarks[partition]:
+                    pending.discard(partition)
+        report.incomplete_reads = sorted(pending)
+        report.read = sum(len(records) for records in read.values())
+        return read
+    finally:
+        consumer.close()
+
+
+def verify_stopped_cluster(cluster: LocalCluster, report: CrashLoopReport) -> None:
+    """After a clean stop: every replica strictly (no torn tail, epochs exact), and replicas identical
+    below each partition's HW."""
+    verified = {node: verify_log_dir(broker.log_dir, TOPIC, exact_epochs=True)
+                for node, broker in cluster.brokers.items()}
+    for node, found in verified.items():
+        report.verifier_problems += [f"broker {node} after a clean stop: {p}" for p in found.all_problems]
+    for partition, replicas in ASSIGNMENT.items():
+        high_watermark = report.high_watermarks.get(partition, 0)
+        below = {}
+        for node in replicas:
+            replica = verified[node].partitions.get(f"{TOPIC}-{partition}")
+            batches = [] if replica is None else replica.batches
+            below[node] = [(b.base_offset, b.last_offset, b.crc, b.leader_epoch, b.producer_id, b.base_sequence)
+                           for b in batches if b.last_offset < high_watermark]
+        difference = replica_difference(below, high_watermark)
+        if difference:
+            report.replica_divergence.append(f"partition {partition}: {difference}")
+
+
+def replica_difference(batches: dict[int, list[tuple]], high_watermark: int) -> str | None:
+    """Why these replicas' batches below the HW are not one gap-free log from offset 0, or None."""
+    (first_node, first), *others = batches.items()
+    for node, theirs in others:
+        if theirs != first:
+            at = next((i for i, (a, b) in enumerate(zip(first, theirs, strict=False)) if a != b),
+                      min(len(first), len(theirs)))
+            return (f"replica {first_node} and replica {node} differ at batch {at}: "
+                    f"{first[at] if at < len(first) else 'none'} vs {theirs[at] if at < len(theirs) else 'none'}")
+    end = first[-1][1] + 1 if first else 0
+    if first and first[0][0] != 0:
+        return f"the replicas start at offset {first[0][0]}, not 0"
+    if end != high_watermark:
+        return f"the replicas end at offset {end - 1}, below the high watermark {high_watermark}"
+    return None
+
+
+def main(*, restarts: int, seed: int | None, data_dir: Path | None, torn_fraction: float) -> int:
+    """The `replog crash-loop` command: run, print the report, exit 0 only if nothing was wrong."""
+    if seed is None:
+        seed = int.from_bytes(os.urandom(4), "big")  # printed with the report, so the run can be repeated
+    if restarts < 1 or not 0 <= torn_fraction <= 1:
+        raise ValueError("--restarts must be >= 1 and --torn-fraction within [0, 1]")
+    root = data_dir or Path(tempfile.mkdtemp(prefix="replog-crash-loop-"))
+    report = asyncio.run(run_crash_loop(root, restarts=restarts, seed=seed, torn_fraction=torn_fraction))
+    print(report.format())
+    if not report.ok:
+        print(f"cluster data and broker output kept in {root}")
+        return 1
+    if data_dir is None:
+        shutil.rmtree(root)
+    return 0
