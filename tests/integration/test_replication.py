@@ -115,7 +115,14 @@ async def wait_identical_replicas(cluster: LocalCluster, topic: str, partition: 
         first = dumps[replicas[0]]
         return all(dumps[n] == first for n in replicas) and first and int(first[-1].split()[3]) == end_offset - 1
 
-    await cluster.wait_for(identical, 30.0, f"identical replicas of {topic}-{partition} up to {end_offset}")
+    # Each check runs `replog log dump` processes: in a worker thread, because the controller shares this
+    # event loop and must keep answering heartbeats meanwhile (on a loaded machine, blocking it fenced brokers).
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30.0
+    while not await asyncio.to_thread(identical):
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for identical replicas of {topic}-{partition} up to {end_offset}")
+        await asyncio.sleep(0.1)
     return dumps[replicas[0]]
 
 
@@ -205,7 +212,8 @@ async def test_leader_cut_off_from_the_controller_is_deposed_and_truncates_its_d
     cluster.controller_links[1].heal()
     await cluster.wait_for_isr(topic, 0, {2, 3, 1})
     batches = await wait_identical_replicas(cluster, topic, 0, [1, 2, 3], 130)
-    assert len(log_dump(cluster.log_dir(1, topic, 0), 10**9)) == len(batches), "the old leader kept its tail"
+    old_leader_batches = await asyncio.to_thread(log_dump, cluster.log_dir(1, topic, 0), 10**9)
+    assert len(old_leader_batches) == len(batches), "the old leader kept its tail"
     read = await asyncio.to_thread(consume_all, cluster.bootstrap, topic, [0], 130)
     assert [v for _, _, v in read] == values("committed", 100) + values("new-epoch", 30)
 
