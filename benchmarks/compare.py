@@ -4,11 +4,12 @@ import json
 from pathlib import Path
 
 
-def load_results(path: Path) -> dict[tuple[str, str], dict]:
-    """A run's results by (benchmark, case); ValueError if the file is not a benchmark run."""
+def load_results(path: Path) -> dict[tuple[str, str, str], dict]:
+    """A run's results by (benchmark, case, baseline): one case may be judged against several baselines;
+    ValueError if the file is not a benchmark run."""
     try:
         data = json.loads(Path(path).read_text())
-        return {(r["bench"], r["case"]): r for r in data["results"]}
+        return {(r["bench"], r["case"], r.get("baseline", "")): r for r in data["results"]}
     except (json.JSONDecodeError, KeyError, TypeError) as e:
         raise ValueError(f"{path} is not a benchmark results file ({e})") from e
 
@@ -19,8 +20,9 @@ def compare_runs(before: Path, after: Path) -> str:
     rows = [("benchmark", "case", "unit", "before", "after", "change", "ratio before", "ratio after")]
     for key in sorted(a.keys() | b.keys()):
         old, new = a.get(key), b.get(key)
+        bench, case, baseline = key
         rows.append((
-            key[0], key[1], (old or new)["unit"],
+            bench, f"{case} (vs {baseline})" if baseline else case, (old or new)["unit"],
             _median(old), _median(new), _change(old, new),
             _ratio(old), _ratio(new),
         ))

@@ -34,8 +34,9 @@ def test_replog_bench_quick_runs_every_benchmark_writes_table_run_file_and_plots
     assert any(case.startswith("sendfile=false") for case in cases)
     assert any(case.startswith("Tansu") for case in cases) and any(case.startswith("NATS") for case in cases)
     assert {r["extra"]["partitions"] for r in results if r["bench"] == "partition-scaling"} == {1, 100}
-    for row in first.stdout.splitlines()[2:]:  # after the header and its rule, one line per result
-        assert row.split()[0] in QUICK_BENCHMARKS, row
+    table = first.stdout.split("\n\n")[0].splitlines()  # the table ends at the first blank line
+    assert table[0].split()[:2] == ["benchmark", "case"] and len(table) == 2 + len(results)
+    assert all(row.split()[0] in QUICK_BENCHMARKS for row in table[2:])
     plots = {path.name for path in run_file.with_suffix("").glob("*.png")}
     assert plots == {"throughput-vs-partitions.png", "latency-vs-rate.png", "cpu-per-gib-by-system.png"}, plots
 

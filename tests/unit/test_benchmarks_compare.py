@@ -41,3 +41,15 @@ def test_replog_bench_compare_prints_the_table_and_refuses_a_wrong_call(tmp_path
     assert "-50.0%" in capsys.readouterr().out
     assert cli.main(["bench", "compare", str(before)]) == 1
     assert "usage: replog bench compare" in capsys.readouterr().err
+
+
+def test_a_case_judged_against_two_baselines_keeps_a_row_for_each(tmp_path):
+    results = [{"bench": "consume", "case": "sendfile=true, raw fetch driver", "unit": "B/s",
+                "value": {"median": 500.0}, "ratio": ratio, "baseline": baseline}
+               for baseline, ratio in (("raw sendfile", 0.5), ("read()+send()", 0.25))]
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"settings": {}, "results": results}))
+    table = compare_runs(path, path)
+    assert "sendfile=true, raw fetch driver (vs raw sendfile)" in table
+    assert "sendfile=true, raw fetch driver (vs read()+send())" in table
+    assert table.count("+0.0%") == 2
