@@ -53,6 +53,7 @@ from .log_verifier import (
     verify_log_dir,
     verify_partition,
 )
+from .runner import isrs_whole, replica_difference
 
 TOPIC = "crash"
 BROKERS = (1, 2, 3)  # LocalCluster's node ids
@@ -393,7 +394,7 @@ async def run_crash_loop(root: Path, *, restarts: int, seed: int, torn_fraction:
         report.read_during_loop = reader.read
         report.corrupt_served += reader.corrupt
         try:
-            await cluster.wait_for(lambda: isrs_whole(cluster), CATCH_UP_TIMEOUT_S, "every ISR to be whole")
+            await cluster.wait_for(lambda: isrs_whole(cluster, TOPIC, ASSIGNMENT), CATCH_UP_TIMEOUT_S, "every ISR to be whole")
             report.converged = True
         except AssertionError:
             pass  # reported as a problem; still read and check what is there
@@ -422,7 +423,7 @@ async def crash_rounds(cluster: LocalCluster, report: CrashLoopReport, rng: rand
     for number in range(1, report.planned_restarts + 1):
         victim, why = choose_victim(cluster, rng, previous)
         if victim != previous:
-            await cluster.wait_for(lambda: isrs_whole(cluster), CATCH_UP_TIMEOUT_S,
+            await cluster.wait_for(lambda: isrs_whole(cluster, TOPIC, ASSIGNMENT), CATCH_UP_TIMEOUT_S,
                                    f"whole ISRs before killing broker {victim}")
         restart = Restart(number, victim, why)
         report.restarts.append(restart)
@@ -509,14 +510,6 @@ async def bring_back(cluster: LocalCluster, report: CrashLoopReport) -> None:
                 report.loop_error += f"; could not start broker {node_id} again: {e}"
 
 
-def isrs_whole(cluster: LocalCluster) -> bool:
-    for partition, replicas in ASSIGNMENT.items():
-        registration = cluster.controller.registration(TOPIC, partition)
-        if set(registration.isr) != set(replicas) or registration.leader not in replicas:
-            return False
-    return True
-
-
 def record_writes(report: CrashLoopReport, writers: list[Writer]) -> None:
     acks_all = [w for w in writers if w.prefix != ACKS_ONE_PREFIX]
     report.attempted = sum(len(w.attempted) for w in acks_all)
@@ -583,23 +576,6 @@ def verify_stopped_cluster(cluster: LocalCluster, report: CrashLoopReport) -> No
         difference = replica_difference(below, high_watermark)
         if difference:
             report.replica_divergence.append(f"partition {partition}: {difference}")
-
-
-def replica_difference(batches: dict[int, list[tuple]], high_watermark: int) -> str | None:
-    """Why these replicas' batches below the HW are not one gap-free log from offset 0, or None."""
-    (first_node, first), *others = batches.items()
-    for node, theirs in others:
-        if theirs != first:
-            at = next((i for i, (a, b) in enumerate(zip(first, theirs, strict=False)) if a != b),
-                      min(len(first), len(theirs)))
-            return (f"replica {first_node} and replica {node} differ at batch {at}: "
-                    f"{first[at] if at < len(first) else 'none'} vs {theirs[at] if at < len(theirs) else 'none'}")
-    end = first[-1][1] + 1 if first else 0
-    if first and first[0][0] != 0:
-        return f"the replicas start at offset {first[0][0]}, not 0"
-    if end != high_watermark:
-        return f"the replicas end at offset {end - 1}, below the high watermark {high_watermark}"
-    return None
 
 
 def main(*, restarts: int, seed: int | None, data_dir: Path | None, torn_fraction: float) -> int:

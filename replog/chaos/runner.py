@@ -408,9 +408,10 @@ async def heal(cluster: LocalCluster, report: ChaosReport) -> None:
                 report.nemesis_errors.append(f"heal: start broker {node_id}: {e}")
 
 
-def isrs_whole(cluster: LocalCluster) -> bool:
-    for partition, replicas in ASSIGNMENT.items():
-        registration = cluster.controller.registration(TOPIC, partition)
+def isrs_whole(cluster: LocalCluster, topic: str = TOPIC, assignment: dict[int, list[int]] = ASSIGNMENT) -> bool:
+    """Whether every partition of the topic has all its replicas in its ISR, led by one of them."""
+    for partition, replicas in assignment.items():
+        registration = cluster.controller.registration(topic, partition)
         if set(registration.isr) != set(replicas) or registration.leader not in replicas:
             return False
     return True
