@@ -65,7 +65,8 @@ class Connection(asyncio.BufferedProtocol):
         self.request_timeout_ms = request_timeout_ms
         self.max_in_flight = max_in_flight
         self.api_versions: dict[int, tuple[int, int]] = {}
-        self._decoder = FrameDecoder(max_frame_bytes)
+        # Responses answer our own requests, sized by what we asked for: no need to grow their buffers.
+        self._decoder = FrameDecoder(max_frame_bytes, grow_large_frames=False)
         self._in_flight: deque[_InFlight] = deque()
         self._slots = asyncio.Semaphore(max_in_flight)
         self._next_correlation_id = 0

@@ -27,14 +27,14 @@ def test_a_size_prefix_alone_does_not_allocate_the_frame():
 
 
 def test_a_large_frame_grows_with_its_bytes_and_arrives_whole():
-    payload = bytes(range(256)) * 20_000  # 5 MB: many doublings from the first staging-sized buffer
+    payload = bytes(range(256)) * 20_000  # 5 MB: several growth steps from the first staging-sized buffer
     decoder = FrameDecoder(LIMIT)
     data = size_prefix(len(payload)) + payload
-    half = len(data) // 2
-    decoder.feed(data[:half])
+    quarter = len(data) // 4
+    decoder.feed(data[:quarter])
     assert decoder.next_frame() is None
-    assert len(decoder.get_buffer()) < len(data) - half  # not yet sized for the whole frame
-    for start in range(half, len(data), 70_000):
+    assert len(decoder.get_buffer()) < len(data) - quarter  # not yet sized for the whole frame
+    for start in range(quarter, len(data), 70_000):
         decoder.feed(data[start : start + 70_000])
     assert decoder.next_frame() == payload
 

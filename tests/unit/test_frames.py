@@ -72,3 +72,13 @@ def test_size_at_limit_accepted():
     decoder = FrameDecoder(100)
     decoder.feed(framed(b"z" * 100))
     assert collect(decoder) == [b"z" * 100]
+
+
+def test_a_client_decoder_receives_a_large_frame_into_one_buffer_of_its_full_size():
+    decoder = FrameDecoder(1 << 20, staging_bytes=64, grow_large_frames=False)
+    payload = b"y" * 5000
+    decoder.feed(framed(payload)[:100])
+    # Sized from the prefix at once: the rest of the frame goes straight in, with no copy on the way.
+    assert len(decoder.get_buffer()) == 5000 - 96
+    decoder.feed(framed(payload)[100:])
+    assert collect(decoder) == [payload]
