@@ -3,6 +3,8 @@ real brokers, peers and baselines, and leaves the table, the run file and the pl
 reads the run file back. How long the quick suite takes is printed by the run itself, not asserted here."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
 
@@ -13,11 +15,25 @@ QUICK_BENCHMARKS = {"codec", "baselines", "produce", "consume", "replicated-prod
                     "follower-catchup", "partition-scaling", "failover", "startup", "peers"}  # fmt: skip
 
 
+def run_in_own_session(command: list[str], timeout_s: float) -> subprocess.CompletedProcess:
+    """Run the command in a session of its own and, if it does not finish in time, kill the whole session:
+    killing only `replog bench` would leave the brokers it started running."""
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
+
+
 # About 2 minutes on an idle 2-vCPU VM; a loaded CI machine may take several times that.
 @pytest.mark.timeout(900)
 def test_replog_bench_quick_runs_every_benchmark_writes_table_run_file_and_plots(tmp_path):
     command = [sys.executable, "-m", "replog", "bench", "--quick", "--results-dir", str(tmp_path)]
-    first = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    first = run_in_own_session(command, timeout_s=840)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "analyze: full mode only" in first.stderr
     (run_file,) = tmp_path.glob("quick-*.json")
