@@ -53,7 +53,7 @@ from .log_verifier import (
     verify_log_dir,
     verify_partition,
 )
-from .runner import isrs_whole, replica_difference
+from .runner import LoadProducer, isrs_whole, replica_difference
 
 TOPIC = "crash"
 BROKERS = (1, 2, 3)  # LocalCluster's node ids
@@ -86,7 +86,6 @@ KILL_AGAIN_CHANCE = 0.2  # the broker just restarted, before it caught up
 KILL_LEADER_CHANCE = 0.4
 CATCH_UP_TIMEOUT_S = 90.0  # loaded machine: a restarted broker copies what it missed, plus what it lost
 UNFENCE_TIMEOUT_S = 30.0
-FLUSH_TIMEOUT_S = 70.0  # past message.timeout.ms
 CONSUME_TIMEOUT_S = 120.0
 WATERMARK_TIMEOUT_S = 10.0
 CONSUME_BATCH = 1_000
@@ -205,54 +204,6 @@ class CrashLoopReport:
         return "\n".join(lines)
 
 
-class Writer(threading.Thread):
-    """Writes `<prefix>-<n>` (padded to VALUE_BYTES) round-robin over the partitions at a steady rate until
-    told to stop, then flushes; its delivery reports are the history."""
-
-    def __init__(self, prefix: str, bootstrap: str, config: dict, stop: threading.Event) -> None:
-        super().__init__(name=f"crash-loop-{prefix}", daemon=True)
-        self.prefix = prefix
-        self.bootstrap = bootstrap
-        self.config = config
-        self.stop = stop
-        self.attempted: list[str] = []
-        self.acknowledged: dict[str, tuple[int, int]] = {}
-        self.failed: dict[str, str] = {}
-        self.fatal: list[str] = []
-
-    def run(self) -> None:
-        producer = confluent_kafka.Producer({"bootstrap.servers": self.bootstrap, **self.config,
-                                             "error_cb": self._on_error})
-        interval = 1 / RECORDS_PER_SECOND
-        n = 0
-        while not self.stop.is_set() and not self.fatal:
-            value = f"{self.prefix}-{n}"
-            try:
-                producer.produce(TOPIC, pad(value), partition=n % PARTITIONS, on_delivery=self._on_delivery)
-            except BufferError:  # librdkafka's queue is full: serve delivery reports, then try again
-                producer.poll(interval)
-                continue
-            except confluent_kafka.KafkaException as e:
-                self.fatal.append(str(e))
-                break
-            self.attempted.append(value)
-            n += 1
-            producer.poll(0)
-            self.stop.wait(interval)
-        producer.flush(FLUSH_TIMEOUT_S)
-
-    def _on_delivery(self, err, msg) -> None:
-        value = unpad(msg.value())
-        if err is None:
-            self.acknowledged[value] = (msg.partition(), msg.offset())
-        else:
-            self.failed[value] = err.name()
-
-    def _on_error(self, err) -> None:
-        if err.fatal():
-            self.fatal.append(str(err))
-
-
 class Reader(threading.Thread):
     """Consumes every partition from the start while the loop runs, with librdkafka checking each batch's
     CRC-32C, so a corrupt batch served at any moment (a restarted leader, say) is caught, not only at the end."""
@@ -292,6 +243,12 @@ def unpad(raw: bytes) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- damage
+
+
+def new_writer(prefix: str, bootstrap: str, config: dict, stop: threading.Event) -> LoadProducer:
+    """A writer of `<prefix>-<n>` values padded to VALUE_BYTES, round-robin over the crash topic."""
+    return LoadProducer(prefix, bootstrap, stop, topic=TOPIC, partitions=PARTITIONS, config=config,
+                        records_per_second=RECORDS_PER_SECOND, encode=pad, decode=unpad)
 
 
 def recovery_point(log_dir: Path, partition_dir: Path) -> int:
@@ -368,15 +325,15 @@ async def run_crash_loop(root: Path, *, restarts: int, seed: int, torn_fraction:
     report = CrashLoopReport(seed, restarts, torn_fraction)
     cluster = LocalCluster(root, overrides=BROKER_OVERRIDES, session_timeout_ms=SESSION_TIMEOUT_MS)
     stop_writing = threading.Event()
-    writers: list[Writer] = []
+    writers: list[LoadProducer] = []
     reader: Reader | None = None
     stopped = False
     try:
         await cluster.start()
         await cluster.controller.create_topic(TOPIC, ASSIGNMENT, TOPIC_CONFIGS)
-        writers += [Writer(f"all{i}", cluster.bootstrap, ACKS_ALL_CONFIG, stop_writing)
+        writers += [new_writer(f"all{i}", cluster.bootstrap, ACKS_ALL_CONFIG, stop_writing)
                     for i in range(ACKS_ALL_WRITERS)]
-        writers.append(Writer(ACKS_ONE_PREFIX, cluster.bootstrap, ACKS_ONE_CONFIG, stop_writing))
+        writers.append(new_writer(ACKS_ONE_PREFIX, cluster.bootstrap, ACKS_ONE_CONFIG, stop_writing))
         for writer in writers:
             writer.start()
         reader = Reader(cluster.bootstrap, stop_writing)
@@ -510,7 +467,7 @@ async def bring_back(cluster: LocalCluster, report: CrashLoopReport) -> None:
                 report.loop_error += f"; could not start broker {node_id} again: {e}"
 
 
-def record_writes(report: CrashLoopReport, writers: list[Writer]) -> None:
+def record_writes(report: CrashLoopReport, writers: list[LoadProducer]) -> None:
     acks_all = [w for w in writers if w.prefix != ACKS_ONE_PREFIX]
     report.attempted = sum(len(w.attempted) for w in acks_all)
     report.acknowledged = sum(len(w.acknowledged) for w in acks_all)

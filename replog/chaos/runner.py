@@ -196,30 +196,37 @@ class ChaosReport:
 
 
 class LoadProducer(threading.Thread):
-    """One idempotent acks=all producer writing `<name>-<n>` at a steady rate until told to stop, then
-    flushing; its delivery reports are the history's acknowledgements and failures."""
+    """One producer writing `<name>-<n>` round-robin over the topic's partitions at a steady rate until told
+    to stop, then flushing; its delivery reports are the history's acknowledgements and failures. The chaos
+    run's defaults: an idempotent acks=all producer of `chaos`; the crash loop passes its own."""
 
-    def __init__(self, name: str, bootstrap: str, stop: threading.Event) -> None:
-        super().__init__(name=f"chaos-{name}", daemon=True)
+    def __init__(self, name: str, bootstrap: str, stop: threading.Event, *, topic: str = TOPIC,
+                 partitions: int = len(ASSIGNMENT), config: dict = PRODUCER_CONFIG,
+                 records_per_second: float = RECORDS_PER_SECOND, encode: Callable[[str], bytes] = str.encode,
+                 decode: Callable[[bytes], str] = bytes.decode) -> None:  # fmt: skip
+        super().__init__(name=f"load-{name}", daemon=True)
         self.prefix = name
         self.bootstrap = bootstrap
         self.stop = stop
+        self.topic, self.partitions, self.config = topic, partitions, config
+        self.interval = 1 / records_per_second
+        self.encode, self.decode = encode, decode
         self.attempted: list[str] = []
         self.acknowledged: dict[str, tuple[int, int]] = {}
         self.failed: dict[str, str] = {}
         self.fatal: list[str] = []
 
     def run(self) -> None:
-        producer = confluent_kafka.Producer({"bootstrap.servers": self.bootstrap, **PRODUCER_CONFIG,
+        producer = confluent_kafka.Producer({"bootstrap.servers": self.bootstrap, **self.config,
                                              "error_cb": self._on_error})
-        interval = 1 / RECORDS_PER_SECOND
         n = 0
         while not self.stop.is_set() and not self.fatal:
             value = f"{self.prefix}-{n}"
             try:
-                producer.produce(TOPIC, value.encode(), partition=n % len(ASSIGNMENT), on_delivery=self._on_delivery)
+                producer.produce(self.topic, self.encode(value), partition=n % self.partitions,
+                                 on_delivery=self._on_delivery)
             except BufferError:  # librdkafka's queue is full: serve delivery reports, then try again
-                producer.poll(interval)
+                producer.poll(self.interval)
                 continue
             except confluent_kafka.KafkaException as e:  # a fatal error: this producer can do no more
                 self.fatal.append(str(e))
@@ -227,11 +234,11 @@ class LoadProducer(threading.Thread):
             self.attempted.append(value)
             n += 1
             producer.poll(0)
-            self.stop.wait(interval)
+            self.stop.wait(self.interval)
         producer.flush(FLUSH_TIMEOUT_S)
 
     def _on_delivery(self, err, msg) -> None:
-        value = msg.value().decode()
+        value = self.decode(msg.value())
         if err is None:
             self.acknowledged[value] = (msg.partition(), msg.offset())
         else:
