@@ -33,14 +33,16 @@ def response_type(api_key: int, version: int) -> type:
 
 
 def decode_request(api_key: int, version: int, buf: memoryview | bytes, offset: int) -> Any:
-    return _decode(request_type(api_key, version), buf, offset)
+    # Bytes after a request body are ignored, as Kafka's RequestContext.parseRequest ignores them:
+    # librdkafka 2.15/2.16 send 3 extra bytes after a Metadata v12 request.
+    return _decode(request_type(api_key, version), buf, offset, allow_trailing=True)
 
 
 def decode_response(api_key: int, version: int, buf: memoryview | bytes, offset: int) -> Any:
-    return _decode(response_type(api_key, version), buf, offset)
+    return _decode(response_type(api_key, version), buf, offset, allow_trailing=False)
 
 
-def _decode(cls: type, buf: memoryview | bytes | bytearray, offset: int) -> Any:
+def _decode(cls: type, buf: memoryview | bytes | bytearray, offset: int, *, allow_trailing: bool) -> Any:
     buf = memoryview(buf).toreadonly()  # kio's native reader refuses writable buffers; this is a view
     check_array_counts(cls, buf, offset)  # kio reserves room for a declared count before reading any element
     try:
@@ -51,7 +53,7 @@ def _decode(cls: type, buf: memoryview | bytes | bytearray, offset: int) -> Any:
         # kio refuses a tagged field its schema lacks, where Kafka would skip it (KIP-482); a peer that
         # sends one gets its connection closed rather than an internal error.
         raise DecodeError(f"{cls.__name__}: {e.args[0]}") from e
-    if offset + size != len(buf):
+    if offset + size != len(buf) and not allow_trailing:
         raise DecodeError(f"{len(buf) - offset - size} trailing bytes after {cls.__name__}")
     return entity
 

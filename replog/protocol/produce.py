@@ -5,7 +5,7 @@ immutable bytes copies (see benchmarks/codec_kio_vs_handwritten.py for the measu
 from dataclasses import dataclass, field
 
 from .apis import SUPPORTED_APIS, ApiKey
-from .primitives import DecodeError, Reader, Writer
+from .primitives import Reader, Writer
 
 _PRODUCE = SUPPORTED_APIS[ApiKey.PRODUCE]
 
@@ -50,8 +50,7 @@ def decode_produce_request(version: int, frame: bytearray | memoryview, offset: 
         topics.append(topic)
     if flexible:
         r.skip_tagged_fields()
-    if r.remaining:
-        raise DecodeError(f"{r.remaining} trailing bytes after ProduceRequest")
+    # Bytes after the body are ignored, as Kafka's request parsing ignores them (see messages.decode_request).
     return ProduceRequestData(transactional_id, acks, timeout_ms, topics)
 
 

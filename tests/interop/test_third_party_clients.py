@@ -154,3 +154,21 @@ def test_kcat_snappy(broker):
         read.append((int(partition), int(offset), value))
     acked = [(0, i, value) for i, value in enumerate(lines)]
     assert_read_back_exactly(acked, read)
+
+
+def test_confluent_kafka_lists_every_topic(broker):
+    """librdkafka 2.15/2.16 send 3 bytes after a Metadata v12 body when asking for all topics; Kafka ignores
+    them, and so must replog, or list_topics() fails with a transport error."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient
+
+    create_topic(broker, "listed-a", 2)
+    create_topic(broker, "listed-b", 1)
+    metadata = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10)
+    assert {"listed-a", "listed-b"} <= set(metadata.topics)
+    assert len(metadata.topics["listed-a"].partitions) == 2
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "lister"})
+    try:
+        assert "listed-b" in consumer.list_topics(timeout=10).topics
+    finally:
+        consumer.close()
