@@ -3,7 +3,7 @@
 import argparse
 import asyncio
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .analytics import job as analyze_job
@@ -39,13 +39,24 @@ def _flag(props: dict[str, str], name: str) -> bool:
 def cmd_broker_start(args: argparse.Namespace) -> int:
     from .broker.server import run_broker  # imported lazily: client commands should not load the broker
 
-    return run_broker(args.config, args.override or [])
+    return _refusing_a_used_directory("broker", run_broker, args)
 
 
 def cmd_controller_start(args: argparse.Namespace) -> int:
     from .controller.process import run_controller  # imported lazily, as the broker is
 
-    return run_controller(args.config, args.override or [])
+    return _refusing_a_used_directory("controller", run_controller, args)
+
+
+def _refusing_a_used_directory(role: str, run: Callable[[Path | None, list[str]], int],
+                               args: argparse.Namespace) -> int:
+    from .log.dir_lock import DirectoryInUseError
+
+    try:
+        return run(args.config, args.override or [])
+    except DirectoryInUseError as exc:
+        print(f"replog {role}: refusing to start: {exc}", file=sys.stderr)
+        return 1
 
 
 # topics

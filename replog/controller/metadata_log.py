@@ -26,6 +26,7 @@ from typing import Any
 from crc32c import crc32c
 
 from replog.log.checkpoint import fsync_directory
+from replog.log.dir_lock import DirectoryLock
 
 logger = logging.getLogger(__name__)
 
@@ -50,10 +51,11 @@ class _CorruptLine(Exception):
 class MetadataLog:
     """The open log; create it with MetadataLog.open. Any I/O error in append or compact closes it."""
 
-    def __init__(self, directory: Path, file: FileIO, next_offset: int) -> None:
+    def __init__(self, directory: Path, file: FileIO, next_offset: int, lock: DirectoryLock) -> None:
         self._directory = directory
         self._file: FileIO | None = file
         self._next_offset = next_offset
+        self._lock = lock
 
     @classmethod
     def open(cls, directory: Path) -> tuple["MetadataLog", list[LoggedRecord]]:
@@ -65,6 +67,16 @@ class MetadataLog:
         """
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
+        lock = DirectoryLock.acquire(directory)  # two controllers on one dir would interleave their appends
+        try:
+            log, records = cls._open_locked(directory, lock)
+        except BaseException:
+            lock.release()
+            raise
+        return log, records
+
+    @classmethod
+    def _open_locked(cls, directory: Path, lock: DirectoryLock) -> tuple["MetadataLog", list[LoggedRecord]]:
         snapshot = directory / SNAPSHOT_FILE_NAME
         if snapshot.exists():
             # The rename that completes a compaction never happened: the log itself is still whole.
@@ -85,7 +97,7 @@ class MetadataLog:
             file.close()
             raise
         next_offset = records[-1].offset + 1 if records else 0
-        return cls(directory, file, next_offset), records
+        return cls(directory, file, next_offset, lock), records
 
     @property
     def next_offset(self) -> int:
@@ -140,6 +152,7 @@ class MetadataLog:
         if self._file is not None:
             self._file.close()
             self._file = None
+        self._lock.release()
 
     def _open_file(self) -> FileIO:
         if self._file is None:

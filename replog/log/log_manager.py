@@ -21,6 +21,7 @@ from pathlib import Path
 from replog.log.checkpoint import OffsetCheckpointFile, fsync_directory, write_atomically
 from replog.log.config import LogConfig
 from replog.log.dir_failure import LogDirFailureChannel
+from replog.log.dir_lock import DirectoryLock
 from replog.log.errors import CorruptCheckpointError, StorageError
 from replog.log.partition_log import PartitionLog, TopicPartition, parse_topic_partition
 from replog.log.segment import OS_FILE_OPS, SegmentFileOps
@@ -69,18 +70,24 @@ class LogManager:
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
         self._logs_per_dir: Counter[Path] = Counter()
-        for log_dir in self.log_dirs:
-            try:
-                log_dir.mkdir(parents=True, exist_ok=True)
-                self._load_dir(log_dir)
-            except StorageError:
-                raise  # one partition in two dirs: a configuration error, not a disk failure
-            except OSError as exc:
-                # Kafka starts with the dirs it can load and reports the others offline.
-                self.failure_channel.report(log_dir, exc)
-        if not self.online_dirs:
-            # Kafka's LogManager refuses to start when none of the log dirs can be used.
-            raise StorageError(f"none of the log dirs {[str(d) for d in self.log_dirs]} can be loaded")
+        self._locks: list[DirectoryLock] = []
+        try:
+            for log_dir in self.log_dirs:
+                try:
+                    log_dir.mkdir(parents=True, exist_ok=True)
+                    self._locks.append(DirectoryLock.acquire(log_dir))  # held until shutdown, as Kafka's
+                    self._load_dir(log_dir)
+                except StorageError:
+                    raise  # one partition in two dirs: a configuration error, not a disk failure
+                except OSError as exc:
+                    # Kafka starts with the dirs it can load and reports the others offline.
+                    self.failure_channel.report(log_dir, exc)
+            if not self.online_dirs:
+                # Kafka's LogManager refuses to start when none of the log dirs can be used.
+                raise StorageError(f"none of the log dirs {[str(d) for d in self.log_dirs]} can be loaded")
+        except BaseException:
+            self.release_locks()
+            raise
 
     def directory_id(self, log_dir: Path) -> uuid.UUID:
         """The id the controller knows `log_dir` by (KIP-858's directory id). Derived from the absolute path
@@ -252,4 +259,11 @@ class LogManager:
                 write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b"")
             except OSError as exc:
                 self.failure_channel.report(log_dir, exc)
+        self.release_locks()
+
+    def release_locks(self) -> None:
+        """Let another process use the dirs. Only after the logs are closed (or were never opened)."""
+        for lock in self._locks:
+            lock.release()
+        self._locks.clear()
 

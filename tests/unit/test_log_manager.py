@@ -4,6 +4,7 @@ import uuid
 import pytest
 
 from replog.log.config import LogConfig
+from replog.log.dir_lock import DirectoryInUseError
 from replog.log.errors import StorageError
 from replog.log.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from replog.log.partition_log import TopicPartition
@@ -53,6 +54,7 @@ def test_crash_is_recovered_from_checkpointed_recovery_point(tmp_path):
     active = log.segments[-1]
     with open(active.log_path, "ab") as f:
         f.write(b"\x01" * 30)  # torn write, never flushed; no clean marker
+    manager.release_locks()  # the process died: the kernel dropped its flock
     crashed = _manager([tmp_path])
     recovered = crashed.get_log("t", 0)
     assert recovered.log_end_offset == 20
@@ -115,3 +117,13 @@ def test_adopting_a_log_twice_is_refused_and_closes_the_second(tmp_path):
         manager.adopt_new_log(new, second)
     assert manager.get_log("t", 0) is first
     assert _open_fds() == fds_before
+
+
+def test_second_manager_on_a_locked_dir_refuses_naming_dir_and_holder(tmp_path):
+    first = _manager([tmp_path / "a", tmp_path / "b"])
+    with pytest.raises(DirectoryInUseError, match=rf"{tmp_path / 'b'} is in use by another process \(pid {os.getpid()}\)"):
+        _manager([tmp_path / "c", tmp_path / "b"])
+    second_c = _manager([tmp_path / "c"])  # the refused start released the lock it had taken on c
+    second_c.shutdown()
+    first.shutdown()
+    _manager([tmp_path / "a", tmp_path / "b"]).shutdown()  # a clean shutdown released a and b
