@@ -80,7 +80,9 @@ async def _topics(args: argparse.Namespace) -> int:
         else:
             described = await admin.describe_topics(None if args.topic is None else [args.topic])
             for description in described.values():
-                print(_format_description(description, args))
+                text = _format_description(description, args)
+                if text:
+                    print(text)
     return EXIT_OK
 
 
@@ -90,8 +92,12 @@ def _require(value: object, flag: str) -> None:
 
 
 def _format_description(d: TopicDescription, args: argparse.Namespace) -> str:
+    """As kafka-topics --describe: a header line per topic, then its partitions; with a partition filter
+    (--under-replicated-partitions, --unavailable-partitions) only the partitions that match, no header."""
     replication = len(d.partitions[0].replicas) if d.partitions else 0
-    lines = [f"Topic: {d.name}\tPartitionCount: {len(d.partitions)}\tReplicationFactor: {replication}"]
+    filtered = args.under_replicated_partitions or args.unavailable_partitions
+    lines = [] if filtered else [
+        f"Topic: {d.name}\tPartitionCount: {len(d.partitions)}\tReplicationFactor: {replication}"]
     for p in d.partitions:
         if args.under_replicated_partitions and not p.under_replicated:
             continue
@@ -185,7 +191,20 @@ async def _assign(consumer: Consumer, args: argparse.Namespace) -> None:
     elif args.offset == "earliest":
         consumer.seek_to_beginning(*tps)
     else:
-        consumer.seek(tps[0], args.offset)
+        await _seek_or_say_why_not(consumer, tps[0], args.offset)
+
+
+async def _seek_or_say_why_not(consumer: Consumer, tp: tuple[str, int], offset: int) -> None:
+    """An offset outside the log starts at the end, as kafka-console-consumer's auto.offset.reset=latest
+    does, and says so rather than silently reading from somewhere else."""
+    start = (await consumer.beginning_offsets([tp]))[tp]
+    end = (await consumer.end_offsets([tp]))[tp]
+    if start <= offset <= end:
+        consumer.seek(tp, offset)
+        return
+    print(f"offset {offset} is out of range for {tp[0]}-{tp[1]} (log start {start}, end {end}); "
+          f"starting at the end ({end})", file=sys.stderr)
+    consumer.seek(tp, end)
 
 
 # log

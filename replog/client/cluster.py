@@ -65,6 +65,8 @@ def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
         host, sep, port = item.rpartition(":")
         if not sep or not port.isdigit():
             raise ValueError(f"bootstrap server {item!r} is not host:port")
+        if not 0 < int(port) < 65536:
+            raise ValueError(f"bootstrap server {item!r}: port {port} is not in 1-65535")
         addresses.append((host.strip("[]"), int(port)))
     if not addresses:
         raise ValueError("no bootstrap servers given")

@@ -397,8 +397,11 @@ class ClusterController(ConnectionHolder):
             raise ControllerError(ErrorCode.topic_already_exists, f"topic {name!r} is marked for deletion: brokers "
                                   f"{sorted(self._pending_deletions[name][1])} have not deleted their replicas")
         if assignment is None:
-            assignment = assign_replicas(self.metadata.active_broker_ids(), partitions or self.config.num_partitions,
-                                         replication_factor or self.config.default_replication_factor)
+            # None (the request's -1) takes the cluster default; 0 is refused by assign_replicas, as Kafka does.
+            assignment = assign_replicas(
+                self.metadata.active_broker_ids(),
+                self.config.num_partitions if partitions is None else partitions,
+                self.config.default_replication_factor if replication_factor is None else replication_factor)
         inactive = sorted({r for replicas in assignment.values() for r in replicas
                            if r in self.metadata.brokers and not self.metadata.is_eligible(r)})
         if inactive:

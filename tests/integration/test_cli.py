@@ -51,3 +51,24 @@ def test_errors_exit_non_zero(broker):
     unreachable = run("topics", "list", "--bootstrap-server", "127.0.0.1:1")
     assert unreachable.returncode != 0
     assert b"error:" in unreachable.stderr
+    bad_port = run("topics", "list", "--bootstrap-server", "127.0.0.1:99999")
+    assert bad_port.returncode != 0
+    assert b"port 99999 is not in 1-65535" in bad_port.stderr
+    assert b"Traceback" not in bad_port.stderr
+
+
+def test_consume_from_an_offset_past_the_end_says_so_and_starts_at_the_end(broker):
+    server = ["--bootstrap-server", broker.bootstrap]
+    assert run("topics", "create", *server, "--topic", "short", "--partitions", "1").returncode == 0
+    assert run("produce", "short", *server, stdin=b"".join(b"old %d\n" % i for i in range(5))).returncode == 0
+    consumer = subprocess.Popen([*CLI, "consume", "short", *server, "--partition", "0", "--offset", "999999",
+                                 "--max-messages", "1", "--timeout-ms", "20000"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        notice = consumer.stderr.readline()
+        assert notice == b"offset 999999 is out of range for short-0 (log start 0, end 5); starting at the end (5)\n"
+        assert run("produce", "short", *server, stdin=b"new\n").returncode == 0
+        out, _ = consumer.communicate(timeout=TIMEOUT_S)
+    finally:
+        consumer.kill()
+    assert out == b"new\n"

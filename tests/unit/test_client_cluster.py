@@ -12,7 +12,7 @@ from replog.protocol.apis import ApiKey
 def test_parse_bootstrap():
     assert parse_bootstrap("a:1, b:2") == [("a", 1), ("b", 2)]
     assert parse_bootstrap(["[::1]:9092"]) == [("::1", 9092)]
-    for bad in ("", "host", "host:port"):
+    for bad in ("", "host", "host:port", "host:99999", "host:0"):
         with pytest.raises(ValueError):
             parse_bootstrap(bad)
 

@@ -194,6 +194,18 @@ async def test_create_topic_tells_each_replica_and_every_broker(controller, brok
     assert [(t.topic_name, len(t.partition_states)) for t in metadata.topic_states] == [("orders", 2)]
 
 
+@pytest.mark.parametrize(("partitions", "replication_factor", "error"), [
+    (0, None, ErrorCode.invalid_partitions),
+    (None, 0, ErrorCode.invalid_replication_factor),
+], ids=["zero partitions", "zero replicas"])
+async def test_create_topic_refuses_zero_partitions_or_replicas_instead_of_taking_the_default(
+        controller, brokers, partitions, replication_factor, error):
+    with pytest.raises(ControllerError) as refused:
+        await controller.create_topic("zero", partitions=partitions, replication_factor=replication_factor)
+    assert refused.value.error_code == error
+    assert "zero" not in controller.metadata.topics
+
+
 async def test_a_partition_error_is_raised_with_broker_and_partition(controller, brokers, clock):
     await controller.create_topic("t", {0: [1, 2], 1: [2, 1]})
     brokers[2].partition_error[("t", 0)] = ErrorCode.kafka_storage_error

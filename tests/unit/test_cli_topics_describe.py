@@ -1,0 +1,43 @@
+"""`replog topics describe` prints what kafka-topics --describe prints, filters included."""
+
+import argparse
+
+import pytest
+
+from replog.cli import _format_description
+from replog.client.admin import PartitionDescription, TopicDescription
+
+HEALTHY = PartitionDescription(0, 1, 3, (1, 2, 3), (1, 2, 3), ())
+SHRUNK = PartitionDescription(1, 2, 4, (2, 3, 1), (2, 3), ())
+LEADERLESS = PartitionDescription(2, -1, 5, (3, 1, 2), (3,), (3,))
+TOPIC = TopicDescription("orders", (HEALTHY, SHRUNK, LEADERLESS))
+
+
+def describe(under_replicated: bool = False, unavailable: bool = False) -> list[str]:
+    args = argparse.Namespace(under_replicated_partitions=under_replicated, unavailable_partitions=unavailable)
+    return _format_description(TOPIC, args).splitlines()
+
+
+def test_describe_prints_the_topic_header_then_every_partition():
+    assert describe() == [
+        "Topic: orders\tPartitionCount: 3\tReplicationFactor: 3",
+        "\tTopic: orders\tPartition: 0\tLeader: 1\tReplicas: 1,2,3\tIsr: 1,2,3",
+        "\tTopic: orders\tPartition: 1\tLeader: 2\tReplicas: 2,3,1\tIsr: 2,3",
+        "\tTopic: orders\tPartition: 2\tLeader: none\tReplicas: 3,1,2\tIsr: 3\tOffline: 3",
+    ]
+
+
+@pytest.mark.parametrize(("under_replicated", "unavailable", "partitions"), [
+    (True, False, ["1", "2"]),
+    (False, True, ["2"]),
+], ids=["under-replicated partitions only", "unavailable partitions only"])
+def test_a_partition_filter_prints_matching_partitions_and_no_header(under_replicated, unavailable, partitions):
+    lines = describe(under_replicated, unavailable)
+    assert [line.split("Partition: ")[1].split("\t")[0] for line in lines] == partitions
+    assert not any(line.startswith("Topic:") for line in lines)
+
+
+def test_a_filter_that_matches_nothing_prints_nothing():
+    healthy = TopicDescription("fine", (HEALTHY,))
+    args = argparse.Namespace(under_replicated_partitions=True, unavailable_partitions=False)
+    assert _format_description(healthy, args) == ""
