@@ -414,9 +414,8 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.set_defaults(func=cmd_analyze)
 
     bench = commands.add_parser(
-        "bench", help="run the benchmark suite (source checkout), or `bench compare A.json B.json`, `bench table RUN.json`",
-        description="Run the benchmark suite from a source checkout (docs/benchmarks.md), or report on runs "
-        "already saved.")
+        "bench", help="run the benchmark suite, or `bench compare A.json B.json`, `bench table RUN.json`",
+        description="Run the benchmark suite (docs/benchmarks.md), or report on runs already saved.")
     bench.add_argument("--quick", action="store_true", help="smaller volumes and fewer repeats (default: off, "
                        "the full suite)")
     bench.add_argument("--only", action="append", metavar="NAME",
