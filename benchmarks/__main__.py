@@ -62,9 +62,10 @@ def _read(path: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="smaller volumes and fewer repeats")
+    parser.add_argument("--quick", action="store_true",
+                        help="smaller volumes and fewer repeats (default: off, the full suite)")
     parser.add_argument(
-        "--only", choices=sorted(BENCHMARKS), action="append", help="run only this one (repeatable)"
+        "--only", choices=sorted(BENCHMARKS), action="append", help="run only this one; repeatable (default: all)"
     )
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
                         help=f"where the JSON and plots go (default: {RESULTS_DIR})")

@@ -1,4 +1,4 @@
-"""`replog bench table RUN.json`: a run's results as a Markdown table, the form the README shows."""
+"""`replog bench table RUN.json`: a run's results as a Markdown table, the form docs/benchmarks.md shows."""
 
 import json
 from pathlib import Path

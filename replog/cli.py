@@ -317,102 +317,149 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="replog", description="replog: a Kafka-compatible replicated log")
+    parser = argparse.ArgumentParser(
+        prog="replog", description="replog: a Kafka-compatible replicated log broker, its tools and its test rigs. "
+        "`replog COMMAND --help` describes each command.")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    broker = commands.add_parser("broker", help="run a broker").add_subparsers(
+    broker = commands.add_parser("broker", help="run a broker", description="Run a broker.").add_subparsers(
         dest="broker_command", required=True
     )
-    start = broker.add_parser("start", help="start a broker in the foreground")
-    start.add_argument("--config", help="broker properties file")
-    start.add_argument("--override", action="append", metavar="KEY=VALUE", help="override a config entry")
+    start = broker.add_parser(
+        "start", help="start a broker in the foreground; SIGTERM stops it cleanly",
+        description="Start a broker in the foreground with Kafka's config keys (docs/configuration.md). "
+        "SIGTERM or Ctrl-C stops it cleanly.")
+    start.add_argument("--config", help="a server.properties-style file of config keys (default: none, every key "
+                       "at its default)")
+    start.add_argument("--override", action="append", metavar="KEY=VALUE",
+                       help="set one config key, over the file's value; repeatable (default: none)")
     start.set_defaults(func=cmd_broker_start)
 
-    controller = commands.add_parser("controller", help="run the cluster's controller").add_subparsers(
-        dest="controller_command", required=True
-    )
-    start_controller = controller.add_parser("start", help="start the controller in the foreground")
-    start_controller.add_argument("--config", help="controller properties file")
-    start_controller.add_argument("--override", action="append", metavar="KEY=VALUE", help="override a config entry")
+    controller = commands.add_parser(
+        "controller", help="run the cluster's controller", description="Run the cluster's controller."
+    ).add_subparsers(dest="controller_command", required=True)
+    start_controller = controller.add_parser(
+        "start", help="start the controller in the foreground; SIGTERM stops it cleanly",
+        description="Start the controller in the foreground; it needs metadata.log.dir and inter.broker.secret "
+        "(docs/configuration.md). SIGTERM or Ctrl-C stops it cleanly.")
+    start_controller.add_argument("--config", help="a properties file of controller config keys (default: none)")
+    start_controller.add_argument("--override", action="append", metavar="KEY=VALUE",
+                                  help="set one config key, over the file's value; repeatable (default: none)")
     start_controller.set_defaults(func=cmd_controller_start)
 
-    topics = commands.add_parser("topics", help="create, delete, list or describe topics")
-    topics.add_argument("action", choices=["create", "delete", "list", "describe"])
+    topics = commands.add_parser("topics", help="create, delete, list or describe topics",
+                                 description="Create, delete, list or describe topics, as kafka-topics.sh does.")
+    topics.add_argument("action", choices=["create", "delete", "list", "describe"], help="what to do")
     _bootstrap(topics)
-    topics.add_argument("--topic")
-    topics.add_argument("--partitions", type=int, default=1)
-    topics.add_argument("--replication-factor", type=int, default=1)
-    topics.add_argument("--config", action="append", metavar="KEY=VALUE", help="topic config entry")
-    topics.add_argument("--under-replicated-partitions", action="store_true")
-    topics.add_argument("--unavailable-partitions", action="store_true")
+    topics.add_argument("--topic", help="the topic; required by create and delete (default for describe: "
+                        "every topic)")
+    topics.add_argument("--partitions", type=int, default=1, help="create: partitions (default: %(default)s)")
+    topics.add_argument("--replication-factor", type=int, default=1,
+                        help="create: replicas of each partition (default: %(default)s)")
+    topics.add_argument("--config", action="append", metavar="KEY=VALUE",
+                        help="create: a topic config, e.g. min.insync.replicas=2; repeatable (default: none)")
+    topics.add_argument("--under-replicated-partitions", action="store_true",
+                        help="describe: only partitions whose ISR is smaller than their replicas (default: off)")
+    topics.add_argument("--unavailable-partitions", action="store_true",
+                        help="describe: only partitions without a leader (default: off)")
     topics.set_defaults(func=lambda a: asyncio.run(_topics(a)))
 
-    produce = commands.add_parser("produce", help="produce lines from stdin, one record per line")
-    produce.add_argument("topic")
+    produce = commands.add_parser("produce", help="produce lines from stdin, one record per line",
+                                  description="Produce each line of stdin as one record with the bundled "
+                                  "producer (idempotent with acks=all); exit 1 if any record failed.")
+    produce.add_argument("topic", help="the topic to write to")
     _bootstrap(produce)
-    produce.add_argument("--acks", default="all", choices=["all", "-1", "0", "1"])
+    produce.add_argument("--acks", default="all", choices=["all", "-1", "0", "1"],
+                         help="when a record counts as written: 0 sent, 1 on the leader, all (-1) on the whole "
+                         "ISR (default: %(default)s)")
     produce.add_argument(
-        "--compression-type", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"]
+        "--compression-type", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"],
+        help="batch compression (default: %(default)s)"
     )
-    produce.add_argument("--property", action="append", metavar="KEY=VALUE", help="parse.key, key.separator")
+    produce.add_argument("--property", action="append", metavar="KEY=VALUE",
+                         help="parse.key=true splits each line at key.separator (a tab unless set) into key and "
+                         "value; repeatable (default: none)")
     produce.set_defaults(func=lambda a: asyncio.run(_produce(a)))
 
-    consume = commands.add_parser("consume", help="print record values, one per line")
-    consume.add_argument("topic")
+    consume = commands.add_parser("consume", help="print record values, one per line",
+                                  description="Print record values, one per line, from every partition of a "
+                                  "topic or from one; runs until Ctrl-C unless a limit below ends it.")
+    consume.add_argument("topic", help="the topic to read")
     _bootstrap(consume)
-    consume.add_argument("--from-beginning", action="store_true")
-    consume.add_argument("--max-messages", type=int)
-    consume.add_argument("--partition", type=int)
+    consume.add_argument("--from-beginning", action="store_true",
+                         help="start at each partition's first offset, not its end (default: off)")
+    consume.add_argument("--max-messages", type=int, help="exit after this many records (default: no limit)")
+    consume.add_argument("--partition", type=int, help="read only this partition (default: all)")
     consume.add_argument(
-        "--offset", type=_offset_arg, help="an offset, earliest or latest (needs --partition)"
+        "--offset", type=_offset_arg,
+        help="an offset, earliest or latest to start at; needs --partition (default: latest, or earliest with "
+        "--from-beginning)"
     )
-    consume.add_argument("--timeout-ms", type=int, help="exit after this long without a message")
-    consume.add_argument("--property", action="append", metavar="KEY=VALUE", help="print.key, key.separator")
+    consume.add_argument("--timeout-ms", type=int, help="exit after this long without a message (default: never)")
+    consume.add_argument("--property", action="append", metavar="KEY=VALUE",
+                         help="print.key=true prints the key, key.separator (a tab unless set), then the value; "
+                         "repeatable (default: none)")
     consume.set_defaults(func=lambda a: asyncio.run(_consume(a)))
 
-    log = commands.add_parser("log", help="inspect log files").add_subparsers(
+    log = commands.add_parser("log", help="inspect log files", description="Inspect log files.").add_subparsers(
         dest="log_command", required=True
     )
-    dump = log.add_parser("dump", help="print the batches of a segment or index file")
-    dump.add_argument("path")
+    dump = log.add_parser("dump", help="print each batch of a segment: offsets, epoch, count, CRC, size",
+                          description="Print each batch of a segment file, or of every segment in a partition "
+                          "directory, as kafka-dump-log.sh does; a torn or corrupt tail is reported, not fatal.")
+    dump.add_argument("path", help="a segment's .log file, or a partition directory such as DATA/events-0")
     dump.set_defaults(func=cmd_log_dump)
 
     cluster = commands.add_parser(
-        "cluster", help="a local cluster: a controller and brokers as background processes"
+        "cluster", help="a local cluster: a controller and brokers as background processes",
+        description="A local cluster on 127.0.0.1: a controller and brokers as background processes that outlive "
+        "the command, described by DATA_DIR/cluster.json (docs/operations.md)."
     ).add_subparsers(dest="cluster_command", required=True)
     up = cluster.add_parser("up", help="start a controller and N brokers; writes DATA_DIR/cluster.json")
-    up.add_argument("--brokers", type=int, default=3)
+    up.add_argument("--brokers", type=int, default=3, help="how many brokers (default: %(default)s)")
     up.add_argument(
-        "--base-port", type=int, help="controller on this port, broker i on port+i (default: free)"
+        "--base-port", type=int, help="controller on this port, broker i on port+i (default: free ports)"
     )
-    up.add_argument("--override", action="append", metavar="KEY=VALUE", help="config entry for every broker")
+    up.add_argument("--override", action="append", metavar="KEY=VALUE",
+                    help="a config key for every broker; repeatable (default: none)")
     up.add_argument(
-        "--controller-override", action="append", metavar="KEY=VALUE", help="controller config entry"
+        "--controller-override", action="append", metavar="KEY=VALUE",
+        help="a config key for the controller; repeatable (default: none)"
     )
     cluster.add_parser("status", help="which nodes run and serve; exit 1 unless all do")
-    cluster.add_parser("down", help="SIGTERM the brokers, then the controller")
+    cluster.add_parser("down", help="SIGTERM the brokers, then the controller; idempotent")
     for action, what in [("stop-node", "SIGTERM a node and wait until it exits"), ("kill-node", "SIGKILL a node"),
                          ("start-node", "start a stopped node again with its id, port and data")]:  # fmt: skip
-        cluster.add_parser(action, help=what).add_argument("node_id", type=int, metavar="ID")
+        cluster.add_parser(action, help=what).add_argument(
+            "node_id", type=int, metavar="ID", help="a broker id (1..N) or the controller's (3000)")
     for action_parser in cluster.choices.values():
-        action_parser.add_argument("--data-dir", required=True, help="the cluster's directory")
+        action_parser.add_argument("--data-dir", required=True,
+                                   help="the cluster's directory, holding cluster.json (required)")
         action_parser.set_defaults(func=cmd_cluster)
 
-    analyze = commands.add_parser("analyze", help="analyse metrics dumps with PySpark: tables, plots, report")
+    analyze = commands.add_parser("analyze", help="analyse metrics dumps with PySpark: tables, plots, report",
+                                  description="Analyse metrics dumps (docs/metrics-dumps.md) with PySpark: "
+                                  "Parquet and CSV tables, PNG plots, report.html.")
     analyze_job.add_arguments(analyze)
     analyze.set_defaults(func=cmd_analyze)
 
     bench = commands.add_parser(
-        "bench", help="run the benchmark suite (source checkout), or `bench compare A.json B.json`, `bench table RUN.json`")
-    bench.add_argument("--quick", action="store_true", help="smaller volumes and fewer repeats")
-    bench.add_argument("--only", action="append", metavar="NAME", help="run only this benchmark (repeatable)")
+        "bench", help="run the benchmark suite, or `bench compare A.json B.json`, `bench table RUN.json`",
+        description="Run the benchmark suite (docs/benchmarks.md), or report on runs already saved.")
+    bench.add_argument("--quick", action="store_true", help="smaller volumes and fewer repeats (default: off, "
+                       "the full suite)")
+    bench.add_argument("--only", action="append", metavar="NAME",
+                       help="run only this benchmark; repeatable (default: all)")
     bench.add_argument("--results-dir", metavar="DIR", help="where the JSON and plots go (default: bench-results)")
     bench.add_argument("report", nargs="*", metavar="compare BEFORE.json AFTER.json | table RUN.json",
-                       help="show what changed between two runs' JSON files, or one run as a Markdown table")
+                       help="show what changed between two runs' JSON files, or one run as a Markdown table "
+                       "(default: none, run the suite)")
     bench.set_defaults(func=cmd_bench)
 
     chaos = commands.add_parser("chaos", help="a Jepsen-style run: faults under idempotent acks=all load, then "
-                                "check that no acknowledged record is lost or duplicated")
+                                "check that no acknowledged record is lost or duplicated",
+                                description="A Jepsen-style run on a local three-broker cluster; exit 1 on any "
+                                "anomaly (docs/fault-testing.md).")
     chaos.add_argument("--duration", type=float, default=60.0, help="seconds of faults and load (default 60)")
     chaos.add_argument("--nemesis", default="kill,pause,partition,controller", metavar="FAULT[,FAULT...]",
                        help="faults to inject: kill, pause, partition, controller (default: all)")
@@ -422,7 +469,9 @@ def build_parser() -> argparse.ArgumentParser:
     chaos.set_defaults(func=cmd_chaos)
 
     crash = commands.add_parser("crash-loop", help="SIGKILL brokers over and over under heavy writes, tearing "
-                                "unflushed data, and verify every recovery on disk and through the clients")
+                                "unflushed data, and verify every recovery on disk and through the clients",
+                                description="Kill and restart brokers under load, damage unflushed data, and "
+                                "verify each recovery; exit 1 on any problem (docs/fault-testing.md).")
     crash.add_argument("--restarts", type=int, default=20, help="kill and restart rounds (default 20)")
     crash.add_argument("--seed", type=int, help="seed of the loop (default: random, printed)")
     crash.add_argument("--torn-fraction", type=float, default=0.5, metavar="P",
@@ -434,7 +483,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _bootstrap(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,HOST:PORT...]")
+    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,HOST:PORT...]",
+                        help="brokers to ask for the cluster's metadata first (required)")
 
 
 def _offset_arg(text: str) -> str | int:

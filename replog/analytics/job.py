@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         type=Path,
         metavar="DIR",
-        help="directories holding metrics dumps (every *.jsonl under them, recursively)",
+        help="directories holding metrics dumps, every *.jsonl under them, recursively (required)",
     )
     parser.add_argument(
         "--out",

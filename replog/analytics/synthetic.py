@@ -546,21 +546,31 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--brokers", type=int, required=True)
-    parser.add_argument("--partitions", type=int, required=True, help="in all, over the topics")
-    parser.add_argument("--seconds", type=int, required=True)
-    parser.add_argument("--interval-ms", type=int, default=1000)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--topics", type=int, default=1)
-    parser.add_argument("--replication-factor", type=int, default=3)
-    parser.add_argument("--min-isr", type=int, default=2)
-    parser.add_argument("--bytes-per-second", type=int, default=10_000, help="produced to each partition")
-    parser.add_argument("--record-bytes", type=int, default=100)
-    parser.add_argument("--restarts", type=int, default=1)
-    parser.add_argument("--stalls", type=int, default=1)
-    parser.add_argument("--downtime-s", type=int, default=20)
-    parser.add_argument("--max-file-bytes", type=int, default=DEFAULT_MAX_FILE_BYTES)
+    parser.add_argument("--brokers", type=int, required=True, help="brokers in the cluster (required)")
+    parser.add_argument("--partitions", type=int, required=True, help="partitions in all, over the topics (required)")
+    parser.add_argument("--seconds", type=int, required=True, help="length of the dumped history (required)")
+    parser.add_argument("--interval-ms", type=int, default=1000,
+                        help="time between snapshot lines (default: %(default)s)")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="where the dumps go: broker-<id>/ and controller/ (required)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the lag draws (default: %(default)s)")
+    parser.add_argument("--topics", type=int, default=1, help="topics the partitions spread over (default: "
+                        "%(default)s)")
+    parser.add_argument("--replication-factor", type=int, default=3,
+                        help="replicas of each partition (default: %(default)s)")
+    parser.add_argument("--min-isr", type=int, default=2, help="min.insync.replicas of every partition (default: "
+                        "%(default)s)")
+    parser.add_argument("--bytes-per-second", type=int, default=10_000,
+                        help="produced to each partition (default: %(default)s)")
+    parser.add_argument("--record-bytes", type=int, default=100, help="size of one record (default: %(default)s)")
+    parser.add_argument("--restarts", type=int, default=1,
+                        help="broker kills and restarts, spread evenly (default: %(default)s)")
+    parser.add_argument("--stalls", type=int, default=1,
+                        help="followers that stop fetching for a while (default: %(default)s)")
+    parser.add_argument("--downtime-s", type=int, default=20,
+                        help="how long a killed broker stays down (default: %(default)s)")
+    parser.add_argument("--max-file-bytes", type=int, default=DEFAULT_MAX_FILE_BYTES,
+                        help="a new dump file past this size, as metrics.dump.max.bytes (default: %(default)s)")
     args = parser.parse_args(argv)
     options = {name: value for name, value in vars(args).items() if name != "out"}
     try:

@@ -1,4 +1,4 @@
-"""`replog bench table RUN.json`: one run as the Markdown table the README shows."""
+"""`replog bench table RUN.json`: one run as the Markdown table docs/benchmarks.md shows."""
 
 import json
 
