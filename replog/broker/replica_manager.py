@@ -31,6 +31,7 @@ from .metadata import MetadataImage
 from .metrics import BrokerMetrics
 from .partition import AlterIsr, LeadershipState, Partition, PartitionError, PendingIsrChange
 from .purgatory import Purgatory
+from .replication_rules import is_stale_partition_state
 
 log = logging.getLogger(__name__)
 
@@ -268,12 +269,11 @@ class ReplicaManager:
             return ErrorCode.kafka_storage_error
         if existing is not None and existing.topic_id != topic_id:
             return ErrorCode.inconsistent_topic_id
-        if existing is not None:
-            current = existing.state
-            newer = state.leader_epoch > current.leader_epoch or (
-                state.leader_epoch == current.leader_epoch and state.partition_epoch > current.partition_epoch)
-            if not newer:
-                return ErrorCode.stale_controller_epoch
+        if existing is not None and is_stale_partition_state(
+                current_leader_epoch=existing.state.leader_epoch,
+                current_partition_epoch=existing.state.partition_epoch,
+                leader_epoch=state.leader_epoch, partition_epoch=state.partition_epoch):
+            return ErrorCode.stale_controller_epoch
         partition = self._get_or_create_partition(topic, state.partition_index, topic_id, configs)
         leadership = LeadershipState(state.leader, state.leader_epoch, state.partition_epoch,
                                      tuple(state.replicas), tuple(state.isr))
