@@ -22,8 +22,8 @@ from .partition import Partition, PendingIsrChange
 log = logging.getLogger(__name__)
 
 ALTER_PARTITION_VERSION = 2  # NewIsr as plain broker ids; v3 adds broker epochs (KIP-903)
-_RETRY_WHOLE_REQUEST = frozenset({ErrorCode.not_controller, ErrorCode.request_timed_out,
-                                  ErrorCode.network_exception})
+RETRY_WHOLE_REQUEST = frozenset({ErrorCode.not_controller, ErrorCode.request_timed_out,
+                                 ErrorCode.network_exception})
 
 Answer = Callable[..., None]  # (partition, change, error, *, leader_epoch, isr, partition_epoch)
 
@@ -71,7 +71,7 @@ class AlterPartitionManager(ControllerClient):
         except (KafkaError, OSError) as e:
             log.warning("AlterPartition to the controller failed, will retry: %s", e)
             return False
-        if response.error_code in _RETRY_WHOLE_REQUEST:
+        if response.error_code in RETRY_WHOLE_REQUEST:
             log.warning("controller answered AlterPartition with %s, will retry", response.error_code.name)
             return False
         by_id = {(p.topic_id, p.index): (p, c) for p, c in batch.values()}

@@ -1,18 +1,21 @@
 """What a partition leader knows about one follower: its LEO, when it last fetched, when it was last caught up.
 
-Kafka's Replica.scala rules (facts §4). "Caught up" is judged by time, not by offsets alone, so a follower
-that fetches constantly under heavy produce load stays in the ISR even though it never reaches the moving
-LEO exactly (KAFKA-4485).
+Kafka's Replica.scala rules (facts §4), on an immutable value as Kafka's ReplicaState is: each fetch makes a
+new one, so the replication rules read a snapshot that nothing changes under them. "Caught up" is judged by
+time, not by offsets alone, so a follower that fetches constantly under heavy produce load stays in the ISR
+even though it never reaches the moving LEO exactly (KAFKA-4485).
 """
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Self
 
 from replog.log.partition_log import LogPosition
 
 UNKNOWN_OFFSET = -1
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class FollowerState:
     broker_id: int
     log_end_offset: int = UNKNOWN_OFFSET
@@ -24,31 +27,30 @@ class FollowerState:
     # bytes without an index lookup.
     fetch_position: LogPosition | None = None
 
-    def update_fetch_state(self, fetch_offset: int, log_start_offset: int, fetch_time_ms: int,
-                           leader_log_end_offset: int) -> None:
-        """Record a fetch at fetch_offset (the follower's LEO) made when the leader's LEO was leader_log_end_offset.
+    @classmethod
+    def initial(cls, broker_id: int, *, now_ms: int, in_isr: bool) -> Self:
+        """A follower of a new leader epoch, or a replica just added: nothing known of its log yet. ISR
+        members count as caught up now, the others as never (Kafka's resetReplicaState)."""
+        return cls(broker_id, last_caught_up_time_ms=now_ms if in_isr else 0)
+
+    def after_fetch(self, fetch_offset: int, log_start_offset: int, fetch_time_ms: int,
+                    leader_log_end_offset: int, fetch_position: LogPosition | None) -> Self:
+        """The state after a fetch at fetch_offset (the follower's LEO) made when the leader's LEO was
+        leader_log_end_offset.
 
         lastCaughtUpTime moves to this fetch's time when the follower asked for everything the leader had;
         to the previous fetch's time when it asked for everything the leader had back then (Replica.scala).
         """
+        last_caught_up_time_ms = self.last_caught_up_time_ms
         if fetch_offset >= leader_log_end_offset:
-            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, fetch_time_ms)
+            last_caught_up_time_ms = max(last_caught_up_time_ms, fetch_time_ms)
         elif fetch_offset >= self.last_fetch_leader_log_end_offset:
-            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, self.last_fetch_time_ms)
-        self.log_end_offset = fetch_offset
-        self.log_start_offset = log_start_offset
-        self.last_fetch_time_ms = fetch_time_ms
-        self.last_fetch_leader_log_end_offset = leader_log_end_offset
+            last_caught_up_time_ms = max(last_caught_up_time_ms, self.last_fetch_time_ms)
+        return dataclasses.replace(
+            self, log_end_offset=fetch_offset, log_start_offset=log_start_offset, last_fetch_time_ms=fetch_time_ms,
+            last_fetch_leader_log_end_offset=leader_log_end_offset, last_caught_up_time_ms=last_caught_up_time_ms,
+            fetch_position=fetch_position)
 
     def is_caught_up(self, leader_log_end_offset: int, now_ms: int, replica_lag_time_max_ms: int) -> bool:
         return (self.log_end_offset == leader_log_end_offset
                 or now_ms - self.last_caught_up_time_ms <= replica_lag_time_max_ms)
-
-    def reset(self, now_ms: int, in_isr: bool) -> None:
-        """A new leader epoch: ISR members count as caught up now, the others as never (resetReplicaState)."""
-        self.log_end_offset = UNKNOWN_OFFSET
-        self.log_start_offset = UNKNOWN_OFFSET
-        self.last_fetch_time_ms = 0
-        self.last_fetch_leader_log_end_offset = UNKNOWN_OFFSET
-        self.last_caught_up_time_ms = now_ms if in_isr else 0
-        self.fetch_position = None

@@ -1,13 +1,14 @@
-"""A partition as this broker sees it: leadership, followers, ISR, and the rules that move the high watermark.
+"""A partition as this broker sees it: leadership, followers, ISR, and acting on the replication rules.
 
 This is the sans-IO core of the leader side (Kafka's Partition.scala, facts §2-4): it owns no sockets and
-no timers and reads time from an injected clock. ISR changes leave through the injected `alter_isr`
-callback (the AlterPartition manager) and come back through `complete_isr_change`; the replica manager
-turns the booleans returned here ("did the HW move?") into purgatory wake-ups.
+no timers and reads time from an injected clock. The rules themselves (HW, ISR shrink and expand, epochs,
+produce completion) are pure functions in `replication_rules`; this class gathers their inputs from its
+state and log and applies their answers. ISR changes leave through the injected `alter_isr` callback (the
+AlterPartition manager) and come back through `complete_isr_change`; the replica manager turns the booleans
+returned here ("did the HW move?") into purgatory wake-ups.
 """
 
 import dataclasses
-import enum
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,17 +18,11 @@ from kio.schema.errors import ErrorCode
 from replog.log.errors import OffsetOutOfRangeError
 from replog.log.partition_log import AppendInfo, LogPosition, LogReadResult, PartitionLog, TopicPartition
 
+from . import replication_rules as rules
 from .follower_state import FollowerState
 
 LEADER_NONE = -1
 UNDEFINED_EPOCH = -1
-
-# Controller answers after which the pending change stays put until the controller's next LeaderAndIsr
-# brings a newer partition state (Kafka's handleAlterPartitionError); retrying would only repeat them.
-_AWAIT_NEW_STATE_ERRORS = frozenset({
-    ErrorCode.fenced_leader_epoch, ErrorCode.invalid_update_version, ErrorCode.unknown_topic_or_partition,
-    ErrorCode.unknown_topic_id,
-})
 
 
 class PartitionError(Exception):
@@ -45,16 +40,11 @@ class LeadershipState:
     isr: tuple[int, ...]  # the committed ISR: what the controller last confirmed
 
 
-class IsrChangeKind(enum.Enum):
-    EXPAND = "expand"
-    SHRINK = "shrink"
-
-
 @dataclass(frozen=True, slots=True)
 class PendingIsrChange:
     """An ISR change sent to the controller and not yet answered; at most one per partition (KIP-497)."""
 
-    kind: IsrChangeKind
+    kind: rules.IsrChangeKind
     proposed_isr: tuple[int, ...]
     # What HW and acks=all count while the change is in flight: an expansion counts the new member at once
     # (it is caught up), a shrink keeps counting the leaving ones until the controller commits it.
@@ -113,11 +103,11 @@ class Partition:
         return self.pending_isr.maximal_isr if self.pending_isr is not None else self.state.isr
 
     def effective_min_isr(self) -> int:
-        return min(self.min_insync_replicas, max(len(self.state.replicas), 1))
+        return rules.effective_min_isr(self.min_insync_replicas, len(self.state.replicas))
 
     def is_under_min_isr(self) -> bool:
-        """Judged on the committed ISR: an expansion in flight does not count yet (KAFKA-15583)."""
-        return len(self.state.isr) < self.effective_min_isr()
+        return rules.is_under_min_isr(len(self.state.isr), min_insync_replicas=self.min_insync_replicas,
+                                      replica_count=len(self.state.replicas))
 
     # ----------------------------------------------------------- leadership
 
@@ -144,8 +134,7 @@ class Partition:
             self.followers = {}
         for broker_id in state.replicas:
             if broker_id != self.local_broker_id and broker_id not in self.followers:
-                self.followers[broker_id] = FollowerState(broker_id)
-                self.followers[broker_id].reset(now, in_isr=broker_id in state.isr)
+                self.followers[broker_id] = FollowerState.initial(broker_id, now_ms=now, in_isr=broker_id in state.isr)
         for broker_id in [b for b in self.followers if b not in state.replicas]:
             del self.followers[broker_id]
         self.maybe_increment_high_watermark()
@@ -177,12 +166,7 @@ class Partition:
         self.storage_failed = True
 
     def check_leader_epoch(self, requested_epoch: int) -> ErrorCode:
-        """KIP-320: -1 skips the check; older is fenced, newer is unknown to us yet."""
-        if requested_epoch == UNDEFINED_EPOCH or requested_epoch == self.state.leader_epoch:
-            return ErrorCode.none
-        if requested_epoch < self.state.leader_epoch:
-            return ErrorCode.fenced_leader_epoch
-        return ErrorCode.unknown_leader_epoch
+        return rules.leader_epoch_error(requested_epoch, self.state.leader_epoch)
 
     # ---------------------------------------------------------------- produce
 
@@ -200,36 +184,23 @@ class Partition:
         return info
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
-        """For a parked acks=all produce: (done, error). acks=all waits for the whole ISR (facts §3)."""
-        if self.storage_failed:
-            return True, ErrorCode.kafka_storage_error
-        if not self.is_leader:
-            return True, ErrorCode.not_leader_or_follower
-        if self.log.high_watermark < required_offset:
-            return False, ErrorCode.none
-        if len(self.maximal_isr) < self.effective_min_isr():
-            return True, ErrorCode.not_enough_replicas_after_append
-        return True, ErrorCode.none
+        """For a parked acks=all produce: (done, error)."""
+        return rules.produce_completion(
+            required_offset, storage_failed=self.storage_failed, is_leader=self.is_leader,
+            high_watermark=self.log.high_watermark, maximal_isr_size=len(self.maximal_isr),
+            effective_min_isr=self.effective_min_isr())
 
     # ----------------------------------------------------------- high watermark
 
     def maybe_increment_high_watermark(self) -> bool:
-        """HW = min LEO over the maximal ISR and over caught-up followers outside it (Partition.scala
-        maybeIncrementLeaderHW); held still while the committed ISR is below min.insync.replicas."""
+        """Move the HW up to what the maximal ISR and the caught-up followers hold; returns whether it moved.
+        Held still while the committed ISR is below min.insync.replicas."""
         if not self.is_leader or self.is_under_min_isr():
             return False
-        leader_end = self.log.log_end_offset
-        now = self._clock_ms()
-        isr = self.maximal_isr
-        new_hw = leader_end
-        for follower in self.followers.values():
-            if follower.log_end_offset < new_hw and (
-                    follower.broker_id in isr
-                    or follower.is_caught_up(leader_end, now, self.replica_lag_time_max_ms)):
-                new_hw = follower.log_end_offset
-        if new_hw < 0:
-            return False  # an ISR member has not fetched since we became leader
-        return self.log.maybe_increment_high_watermark(new_hw)
+        new_hw = rules.leader_high_watermark(
+            self.followers.values(), maximal_isr=self.maximal_isr, leader_log_end_offset=self.log.log_end_offset,
+            now_ms=self._clock_ms(), replica_lag_time_max_ms=self.replica_lag_time_max_ms)
+        return new_hw is not None and self.log.maybe_increment_high_watermark(new_hw)
 
     # ---------------------------------------------------------- follower fetch
 
@@ -240,16 +211,17 @@ class Partition:
         """
         if last_fetched_epoch == UNDEFINED_EPOCH:
             return None
-        epoch, end_offset = self.log.epoch_cache.end_offset_for(last_fetched_epoch, self.log.log_end_offset)
-        if epoch == UNDEFINED_EPOCH:
-            raise OffsetOutOfRangeError(
-                f"{self.topic}-{self.index}: last fetched epoch {last_fetched_epoch} is unknown to the leader")
-        if fetch_offset < self.log.log_start_offset:
-            raise OffsetOutOfRangeError(
-                f"{self.topic}-{self.index}: fetch offset {fetch_offset} < log start {self.log.log_start_offset}")
-        if epoch < last_fetched_epoch or end_offset < fetch_offset:
-            return epoch, end_offset
-        return None
+        divergence = rules.fetch_divergence(
+            fetch_offset=fetch_offset, last_fetched_epoch=last_fetched_epoch,
+            epoch_end=self.log.epoch_cache.end_offset_for(last_fetched_epoch, self.log.log_end_offset),
+            log_start_offset=self.log.log_start_offset)
+        match divergence:
+            case rules.FetchOffsetOutOfRange(reason):
+                raise OffsetOutOfRangeError(f"{self.topic}-{self.index}: {reason}")
+            case rules.DivergingEpoch(epoch, end_offset):
+                return epoch, end_offset
+            case None:
+                return None
 
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, log_start_offset: int,
                                     leader_log_end_offset: int, fetch_position: LogPosition | None = None) -> bool:
@@ -258,46 +230,40 @@ class Partition:
         if follower is None:
             raise PartitionError(ErrorCode.not_leader_or_follower,
                                  f"broker {replica_id} is not a replica of {self.topic}-{self.index}")
-        follower.update_fetch_state(fetch_offset, log_start_offset, self._clock_ms(), leader_log_end_offset)
-        follower.fetch_position = fetch_position
+        follower = follower.after_fetch(fetch_offset, log_start_offset, self._clock_ms(), leader_log_end_offset,
+                                        fetch_position)
+        self.followers[replica_id] = follower
         self._maybe_expand_isr(follower)
         return self.maybe_increment_high_watermark()
 
     # --------------------------------------------------------------------- ISR
 
     def _maybe_expand_isr(self, follower: FollowerState) -> None:
-        """A follower rejoins once it has everything committed and everything of our epoch's start
-        (Partition.isFollowerInSync), so it never joins while missing records the ISR acknowledged."""
-        if self.pending_isr is not None or follower.broker_id in self.state.isr:
+        """Propose adding the follower that just fetched, if it may join; one change in flight at a time."""
+        if self.pending_isr is not None:
             return
-        if (follower.log_end_offset >= self.log.high_watermark
-                and follower.log_end_offset >= self.leader_epoch_start_offset):
-            proposed = self.state.isr + (follower.broker_id,)
-            self._propose(IsrChangeKind.EXPAND, proposed, maximal=proposed)
+        change = rules.isr_expansion(follower, self.state.isr, high_watermark=self.log.high_watermark,
+                                     leader_epoch_start_offset=self.leader_epoch_start_offset)
+        if change is not None:
+            self._propose(change)
 
     def maybe_shrink_isr(self) -> bool:
         """Drop ISR followers not caught up within replica.lag.time.max.ms; returns whether a change was sent."""
         if not self.is_leader or self.pending_isr is not None:
             return False
-        leader_end = self.log.log_end_offset
-        now = self._clock_ms()
-        out_of_sync = {
-            broker_id for broker_id in self.state.isr
-            if broker_id != self.local_broker_id and (
-                broker_id not in self.followers
-                or not self.followers[broker_id].is_caught_up(leader_end, now, self.replica_lag_time_max_ms))
-        }
-        if not out_of_sync:
+        change = rules.isr_shrink(self.state.isr, self.followers, leader_id=self.local_broker_id,
+                                  leader_log_end_offset=self.log.log_end_offset, now_ms=self._clock_ms(),
+                                  replica_lag_time_max_ms=self.replica_lag_time_max_ms)
+        if change is None:
             return False
-        proposed = tuple(b for b in self.state.isr if b not in out_of_sync)
-        self._propose(IsrChangeKind.SHRINK, proposed, maximal=self.state.isr)
+        self._propose(change)
         return True
 
-    def _propose(self, kind: IsrChangeKind, proposed: tuple[int, ...], *, maximal: tuple[int, ...]) -> None:
+    def _propose(self, change: rules.IsrChange) -> None:
         assert self.pending_isr is None
-        assert self.local_broker_id in proposed
-        self.pending_isr = PendingIsrChange(kind, proposed, maximal, self.state.leader_epoch,
-                                            self.state.partition_epoch)
+        assert self.local_broker_id in change.proposed_isr
+        self.pending_isr = PendingIsrChange(change.kind, change.proposed_isr, change.maximal_isr,
+                                            self.state.leader_epoch, self.state.partition_epoch)
         self._alter_isr(self, self.pending_isr)
 
     def complete_isr_change(self, change: PendingIsrChange, error: ErrorCode, *, leader_epoch: int = -1,
@@ -309,16 +275,19 @@ class Partition:
         """
         if self.pending_isr is not change:
             return False
-        if error != ErrorCode.none:
-            if error not in _AWAIT_NEW_STATE_ERRORS:
+        outcome = rules.on_alter_partition_answer(
+            error, current_leader_epoch=self.state.leader_epoch, current_partition_epoch=self.state.partition_epoch,
+            leader_epoch=leader_epoch, isr=tuple(isr), partition_epoch=partition_epoch)
+        match outcome:
+            case rules.AwaitNewPartitionState() | rules.IgnoreAnswer():
+                return False
+            case rules.RevertIsrChange():
                 self.pending_isr = None
-                return self.maybe_increment_high_watermark()
-            return False
-        if leader_epoch != self.state.leader_epoch or partition_epoch < self.state.partition_epoch:
-            return False
-        assert self.local_broker_id in isr
-        self.state = dataclasses.replace(self.state, isr=tuple(isr), partition_epoch=partition_epoch)
-        self.pending_isr = None
+            case rules.CommitIsr(committed_isr, committed_partition_epoch):
+                assert self.local_broker_id in committed_isr
+                self.state = dataclasses.replace(self.state, isr=committed_isr,
+                                                 partition_epoch=committed_partition_epoch)
+                self.pending_isr = None
         return self.maybe_increment_high_watermark()
 
     # ------------------------------------------------------------------- read

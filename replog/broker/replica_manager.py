@@ -31,6 +31,7 @@ from .metadata import MetadataImage
 from .metrics import BrokerMetrics
 from .partition import AlterIsr, LeadershipState, Partition, PartitionError, PendingIsrChange
 from .purgatory import Purgatory
+from .replication_rules import is_stale_partition_state
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +192,7 @@ class ReplicaManager:
                 for state in topic.partition_states:
                     error = storage_errors.get(TopicPartition(topic.topic_name, state.partition_index))
                     if error is None:
-                        error = self._apply_partition_state_or_storage_error(
+                        error = self.apply_partition_state(
                             topic.topic_name, topic.topic_id, state, leaders, topic.configs, new_followers)
                     errors[(topic.topic_id, state.partition_index)] = error
                     if time.monotonic() - slice_started > STATE_CHANGE_SLICE_S:
@@ -242,9 +243,10 @@ class ReplicaManager:
                 self.log_manager.adopt_new_log(new, result)
         return errors
 
-    def _apply_partition_state_or_storage_error(self, topic: str, topic_id, state: LeaderAndIsrPartitionState,
-                                                leaders: dict, configs: dict[str, str],
-                                                new_followers: dict) -> ErrorCode:
+    def apply_partition_state(self, topic: str, topic_id, state: LeaderAndIsrPartitionState, leaders: dict,
+                              configs: dict[str, str], new_followers: dict) -> ErrorCode:
+        """One partition of a LeaderAndIsr: lead or follow it; the error to answer for it. A partition this
+        broker starts to follow lands in new_followers, for the fetcher manager."""
         # A failed checkpoint write, no file descriptors left, a log on disk with another topic id: this
         # partition stays as it was and the controller hears why; the rest of the request still applies.
         try:
@@ -268,12 +270,11 @@ class ReplicaManager:
             return ErrorCode.kafka_storage_error
         if existing is not None and existing.topic_id != topic_id:
             return ErrorCode.inconsistent_topic_id
-        if existing is not None:
-            current = existing.state
-            newer = state.leader_epoch > current.leader_epoch or (
-                state.leader_epoch == current.leader_epoch and state.partition_epoch > current.partition_epoch)
-            if not newer:
-                return ErrorCode.stale_controller_epoch
+        if existing is not None and is_stale_partition_state(
+                current_leader_epoch=existing.state.leader_epoch,
+                current_partition_epoch=existing.state.partition_epoch,
+                leader_epoch=state.leader_epoch, partition_epoch=state.partition_epoch):
+            return ErrorCode.stale_controller_epoch
         partition = self._get_or_create_partition(topic, state.partition_index, topic_id, configs)
         leadership = LeadershipState(state.leader, state.leader_epoch, state.partition_epoch,
                                      tuple(state.replicas), tuple(state.isr))

@@ -162,13 +162,19 @@ class ReplicaFetcher:
                 # Cleared before looking at any state: a change made while a round awaits sets it again, so
                 # the idle wait below cannot miss it.
                 self._changed.clear()
-                truncated = await self._truncate_round()
-                fetched = await self._fetch_round()
-                if not (truncated or fetched):
+                if not await self.do_work():
                     await self._wait_for_work()
         except Exception:
             logger.exception("%r stopped by an unexpected error", self)
             raise
+
+    async def do_work(self) -> bool:
+        """One round (Kafka's AbstractFetcherThread.doWork): truncate the partitions that need it, then fetch
+        for those ready to. Returns whether there was anything to do. The run loop repeats it until stopped;
+        a deterministic simulation steps it by hand."""
+        truncated = await self._truncate_round()
+        fetched = await self._fetch_round()
+        return truncated or fetched
 
     async def _wait_for_work(self) -> None:
         """Sleep until a partition is added or updated, or the earliest back-off ends; no polling.

@@ -2,13 +2,14 @@
 
 What runs is production code: LogManager and PartitionLog (real files, real recovery), ReplicaManager and
 Partition (LeaderAndIsr application, produce, follower fetch, ISR shrink/expand, AlterPartition answers),
-the fetch, OffsetForLeaderEpoch and ListOffsets handlers' read functions, and ReplicaFetcher's truncate and
-fetch rounds. A round is an ordinary coroutine: it is stepped by hand (`coroutine.send`), and each request
-it awaits through `SimLeaderEndpoint` leaves as a simulated message, so no event loop and no real time are
-involved. What is restated here is only the glue the broker process normally provides: timers (heartbeat,
-ISR expiry, flush), the fetcher bookkeeping of ReplicaFetcherManager (one fetcher per leader), parked
-acks=all produces (DelayedProduce), AlterPartitionManager's answer handling and retries, and the
-LeaderAndIsr handler's broker-epoch rules (wait for the registration, then refuse older epochs).
+the fetch, OffsetForLeaderEpoch and ListOffsets handlers' read functions, and ReplicaFetcher's rounds
+(`do_work`: truncate, then fetch). A round is an ordinary coroutine: it is stepped by hand (`coroutine.send`),
+and each request it awaits through `SimLeaderEndpoint` leaves as a simulated message, so no event loop and no
+real time are involved. Production objects are driven through their public methods only. What is restated
+here is only the glue the broker process normally provides: timers (heartbeat, ISR expiry, flush), the
+fetcher bookkeeping of ReplicaFetcherManager (one fetcher per leader), parked acks=all produces
+(DelayedProduce), AlterPartitionManager's answer handling and retries, and the LeaderAndIsr handler's
+broker-epoch rules (wait for the registration, then refuse older epochs).
 Not modelled: consumers, the fetch purgatory (a leader answers every fetch at once; followers fetch again
 every FETCH_INTERVAL_MS), UpdateMetadata, StopReplica, retention, controlled shutdown.
 """
@@ -25,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from replog.broker.alter_partition import _RETRY_WHOLE_REQUEST
+from replog.broker.alter_partition import RETRY_WHOLE_REQUEST
 from replog.broker.handlers.fetch import FetchParams, FetchPartitionParams, read_all
-from replog.broker.handlers.list_offsets import _list_offset
-from replog.broker.handlers.offset_for_leader_epoch import _end_offset
+from replog.broker.handlers.list_offsets import list_offset
+from replog.broker.handlers.offset_for_leader_epoch import epoch_end_offset
 from replog.broker.partition import Partition, PendingIsrChange
 from replog.broker.replica_manager import ReplicaManager
 from replog.controller.registry import PartitionRegistration
@@ -89,12 +90,6 @@ class SimLeaderEndpoint:
 
     async def close(self) -> None:
         return None
-
-
-async def fetcher_round(fetcher: ReplicaFetcher) -> None:
-    """One turn of ReplicaFetcher._run's loop: truncate what needs it, then fetch."""
-    await fetcher._truncate_round()
-    await fetcher._fetch_round()
 
 
 @dataclass(slots=True)
@@ -286,7 +281,7 @@ class SimBroker:
         state = LeaderAndIsrPartitionState(
             registration.topic, registration.partition, 0, registration.leader, registration.leader_epoch,
             list(registration.isr), registration.partition_epoch, list(registration.replicas))
-        error = manager._apply_partition_state_or_storage_error(tp.topic, topic_id, state, {}, configs, {})
+        error = manager.apply_partition_state(tp.topic, topic_id, state, {}, configs, {})
         partition = manager.partitions.get(tp)
         if error != ErrorCode.none or partition is None:
             return error
@@ -322,7 +317,7 @@ class SimBroker:
     def _start_idle_rounds(self) -> None:
         for leader, fetcher in self.fetchers.items():
             if leader not in self.rounds:
-                running = RunningRound(fetcher_round(fetcher))
+                running = RunningRound(fetcher.do_work())
                 self.rounds[leader] = running
                 self._advance(leader, running, None, None)
 
@@ -357,12 +352,12 @@ class SimBroker:
         elif call.kind == "epochs":
             answers = {}
             for tp, (current_epoch, epoch) in call.args[0].items():
-                found = _end_offset(self, tp.topic, tp.partition, current_epoch, epoch)
+                found = epoch_end_offset(self, tp.topic, tp.partition, current_epoch, epoch)
                 answers[tp] = EpochEndOffset(found["error_code"], found["leader_epoch"], found["end_offset"])
             reply(answers)
         else:
             tp, current_epoch, timestamp = call.args
-            found = _list_offset(self, tp.topic, tp.partition, timestamp, current_epoch, from_follower=True)
+            found = list_offset(self, tp.topic, tp.partition, timestamp, current_epoch, from_follower=True)
             reply(ListedOffset(found["error_code"], found["offset"]))
 
     def _serve_fetch(self, replica_id: int, partitions: dict[TopicPartition, FetchRequestPartition]) -> dict:
@@ -418,7 +413,7 @@ class SimBroker:
             if not self._alive(incarnation) or answered or partition.pending_isr is not change:
                 return
             answered.append(True)
-            if response["error_code"] in _RETRY_WHOLE_REQUEST:
+            if response["error_code"] in RETRY_WHOLE_REQUEST:
                 self._send_alter_partition(partition, change)
                 return
             answers = response["topics"][0]["partitions"] if response["topics"] else []

@@ -9,8 +9,8 @@ from kio.schema.errors import ErrorCode
 from prometheus_client import CollectorRegistry, generate_latest
 
 from replog.broker.metrics import BrokerCollector, BrokerMetrics, broker_snapshot, request_name
-from replog.broker.partition import IsrChangeKind
 from replog.broker.replica_manager import FollowerFetch, ReplicaManager
+from replog.broker.replication_rules import IsrChangeKind
 from replog.log.config import LogConfig
 from replog.log.log_manager import LogManager
 from replog.log.partition_log import TopicPartition

@@ -6,7 +6,8 @@ import uuid
 import pytest
 from kio.schema.errors import ErrorCode
 
-from replog.broker.partition import IsrChangeKind, LeadershipState, Partition, PartitionError
+from replog.broker.partition import LeadershipState, Partition, PartitionError
+from replog.broker.replication_rules import IsrChangeKind
 from replog.log.config import LogConfig
 from replog.log.errors import OffsetOutOfRangeError
 from replog.log.partition_log import PartitionLog

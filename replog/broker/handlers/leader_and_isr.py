@@ -22,7 +22,7 @@ from replog.protocol.control import (
 REGISTRATION_WAIT_S = 10.0
 
 
-async def _registered(broker) -> bool:
+async def wait_until_registered(broker) -> bool:
     """Whether this process has registered with the controller, waiting for it if need be.
 
     Only then can a request queued for this broker's previous process (an older broker epoch) be told from
@@ -47,7 +47,7 @@ async def handle(ctx, broker) -> list:
     request = decode_leader_and_isr_request(ctx.frame, ctx.body_offset)
     if not ctx.session.cluster_action:
         error, per_partition = ErrorCode.cluster_authorization_failed, {}
-    elif not await _registered(broker) or broker.is_stale_broker_epoch(request.broker_epoch):
+    elif not await wait_until_registered(broker) or broker.is_stale_broker_epoch(request.broker_epoch):
         error, per_partition = ErrorCode.stale_broker_epoch, {}
     else:
         # Shielded: a closed controller connection must not leave the request half applied.

@@ -17,8 +17,8 @@ def handle(ctx, broker) -> list:
     topics = []
     for t in request.topics:
         partitions = [
-            _list_offset(broker, t.name, p.partition_index, p.timestamp, getattr(p, "current_leader_epoch", -1),
-                         from_follower=request.replica_id >= 0)
+            list_offset(broker, t.name, p.partition_index, p.timestamp, getattr(p, "current_leader_epoch", -1),
+                        from_follower=request.replica_id >= 0)
             for p in t.partitions
         ]
         topics.append({"name": t.name, "partitions": partitions})
@@ -26,8 +26,9 @@ def handle(ctx, broker) -> list:
     return [encode_response(ApiKey.LIST_OFFSETS, ctx.api_version, body)]
 
 
-def _list_offset(broker, topic: str, index: int, timestamp: int, current_leader_epoch: int, *,
-                 from_follower: bool) -> dict:
+def list_offset(broker, topic: str, index: int, timestamp: int, current_leader_epoch: int, *,
+                from_follower: bool) -> dict:
+    """One partition's answer."""
     partition = broker.replica_manager.get_partition(topic, index)
     error = _partition_error(partition, current_leader_epoch)
     if error != ErrorCode.none:
