@@ -175,6 +175,7 @@ class SimBroker:
                 segment.close()
             if lose_unflushed:
                 self._cut_unflushed(flushed.segment_base_offset, flushed.position, segments)
+        self.log_manager.release_locks()  # the process died: the kernel dropped its flock
         self.log_manager = None
         self.replica_manager = None
         self.fetchers = {}
