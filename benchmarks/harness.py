@@ -12,8 +12,8 @@ from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from replog.demo import BrokerProcess
-from replog.local_cluster import LocalCluster
+from replog.harness.broker_process import BrokerProcess
+from replog.harness.local_cluster import LocalCluster
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "bench-results"
 MiB = 1 << 20

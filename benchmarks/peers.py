@@ -33,7 +33,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from replog.cluster_control import answers_api_versions, free_port
+from replog.cluster_control import free_port
+from replog.harness.probes import answers_api_versions
 
 from . import consume_catchup, produce_throughput, replicated_produce
 from .harness import BenchBroker, GiB, MiB, Result, Stats, cpu_seconds, replicated_cluster

@@ -1,7 +1,7 @@
 """Broker start-up: from Popen of `python -m replog broker start` to the first answered ApiVersions.
 
 A single node (no controller) is started and probed every POLL_INTERVAL_S with a fresh connection and one
-ApiVersions v0 request (replog.cluster_control.answers_api_versions); the broker opens its listener only
+ApiVersions v0 request (replog.harness.probes.answers_api_versions); the broker opens its listener only
 after loading every log, so the first answer means it serves. Two cases:
 - an empty log directory, new for every start;
 - a log directory holding PARTITIONS partitions (QUICK_PARTITIONS in quick mode; one topic, created with
@@ -35,7 +35,7 @@ from pathlib import Path
 
 import confluent_kafka
 
-from replog.demo import BrokerProcess
+from replog.harness.broker_process import BrokerProcess
 
 from .harness import Result, Stats
 

@@ -23,9 +23,8 @@ from pathlib import Path
 
 from .broker.config import read_properties
 from .client import Admin, BrokerInfo, KafkaError
-from .protocol.apis import ApiKey
-from .protocol.frames import size_prefix
-from .protocol.headers import encode_request_header
+from .harness.metrics_layout import METRICS_DIR, metrics_properties
+from .harness.probes import answers_api_versions
 
 HOST = "127.0.0.1"
 CLUSTER_FILE = "cluster.json"
@@ -55,7 +54,6 @@ MANAGED_KEYS = frozenset(
         "metrics.dump.dir",
     }
 )
-METRICS_DIR = "metrics"  # DIR/metrics/<node name>: what `replog analyze --metrics DIR/metrics` reads
 
 
 class ClusterError(Exception):
@@ -163,39 +161,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def answers_api_versions(host: str, port: int, timeout: float = 1.0) -> bool:
-    """One blocking ApiVersions v0 round trip: the node (broker or controller) serves requests, not just
-    listens."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as s:
-            body = exchange_api_versions(s, 1, "replog-probe")
-    except (OSError, ConnectionError):
-        return False
-    correlation_id = int.from_bytes(body[:4], "big")
-    error_code = int.from_bytes(body[4:6], "big", signed=True)
-    return correlation_id == 1 and error_code == 0
-
-
-def exchange_api_versions(s: socket.socket, correlation_id: int, client_id: str) -> bytes:
-    """Send an ApiVersions v0 request on a connected socket and return the response frame after its size."""
-    header = encode_request_header(ApiKey.API_VERSIONS, 0, correlation_id, client_id)
-    s.sendall(size_prefix(len(header)) + header)
-    size = int.from_bytes(_recv_exactly(s, 4), "big")
-    if not 0 < size < 1 << 20:
-        raise ConnectionError(f"implausible ApiVersions response size {size}")
-    return _recv_exactly(s, size)
-
-
-def _recv_exactly(s: socket.socket, n: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < n:
-        chunk = s.recv(n - len(chunks))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        chunks += chunk
-    return bytes(chunks)
-
-
 # planning: ports, properties, argv
 
 
@@ -249,11 +214,6 @@ def broker_properties(
         **metrics,
         **overrides,
     }
-
-
-def metrics_properties(root: Path, name: str, port: int) -> dict[str, str]:
-    """Each node serves /metrics on its own port and dumps under root/metrics/<name>."""
-    return {"metrics.port": str(port), "metrics.dump.dir": str(root / METRICS_DIR / name)}
 
 
 def format_properties(props: Mapping[str, str]) -> str:

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import confluent_kafka
 
-from ..local_cluster import LocalCluster
+from ..harness.local_cluster import LocalCluster
 from .checker import ANOMALY_CLASSES, CheckResult, History, check
 from .log_verifier import (
     HIGH_WATERMARK_CHECKPOINT,

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import confluent_kafka
 
-from ..local_cluster import LocalCluster
+from ..harness.local_cluster import LocalCluster
 from ..log.checkpoint import OffsetCheckpointFile
 from ..log.dump import dump_log_file
 from ..log.log_manager import HIGH_WATERMARK_CHECKPOINT

@@ -19,11 +19,13 @@ import time
 from collections.abc import Collection
 from pathlib import Path
 
-from .chaos.tcp_proxy import REFUSE, TcpProxy
-from .cluster_control import METRICS_DIR, free_port, metrics_properties
-from .controller.server import ClusterController, ControllerConfig
-from .demo import BrokerProcess
-from .metrics.config import MetricsConfig
+from replog.cluster_control import free_port
+from replog.controller.server import ClusterController, ControllerConfig
+from replog.metrics.config import MetricsConfig
+
+from .broker_process import BrokerProcess
+from .metrics_layout import METRICS_DIR, metrics_properties
+from .tcp_proxy import REFUSE, TcpProxy
 
 FAST_SESSION_TIMEOUT_MS = 3_000  # fence a killed broker within a test's patience (Kafka: 9 s)
 FAST_REPLICATION = {
