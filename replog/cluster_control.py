@@ -25,6 +25,7 @@ from .broker.config import read_properties
 from .client import Admin, BrokerInfo, KafkaError
 from .harness.metrics_layout import METRICS_DIR, metrics_properties
 from .harness.probes import answers_api_versions
+from .log.checkpoint import write_atomically
 
 HOST = "127.0.0.1"
 CLUSTER_FILE = "cluster.json"
@@ -270,15 +271,6 @@ def plan_cluster(
 
 
 # files
-
-
-def write_atomically(path: Path, data: bytes, mode: int = 0o644) -> None:
-    """Readers see the old file or the new one, never a torn one; the file never exists with a wider mode."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "wb") as f:
-        os.fchmod(f.fileno(), mode)  # a leftover tmp file keeps its old mode through O_CREAT
-        f.write(data)
-    os.replace(tmp, path)
 
 
 def save_manifest(manifest: ClusterManifest) -> None:

@@ -4,7 +4,6 @@ that keep a reused pid from being mistaken for (or signalled as) a node."""
 import json
 import os
 import signal
-import stat
 import sys
 import time
 from pathlib import Path
@@ -33,7 +32,6 @@ from replog.cluster_control import (
     process_cmdline,
     save_manifest,
     stop_nodes,
-    write_atomically,
 )
 
 SECRET = "ab" * 16
@@ -139,17 +137,6 @@ def test_properties_file_reads_back_with_the_broker_parser():
 def test_properties_with_a_line_break_are_refused():
     with pytest.raises(ValueError, match="line break"):
         format_properties({"log.dirs": "/tmp\ninter.broker.secret=guess"})
-
-
-def test_write_atomically_creates_with_the_mode_even_over_a_leftover_tmp_file(tmp_path):
-    target = tmp_path / "controller.properties"
-    leftover = tmp_path / ".controller.properties.tmp"
-    leftover.write_text("half-written")
-    leftover.chmod(0o644)
-    write_atomically(target, b"secret\n", 0o600)
-    assert target.read_bytes() == b"secret\n"
-    assert stat.S_IMODE(target.stat().st_mode) == 0o600
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["controller.properties"]
 
 
 def test_cluster_json_has_the_documented_shape_and_round_trips(tmp_path):
