@@ -15,7 +15,7 @@ from pathlib import Path
 from replog.harness.broker_process import BrokerProcess
 from replog.harness.local_cluster import LocalCluster
 
-RESULTS_DIR = Path(__file__).resolve().parent.parent / "bench-results"
+RESULTS_DIR = Path("bench-results")  # in the working directory: the benchmarks may be installed
 MiB = 1 << 20
 GiB = 1 << 30
 
