@@ -67,9 +67,6 @@ def settings_for(scope: str) -> dict[str, str]:
     return {s.key: s.value for s in SETTINGS if s.scope == scope}
 
 
-# the story
-
-
 class Checks:
     """The demo's verifications, printed as they are made; any failure makes the exit code 1."""
 
