@@ -1,6 +1,7 @@
 """One `python -m replog broker start` child process on 127.0.0.1, started and stopped by its parent: the
 broker the integration tests, benchmarks and LocalCluster run."""
 
+import signal
 import subprocess
 import sys
 import time
@@ -49,6 +50,11 @@ class BrokerProcess:
         return f"{HOST}:{self.port}"
 
     @property
+    def running(self) -> bool:
+        """The process exists (a paused one too)."""
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
     def metrics_port(self) -> int | None:
         assert self.ready is not None, "not started"
         return self.ready.metrics_port
@@ -59,7 +65,7 @@ class BrokerProcess:
 
     def launch(self) -> None:
         """Start the process without waiting for it to serve."""
-        assert self.proc is None or self.proc.poll() is not None, "broker already running"
+        assert not self.running, "broker already running"
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.ready = None
         command = [
@@ -104,6 +110,16 @@ class BrokerProcess:
             return None
         kill_processes([SpawnedProcess(self.proc)])
         return self.proc.returncode
+
+    def pause(self) -> None:
+        """SIGSTOP: the broker stays, silent, as on a stalled machine, until resume()."""
+        assert self.running, "broker not running"
+        SpawnedProcess(self.proc).signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT, if the process exists: harmless to one that was not paused."""
+        if self.proc is not None:
+            SpawnedProcess(self.proc).signal(signal.SIGCONT)
 
     def restart(self, timeout: float = READY_TIMEOUT_S) -> None:
         """Stop (gracefully) and start again on the same port and log directory."""
