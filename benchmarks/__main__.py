@@ -74,10 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     seconds_by_benchmark = {}
     started = time.monotonic()
-    # Files go next to the repository, on the disk the broker would use, not a possible tmpfs /tmp.
-    with tempfile.TemporaryDirectory(
-        prefix="replog-bench-", dir=Path(__file__).resolve().parent.parent
-    ) as tmp:
+    # Files go in the working directory, on the disk the broker would use, not a possible tmpfs /tmp.
+    with tempfile.TemporaryDirectory(prefix="replog-bench-", dir=Path.cwd()) as tmp:
         # On stderr, so the table on stdout stays clean when redirected.
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=Console(stderr=True)) as progress:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import confluent_kafka
 
+from replog.harness.broker_process import BrokerProcess
 from replog.protocol.apis import ApiKey
 from replog.protocol.fetch import decode_fetch_response
 from replog.protocol.frames import size_prefix
@@ -24,7 +25,7 @@ from replog.protocol.headers import encode_request_header
 from replog.protocol.messages import encode_request
 
 from .baselines import discard_server, read_send_to_loopback, sendfile_to_loopback, warm
-from .harness import BenchBroker, MiB, Result, Stats, repeat
+from .harness import MiB, Result, Stats, repeat
 from .produce_throughput import create_topic
 
 NAME = "consume"
@@ -193,7 +194,7 @@ def run(quick: bool, workdir: Path) -> list[Result]:
     volume = (16 if quick else 1024) * MiB
     warmup, repeats = (1, 2) if quick else (1, 3)
     log_dir = workdir / "consume-logs"
-    broker = BenchBroker(log_dir, {"fetch.sendfile.enable": "true"}, output=workdir / "consume-broker.out")
+    broker = BrokerProcess(log_dir, overrides={"fetch.sendfile.enable": "true"}, output=workdir / "consume-broker.out")
     broker.start()
     try:
         count = produce_backlog(broker.bootstrap, volume)
@@ -202,14 +203,12 @@ def run(quick: bool, workdir: Path) -> list[Result]:
         broker.stop()
     results = []
     for sendfile in ("true", "false"):
-        broker = BenchBroker(
-            log_dir, {"fetch.sendfile.enable": sendfile}, port=broker.port, output=broker.output
-        )
+        broker = BrokerProcess(log_dir, overrides={"fetch.sendfile.enable": sendfile}, output=broker.output)
         results += measure_setting(broker, log_dir, ends, count, warmup, repeats)
     return results
 
 
-def measure_setting(broker: BenchBroker, log_dir: Path, ends: dict[int, int], count: int, warmup: int,
+def measure_setting(broker: BrokerProcess, log_dir: Path, ends: dict[int, int], count: int, warmup: int,
                     repeats: int) -> list[Result]:  # fmt: skip
     """Both readers against one broker start, with baselines measured right before on the largest segment."""
     broker.start()

@@ -58,10 +58,10 @@ from pathlib import Path
 
 import confluent_kafka
 
-from replog.cluster_control import exchange_api_versions
 from replog.controller.propagation import PropagationError
 from replog.controller.registry import NO_LEADER, PartitionRegistration
-from replog.local_cluster import LocalCluster
+from replog.harness.local_cluster import LocalCluster
+from replog.harness.probes import exchange_api_versions
 
 from .harness import KAFKA_REPLICATION_DEFAULTS, KAFKA_SESSION_TIMEOUT_MS, Result, Stats
 

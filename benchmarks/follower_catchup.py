@@ -16,7 +16,7 @@ from pathlib import Path
 
 import confluent_kafka
 
-from replog.local_cluster import LocalCluster
+from replog.harness.local_cluster import LocalCluster
 
 from .baselines import discard_server, page_cached_file, sendfile_to_loopback
 from .harness import MiB, Result, Stats, repeat, replicated_cluster

@@ -4,18 +4,15 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from replog.demo import BrokerProcess
-from replog.local_cluster import LocalCluster
+from replog.harness.local_cluster import LocalCluster
 
-RESULTS_DIR = Path(__file__).resolve().parent.parent / "bench-results"
+RESULTS_DIR = Path("bench-results")  # in the working directory: the benchmarks may be installed
 MiB = 1 << 20
 GiB = 1 << 30
 
@@ -119,28 +116,6 @@ def write_json(name: str, results: list[Result], settings: dict, results_dir: Pa
     records = [asdict(r) | {"ratio": r.ratio} for r in results]
     path.write_text(json.dumps({"settings": settings, "results": records}, indent=2))
     return path
-
-
-class BenchBroker(BrokerProcess):
-    """BrokerProcess with extra `--override KEY=VALUE` settings (demo's helper has none)."""
-
-    def __init__(self, log_dir: Path, overrides: dict[str, str], **kwargs):
-        super().__init__(log_dir, **kwargs)
-        self.overrides = overrides
-
-    def start(self, timeout: float = 30.0) -> None:
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "replog", "broker", "start"]
-        settings = {
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-            "log.dirs": str(self.log_dir),
-            "node.id": str(self.node_id),
-        } | self.overrides
-        for key, value in settings.items():
-            command += ["--override", f"{key}={value}"]
-        with open(self.output, "ab") as out:
-            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-        self.wait_ready(timeout)
 
 
 @asynccontextmanager

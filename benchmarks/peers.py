@@ -33,10 +33,12 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from replog.cluster_control import answers_api_versions, free_port
+from replog.harness.broker_process import BrokerProcess
+from replog.harness.probes import answers_api_versions
+from replog.harness.processes import SpawnedProcess, launch, output_tail, stop_processes
 
 from . import consume_catchup, produce_throughput, replicated_produce
-from .harness import BenchBroker, GiB, MiB, Result, Stats, cpu_seconds, replicated_cluster
+from .harness import GiB, MiB, Result, Stats, cpu_seconds, replicated_cluster
 
 NAME = "peers"
 VALUE_BYTES = 1024
@@ -114,31 +116,34 @@ def nats_server_command(
             "--cluster", f"nats://127.0.0.1:{route_ports[node]}", "--routes", routes]  # fmt: skip
 
 
+def unused_port() -> int:
+    """A port free on 127.0.0.1 now, for a peer: Tansu and nats-server can neither serve on a socket handed
+    down nor report a port 0 they bound (and their peers and clients need the port up front). Another
+    process may take the port before the peer binds it, the race replog's own servers avoid
+    (replog/harness/processes.py); then the peer does not start and its comparison is skipped."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @contextmanager
 def running(command: list[str], output: Path) -> Iterator[subprocess.Popen]:
     """The command as a child process writing to `output`; SIGTERM (then SIGKILL) when the block ends."""
-    with open(output, "ab") as out:
-        try:
-            proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-        except OSError as e:
-            raise PeerUnavailable(f"{command[0]} did not start: {e}") from None
+    try:
+        proc = launch(command, output)
+    except OSError as e:
+        raise PeerUnavailable(f"{command[0]} did not start: {e}") from None
     try:
         yield proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_processes([SpawnedProcess(proc)], STOP_TIMEOUT_S)
 
 
 def wait_until(ready: Callable[[], bool], proc: subprocess.Popen, output: Path, what: str) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while not ready():
         if proc.poll() is not None or time.monotonic() > deadline:
-            tail = "\n".join(output.read_text(errors="replace").splitlines()[-20:])
-            raise PeerUnavailable(f"{what} did not start (exit code {proc.poll()}):\n{tail}")
+            raise PeerUnavailable(f"{what} did not start (exit code {proc.poll()}):\n{output_tail(output, 20)}")
         time.sleep(0.05)
 
 
@@ -187,7 +192,7 @@ def single_broker_transfers(bootstrap: str, pid: int, value: bytes, volumes: Vol
 @contextmanager
 def tansu_single_broker(binary: Path, workdir: Path) -> Iterator[tuple[str, int]]:
     """A Tansu broker with SINGLE_TOPIC created: its bootstrap address and pid."""
-    port = free_port()
+    port = unused_port()
     output = workdir / "peers-tansu.out"
     with running(tansu_broker_command(binary, port), output) as broker:
         wait_until(lambda: answers_api_versions("127.0.0.1", port), broker, output, "Tansu")
@@ -201,7 +206,7 @@ def tansu_single_broker(binary: Path, workdir: Path) -> Iterator[tuple[str, int]
 @contextmanager
 def replog_single_broker(workdir: Path) -> Iterator[tuple[str, int]]:
     """A replog broker with SINGLE_TOPIC created: its bootstrap address and pid."""
-    broker = BenchBroker(workdir / "peers-replog-logs", {}, output=workdir / "peers-replog.out")
+    broker = BrokerProcess(workdir / "peers-replog-logs", output=workdir / "peers-replog.out")
     broker.start()
     try:
         asyncio.run(produce_throughput.create_topic(broker.bootstrap, SINGLE_TOPIC, SINGLE_PARTITIONS))
@@ -302,8 +307,8 @@ async def create_nats_streams(servers: list[str], subjects: list[str]) -> None:
 @contextmanager
 def nats_cluster(binary: Path, root: Path) -> Iterator[tuple[list[str], list[int]]]:
     """NATS_CLUSTER_NODES JetStream nodes routed to each other: their client URLs and pids."""
-    client_ports = [free_port() for _ in range(NATS_CLUSTER_NODES)]
-    route_ports = [free_port() for _ in range(NATS_CLUSTER_NODES)]
+    client_ports = [unused_port() for _ in range(NATS_CLUSTER_NODES)]
+    route_ports = [unused_port() for _ in range(NATS_CLUSTER_NODES)]
     try:
         with ExitStack() as stack:
             nodes = []

@@ -10,9 +10,10 @@ from pathlib import Path
 import confluent_kafka
 
 from replog.client import Admin, NewTopic, Producer
+from replog.harness.broker_process import BrokerProcess
 
 from .baselines import file_append
-from .harness import BenchBroker, MiB, Result, repeat
+from .harness import MiB, Result, repeat
 
 NAME = "produce"
 BATCH_BYTES = 1_000_000  # under the broker's default message.max.bytes (1,048,588) with batch overhead
@@ -62,7 +63,7 @@ def run(quick: bool, workdir: Path) -> list[Result]:
     warmup, repeats = (1, 2) if quick else (1, 5)
     append_volume = (64 if quick else 256) * MiB
     append = repeat(lambda: file_append(workdir, append_volume, fdatasync=False), warmup=1, repeats=3)
-    broker = BenchBroker(workdir / "produce-logs", {}, output=workdir / "produce-broker.out")
+    broker = BrokerProcess(workdir / "produce-logs", output=workdir / "produce-broker.out")
     broker.start()
     results = []
     try:

@@ -1,8 +1,8 @@
 """Broker start-up: from Popen of `python -m replog broker start` to the first answered ApiVersions.
 
-A single node (no controller) is started and probed every POLL_INTERVAL_S with a fresh connection and one
-ApiVersions v0 request (replog.cluster_control.answers_api_versions); the broker opens its listener only
-after loading every log, so the first answer means it serves. Two cases:
+A single node (no controller) is started and its ready file, which the broker writes once it serves (after
+loading every log), polled every POLL_INTERVAL_S; then one ApiVersions v0 request must be answered
+(replog.harness.probes.answers_api_versions). Two cases:
 - an empty log directory, new for every start;
 - a log directory holding PARTITIONS partitions (QUICK_PARTITIONS in quick mode; one topic, created with
   `replog topics create`, a few records in each) that the broker left with a clean shutdown (SIGTERM, so no
@@ -35,7 +35,9 @@ from pathlib import Path
 
 import confluent_kafka
 
-from replog.demo import BrokerProcess
+from replog.harness.broker_process import BrokerProcess
+from replog.harness.probes import answers_api_versions
+from replog.harness.processes import HOST
 
 from .harness import Result, Stats
 
@@ -61,12 +63,14 @@ def child_environment(pycache: Path) -> dict[str, str]:
 
 class TimedBroker(BrokerProcess):
     """A single-node BrokerProcess whose start() polls every POLL_INTERVAL_S and returns the seconds from
-    Popen to the first answered ApiVersions (BrokerProcess.start polls every 50 ms)."""
+    Popen to the first answered ApiVersions."""
 
     def start(self, timeout: float = READY_TIMEOUT_S) -> float:
         started = time.perf_counter()
         self.launch()
         self.wait_ready(timeout, POLL_INTERVAL_S)
+        if not answers_api_versions(HOST, self.port):
+            raise RuntimeError(f"broker wrote its ready file but does not answer:\n{self.output_tail()}")
         return time.perf_counter() - started
 
     def stop_cleanly(self) -> float:

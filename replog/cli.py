@@ -257,12 +257,6 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    # The benchmarks live beside the package in a source checkout; they are not installed with it.
-    checkout = Path(__file__).resolve().parent.parent
-    if not (checkout / "benchmarks" / "__main__.py").exists():
-        print("error: replog bench runs from a source checkout (benchmarks/ is not installed)", file=sys.stderr)
-        return EXIT_ERROR
-    sys.path.insert(0, str(checkout))
     if args.report:
         from benchmarks.compare import compare_runs
         from benchmarks.markdown_table import markdown_table

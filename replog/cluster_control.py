@@ -1,19 +1,18 @@
 """`replog cluster ...`: a controller and N brokers as detached local processes, described by DIR/cluster.json.
 
-`up` writes each node's properties file (mode 0600: it holds the inter-broker secret), starts every node in a
-session of its own so it outlives the command, records the nodes in cluster.json and waits until each answers
-ApiVersions and each broker's metadata lists all the brokers. The other commands act on the pids recorded
-there. A pid counts as the node only while /proc/<pid>/cmdline equals the recorded argv, so a pid the kernel
-has handed to another process is never signalled (Linux only). cluster.json is replaced atomically.
+`up` binds every node's listening socket itself (on ports the OS picks, or --base-port P, P+1, ...), writes
+each node's properties file with its port (mode 0600: it holds the inter-broker secret), starts every node in
+a session of its own with its socket handed down, so it outlives the command and no other process can take
+the port in between, records the nodes in cluster.json and waits until each serves (writes DIR/<node>.ready)
+and each broker's metadata lists all the brokers. The other commands act on the pids recorded there; a
+restarted node binds the port in its properties. A pid counts as the node only while /proc/<pid>/cmdline
+equals the recorded argv (replog/harness/processes.py). cluster.json is replaced atomically.
 """
 
 import asyncio
 import json
-import os
 import secrets
-import signal
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -21,25 +20,36 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from .broker.config import read_properties
 from .client import Admin, BrokerInfo, KafkaError
-from .protocol.apis import ApiKey
-from .protocol.frames import size_prefix
-from .protocol.headers import encode_request_header
+from .harness.metrics_layout import METRICS_DIR, metrics_properties
+from .harness.probes import answers_api_versions
+from .harness.processes import (
+    HOST,
+    KILL_TIMEOUT_S,
+    ExitedBeforeReady,
+    NotReadyInTime,
+    RecordedProcess,
+    StillRunning,
+    StopOutcome,
+    is_running_as,
+    kill_processes,
+    listening_socket,
+    output_tail,
+    read_ready_file,
+    stop_processes,
+    wait_until_exec_done,
+    wait_until_ready,
+)
+from .harness.processes import launch as launch_process
+from .log.checkpoint import write_atomically
 
-HOST = "127.0.0.1"
 CLUSTER_FILE = "cluster.json"
 CONTROLLER_ID = 3000  # the controller's node.id default; brokers are 1..N
 MAX_BROKERS = 32  # each broker is a Python process on this machine
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0  # SIGTERM starts a controlled shutdown, which moves leaderships away first
-KILL_TIMEOUT_S = 10.0  # SIGKILL cannot be caught, but a process in uninterruptible I/O exits late
 POLL_INTERVAL_S = 0.05
-EXEC_TIMEOUT_S = 5.0
-EXEC_POLL_INTERVAL_S = 0.001  # exec completes within microseconds to milliseconds
 METADATA_TIMEOUT_S = 2.0  # one Metadata round trip while polling
-PORT_PICK_ATTEMPTS = 100
-LOG_TAIL_LINES = 30
 # `up` derives these from each node's identity and place; an override would break the cluster.
 MANAGED_KEYS = frozenset(
     {
@@ -55,7 +65,6 @@ MANAGED_KEYS = frozenset(
         "metrics.dump.dir",
     }
 )
-METRICS_DIR = "metrics"  # DIR/metrics/<node name>: what `replog analyze --metrics DIR/metrics` reads
 
 
 class ClusterError(Exception):
@@ -65,13 +74,6 @@ class ClusterError(Exception):
 class Role(StrEnum):
     CONTROLLER = "controller"
     BROKER = "broker"
-
-
-class StopOutcome(StrEnum):
-    NOT_RUNNING = "was not running"
-    STOPPED = "stopped (SIGTERM)"
-    KILLED = "killed (SIGKILL)"
-    KILLED_AFTER_TIMEOUT = "killed (SIGKILL) after SIGTERM timed out"
 
 
 @dataclass(slots=True)
@@ -137,6 +139,10 @@ class ClusterManifest:
     def log_path(self, node: Node) -> Path:
         return self.root / f"{node.name}.log"
 
+    def ready_path(self, node: Node) -> Path:
+        """Written by the node once it serves: its pid and ports (replog/server/listener_socket.py)."""
+        return self.root / f"{node.name}.ready"
+
     def to_json(self) -> dict:
         return {
             "bootstrap": self.bootstrap,
@@ -153,69 +159,16 @@ class ClusterManifest:
         )
 
 
-# probes
-
-
-def free_port() -> int:
-    """A port the OS reports free on 127.0.0.1 now; another process may still take it before we do."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def answers_api_versions(host: str, port: int, timeout: float = 1.0) -> bool:
-    """One blocking ApiVersions v0 round trip: the node (broker or controller) serves requests, not just
-    listens."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as s:
-            body = exchange_api_versions(s, 1, "replog-probe")
-    except (OSError, ConnectionError):
-        return False
-    correlation_id = int.from_bytes(body[:4], "big")
-    error_code = int.from_bytes(body[4:6], "big", signed=True)
-    return correlation_id == 1 and error_code == 0
-
-
-def exchange_api_versions(s: socket.socket, correlation_id: int, client_id: str) -> bytes:
-    """Send an ApiVersions v0 request on a connected socket and return the response frame after its size."""
-    header = encode_request_header(ApiKey.API_VERSIONS, 0, correlation_id, client_id)
-    s.sendall(size_prefix(len(header)) + header)
-    size = int.from_bytes(_recv_exactly(s, 4), "big")
-    if not 0 < size < 1 << 20:
-        raise ConnectionError(f"implausible ApiVersions response size {size}")
-    return _recv_exactly(s, size)
-
-
-def _recv_exactly(s: socket.socket, n: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < n:
-        chunk = s.recv(n - len(chunks))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        chunks += chunk
-    return bytes(chunks)
-
-
 # planning: ports, properties, argv
 
 
-def allocate_ports(
-    count: int, base_port: int | None = None, pick: Callable[[], int] = free_port
-) -> list[int]:
-    """`count` distinct ports: base_port, base_port+1, ... or, without one, ports the OS reports free."""
-    assert count > 0
-    if base_port is not None:
-        if not 0 < base_port <= 65536 - count:
-            raise ValueError(f"--base-port {base_port} leaves no room for {count} ports below 65536")
-        return list(range(base_port, base_port + count))
-    ports: list[int] = []
-    for _ in range(PORT_PICK_ATTEMPTS):
-        port = pick()
-        if port not in ports:  # the OS may hand out a port it just reported again
-            ports.append(port)
-        if len(ports) == count:
-            return ports
-    raise ClusterError(f"could not find {count} distinct free ports in {PORT_PICK_ATTEMPTS} attempts")
+def base_ports(nodes: int, base_port: int) -> tuple[list[int], list[int]]:
+    """--base-port P: the nodes listen on P, P+1, ... and serve metrics on the ports after those."""
+    assert nodes > 0
+    if not 0 < base_port <= 65536 - 2 * nodes:
+        raise ValueError(f"--base-port {base_port} leaves no room for {2 * nodes} ports below 65536")
+    ports = list(range(base_port, base_port + 2 * nodes))
+    return ports[:nodes], ports[nodes:]
 
 
 def controller_properties(
@@ -251,11 +204,6 @@ def broker_properties(
     }
 
 
-def metrics_properties(root: Path, name: str, port: int) -> dict[str, str]:
-    """Each node serves /metrics on its own port and dumps under root/metrics/<name>."""
-    return {"metrics.port": str(port), "metrics.dump.dir": str(root / METRICS_DIR / name)}
-
-
 def format_properties(props: Mapping[str, str]) -> str:
     for key, value in props.items():
         if "\n" in key or "\n" in value or "\r" in key or "\r" in value:
@@ -270,39 +218,40 @@ def node_argv(role: Role, config_path: Path, python: str = sys.executable) -> li
 def plan_cluster(
     root: Path,
     brokers: int,
+    node_ports: Sequence[int],
     *,
-    base_port: int | None = None,
+    metrics_ports: Sequence[int] | None = None,
     broker_overrides: Mapping[str, str] | None = None,
     controller_overrides: Mapping[str, str] | None = None,
     secret: str | None = None,
     python: str = sys.executable,
 ) -> tuple[ClusterManifest, dict[str, dict[str, str]]]:
-    """The nodes of a new cluster (pids not yet known) and each node's properties, by node name."""
+    """The nodes of a new cluster (pids not yet known) and each node's properties, by node name. node_ports
+    and metrics_ports are the controller's, then broker 1's, ...; metrics ports default to 0 (any, reported
+    in the node's ready file)."""
     if not 1 <= brokers <= MAX_BROKERS:
         raise ValueError(f"--brokers must be between 1 and {MAX_BROKERS}, got {brokers}")
+    metrics_ports = [0] * (brokers + 1) if metrics_ports is None else list(metrics_ports)
+    assert len(node_ports) == len(metrics_ports) == brokers + 1, (node_ports, metrics_ports)
     broker_overrides = dict(broker_overrides or {})
     controller_overrides = dict(controller_overrides or {})
     if managed := sorted(MANAGED_KEYS & (broker_overrides.keys() | controller_overrides.keys())):
         raise ValueError(f"`replog cluster up` sets {', '.join(managed)} itself; do not override them")
     root = Path(root).resolve()
     secret = secret or secrets.token_hex(16)
-    # Node ports first (base, base+1, ...), then one metrics port per node after them.
-    ports = allocate_ports(2 * (brokers + 1), base_port)
-    metrics_ports = dict(zip(["controller", *(f"broker-{i}" for i in range(1, brokers + 1))],
-                             ports[brokers + 1 :], strict=True))
-    controller = Node(CONTROLLER_ID, Role.CONTROLLER, ports[0], root / "controller", [])
-    nodes = [Node(i, Role.BROKER, ports[i], root / f"broker-{i}", []) for i in range(1, brokers + 1)]
+    controller = Node(CONTROLLER_ID, Role.CONTROLLER, node_ports[0], root / "controller", [])
+    nodes = [Node(i, Role.BROKER, node_ports[i], root / f"broker-{i}", []) for i in range(1, brokers + 1)]
     manifest = ClusterManifest(root, controller, nodes)
     properties = {
         controller.name: controller_properties(
             controller.id, controller.port, controller.data_dir, secret,
-            metrics_properties(root, controller.name, metrics_ports[controller.name]), controller_overrides,
+            metrics_properties(root, controller.name, metrics_ports[0]), controller_overrides,
         )
     }
-    for b in manifest.brokers:
+    for i, b in enumerate(manifest.brokers, start=1):
         properties[b.name] = broker_properties(
             b.id, b.port, b.data_dir, controller.port, secret,
-            metrics_properties(root, b.name, metrics_ports[b.name]), broker_overrides,
+            metrics_properties(root, b.name, metrics_ports[i]), broker_overrides,
         )
     for node in manifest.nodes:
         node.argv = node_argv(node.role, manifest.config_path(node), python)
@@ -310,15 +259,6 @@ def plan_cluster(
 
 
 # files
-
-
-def write_atomically(path: Path, data: bytes, mode: int = 0o644) -> None:
-    """Readers see the old file or the new one, never a torn one; the file never exists with a wider mode."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "wb") as f:
-        os.fchmod(f.fileno(), mode)  # a leftover tmp file keeps its old mode through O_CREAT
-        f.write(data)
-    os.replace(tmp, path)
 
 
 def save_manifest(manifest: ClusterManifest) -> None:
@@ -338,131 +278,59 @@ def load_manifest(root: str | Path) -> ClusterManifest:
         raise ClusterError(f"{path} is unreadable: {e!r}") from None
 
 
-def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) or "(empty)"
-    except OSError:
-        return "(no log)"
-
-
 # processes
 
 
-def process_cmdline(pid: int) -> list[str] | None:
-    """The argv of a live process, [] for a zombie, None when there is no such process."""
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return None
-    return [os.fsdecode(part) for part in raw.split(b"\0")[:-1]]
+def _process(node: Node) -> RecordedProcess:
+    return RecordedProcess(node.pid, node.argv)
 
 
-def is_running_as(pid: int | None, argv: Sequence[str]) -> bool:
-    """The process exists and runs exactly argv: a reused pid or a zombie (empty cmdline) does not count."""
-    return pid is not None and pid > 0 and process_cmdline(pid) == list(argv)
-
-
-def has_exited(node: Node) -> bool:
-    """True once the node's process is gone, a zombie, or its pid runs something else. Reaps the process when
-    it is our own child (`up` and `start-node` start them), so it does not linger as a zombie."""
-    if node.pid is None:
-        return True
-    try:
-        os.waitpid(node.pid, os.WNOHANG)
-    except ChildProcessError:
-        pass  # not our child
-    return not is_running_as(node.pid, node.argv)
-
-
-def launch(node: Node, log_path: Path) -> None:
-    """Start a node in a session of its own (it outlives us and our terminal's signals); sets its pid.
-
-    Returns once /proc shows the node's argv: Popen returns as soon as exec has begun, and until the kernel
-    has set up the new argv the pid would not count as the node."""
+def launch(manifest: ClusterManifest, node: Node, listener: socket.socket | None) -> None:
+    """Start a node, detached, serving on `listener` if we hold its socket (else it binds its port); sets its
+    pid once /proc shows its argv."""
     node.data_dir.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            node.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+    proc = launch_process(node.argv, manifest.log_path(node), ready_file=manifest.ready_path(node),
+                          listeners=[] if listener is None else [listener], detached=True)
     node.pid = proc.pid
-    deadline = time.monotonic() + EXEC_TIMEOUT_S
-    while not is_running_as(proc.pid, node.argv) and proc.poll() is None:
-        if time.monotonic() > deadline:
-            raise ClusterError(
-                f"{node.name} (pid {proc.pid}) does not show its argv {EXEC_TIMEOUT_S}s after exec"
-            )
-        time.sleep(EXEC_POLL_INTERVAL_S)
+    try:
+        wait_until_exec_done(proc, node.argv)
+    except TimeoutError as e:
+        raise ClusterError(f"{node.name}: {e}") from None
 
 
-def _wait_for_exits(nodes: Iterable[Node], timeout: float) -> list[Node]:
-    """Poll until every node's process has exited or the timeout passes; returns those still running."""
-    deadline = time.monotonic() + timeout
-    running = [n for n in nodes if not has_exited(n)]
-    while running and time.monotonic() < deadline:
-        time.sleep(POLL_INTERVAL_S)
-        running = [n for n in running if not has_exited(n)]
-    return running
-
-
-def _signal(nodes: Iterable[Node], signum: int) -> list[Node]:
-    """Signal the nodes still running as themselves; forget the pids of the others. Returns those signalled."""
-    signalled = []
+def _settle(nodes: Sequence[Node], act: Callable[[list[RecordedProcess]], list[StopOutcome]]) -> dict[str, StopOutcome]:
+    """Signal the nodes through `act`, then forget their pids: exited, or never running as the node."""
+    try:
+        outcomes = act([_process(n) for n in nodes])
+    except StillRunning as e:
+        names = ", ".join(f"{nodes[i].name} (pid {nodes[i].pid})" for i in e.indexes)
+        raise ClusterError(f"still running {KILL_TIMEOUT_S}s after SIGKILL: {names}") from None
     for node in nodes:
-        if is_running_as(node.pid, node.argv):
-            try:
-                os.kill(node.pid, signum)
-                signalled.append(node)
-                continue
-            except ProcessLookupError:
-                pass  # exited between the check and the signal
         node.pid = None
-    return signalled
+    return {n.name: outcome for n, outcome in zip(nodes, outcomes, strict=True)}
 
 
 def stop_nodes(nodes: Sequence[Node], timeout: float = STOP_TIMEOUT_S) -> dict[str, StopOutcome]:
-    """SIGTERM all at once, wait for all, SIGKILL those still running at the timeout. Sets exited pids to None."""
-    signalled = _signal(nodes, signal.SIGTERM)
-    late = _wait_for_exits(signalled, timeout)
-    killed = _signal(late, signal.SIGKILL)
-    _forget_exited(signalled, _wait_for_exits(killed, KILL_TIMEOUT_S))
-
-    def outcome(node: Node) -> StopOutcome:
-        if node not in signalled:
-            return StopOutcome.NOT_RUNNING
-        return StopOutcome.KILLED_AFTER_TIMEOUT if node in killed else StopOutcome.STOPPED
-
-    return {n.name: outcome(n) for n in nodes}
+    """SIGTERM all at once, wait for all, SIGKILL those still running at the timeout. Sets pids to None."""
+    return _settle(nodes, lambda processes: stop_processes(processes, timeout))
 
 
 def kill_nodes(nodes: Sequence[Node]) -> dict[str, StopOutcome]:
     """SIGKILL, as a crash would; waits until the processes are gone. Sets their pids to None."""
-    signalled = _signal(nodes, signal.SIGKILL)
-    _forget_exited(signalled, _wait_for_exits(signalled, KILL_TIMEOUT_S))
-    return {n.name: StopOutcome.KILLED if n in signalled else StopOutcome.NOT_RUNNING for n in nodes}
-
-
-def _forget_exited(signalled: Iterable[Node], still_running: list[Node]) -> None:
-    if still_running:
-        names = ", ".join(f"{n.name} (pid {n.pid})" for n in still_running)
-        raise ClusterError(f"still running {KILL_TIMEOUT_S}s after SIGKILL: {names}")
-    for node in signalled:
-        node.pid = None
+    return _settle(nodes, kill_processes)
 
 
 # waiting for readiness
 
 
-def wait_until_serving(manifest: ClusterManifest, nodes: Iterable[Node], deadline: float) -> None:
-    """Poll until each node answers ApiVersions; fail fast, with its log tail, when one exits."""
-    pending = list(nodes)
-    while True:
-        pending = [n for n in pending if not answers_api_versions(HOST, n.port)]
-        if not pending:
-            return
-        _fail_on_exit(manifest, pending, "before serving")
-        if time.monotonic() > deadline:
-            raise _not_ready(manifest, pending, "answer ApiVersions")
-        time.sleep(POLL_INTERVAL_S)
+def wait_until_serving(manifest: ClusterManifest, nodes: Sequence[Node], deadline: float) -> None:
+    """Wait until each node serves (its ready file is there); fail fast, with its log tail, when one exits."""
+    try:
+        wait_until_ready([_process(n) for n in nodes], [manifest.ready_path(n) for n in nodes], deadline)
+    except ExitedBeforeReady as e:
+        raise _exited(manifest, nodes[e.index], "before serving") from None
+    except NotReadyInTime as e:
+        raise _not_ready(manifest, [nodes[i] for i in e.pending], "serve") from None
 
 
 async def wait_until_registered(manifest: ClusterManifest, deadline: float) -> None:
@@ -492,14 +360,18 @@ async def metadata_brokers(bootstrap: str) -> dict[int, BrokerInfo] | None:
 
 def _fail_on_exit(manifest: ClusterManifest, nodes: Iterable[Node], when: str) -> None:
     for node in nodes:
-        if has_exited(node):
-            log = manifest.log_path(node)
-            raise ClusterError(f"{node.name} exited {when}; last lines of {log}:\n{log_tail(log)}")
+        if _process(node).has_exited():
+            raise _exited(manifest, node, when)
+
+
+def _exited(manifest: ClusterManifest, node: Node, when: str) -> ClusterError:
+    log = manifest.log_path(node)
+    return ClusterError(f"{node.name} exited {when}; last lines of {log}:\n{output_tail(log)}")
 
 
 def _not_ready(manifest: ClusterManifest, nodes: Sequence[Node], what: str) -> ClusterError:
     tails = "\n".join(
-        f"--- last lines of {manifest.log_path(n)}:\n{log_tail(manifest.log_path(n))}" for n in nodes
+        f"--- last lines of {manifest.log_path(n)}:\n{output_tail(manifest.log_path(n))}" for n in nodes
     )
     return ClusterError(f"timed out waiting for {', '.join(n.name for n in nodes)} to {what}\n{tails}")
 
@@ -522,24 +394,50 @@ def cluster_up(
         if live := [n for n in load_manifest(root).nodes if is_running_as(n.pid, n.argv)]:
             names = ", ".join(f"{n.name} (pid {n.pid})" for n in live)
             raise ClusterError(f"{root} holds a running cluster ({names}): `replog cluster down` it first")
-    manifest, properties = plan_cluster(
-        root,
-        brokers,
-        base_port=base_port,
-        broker_overrides=broker_overrides,
-        controller_overrides=controller_overrides,
-    )
-    if base_port is not None:
-        # A stranger already listening on a port would answer ApiVersions in place of the node.
-        _check_ports_free([n.port for n in manifest.nodes]
-                          + [int(properties[n.name]["metrics.port"]) for n in manifest.nodes])
-    root.mkdir(parents=True, exist_ok=True)
-    for node in manifest.nodes:
-        write_atomically(manifest.config_path(node), format_properties(properties[node.name]).encode(), 0o600)
-    deadline = time.monotonic() + timeout
+    nodes = brokers + 1
+    node_ports, metrics_ports = ([0] * nodes, None) if base_port is None else base_ports(nodes, base_port)
+    if metrics_ports is not None:
+        # Explicit metrics ports are bound by the nodes; a stranger on one would serve in a node's place.
+        _check_ports_free(metrics_ports)
+    listeners = _hold_listeners(node_ports)
     try:
+        manifest, properties = plan_cluster(
+            root,
+            brokers,
+            [listener.getsockname()[1] for listener in listeners],
+            metrics_ports=metrics_ports,
+            broker_overrides=broker_overrides,
+            controller_overrides=controller_overrides,
+        )
+        root.mkdir(parents=True, exist_ok=True)
         for node in manifest.nodes:
-            launch(node, manifest.log_path(node))
+            write_atomically(manifest.config_path(node), format_properties(properties[node.name]).encode(), 0o600)
+        _start(manifest, listeners, time.monotonic() + timeout)
+    finally:
+        for listener in listeners:
+            listener.close()  # the nodes have their own copies
+    return manifest
+
+
+def _hold_listeners(ports: Sequence[int]) -> list[socket.socket]:
+    """A listening socket per node, held from now on: no other process can take a port before its node
+    serves on it (0: a port the OS picks)."""
+    listeners: list[socket.socket] = []
+    try:
+        for port in ports:
+            listeners.append(listening_socket(HOST, port))
+    except OSError as e:
+        for listener in listeners:
+            listener.close()
+        raise ClusterError(f"port {port} on {HOST} is not free: {e.strerror}") from None
+    return listeners
+
+
+def _start(manifest: ClusterManifest, listeners: Sequence[socket.socket], deadline: float) -> None:
+    """Launch every node on its socket and wait until the cluster has formed; on any failure, kill them."""
+    try:
+        for node, listener in zip(manifest.nodes, listeners, strict=True):
+            launch(manifest, node, listener)
         save_manifest(manifest)
         wait_until_serving(manifest, manifest.nodes, deadline)
         asyncio.run(wait_until_registered(manifest, deadline))
@@ -547,7 +445,6 @@ def cluster_up(
         kill_nodes(manifest.nodes)  # the cluster never formed: nothing worth a graceful shutdown
         save_manifest(manifest)
         raise
-    return manifest
 
 
 def _check_ports_free(ports: Iterable[int]) -> None:
@@ -623,7 +520,7 @@ def start_node(root: str | Path, node_id: int, timeout: float = READY_TIMEOUT_S)
     node = manifest.node(node_id)
     if is_running_as(node.pid, node.argv):
         raise ClusterError(f"{node.name} is already running (pid {node.pid})")
-    launch(node, manifest.log_path(node))
+    launch(manifest, node, None)  # it binds the port in its properties again
     save_manifest(manifest)  # recorded before waiting, so `down` finds the node even if we are interrupted
     try:
         wait_until_serving(manifest, [node], time.monotonic() + timeout)
@@ -638,9 +535,9 @@ def start_node(root: str | Path, node_id: int, timeout: float = READY_TIMEOUT_S)
 
 
 def metrics_url(manifest: ClusterManifest, node: Node) -> str:
-    """The node's Prometheus endpoint, from the properties file `up` wrote for it."""
-    port = read_properties(manifest.config_path(node), []).get("metrics.port", "-1")
-    return f"http://{HOST}:{port}/metrics" if int(port) > 0 else "-"
+    """The node's Prometheus endpoint, as the node reported it when it last started serving."""
+    ready = read_ready_file(manifest.ready_path(node))
+    return "-" if ready is None or ready.metrics_port is None else f"http://{HOST}:{ready.metrics_port}/metrics"
 
 
 def format_nodes(manifest: ClusterManifest) -> str:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from replog.demo import BrokerProcess
+from replog.harness.broker_process import BrokerProcess
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from replog.log.log_manager import LogManager
 from replog.metrics.service import MetricsService
 from replog.protocol.apis import response_header_version
 from replog.protocol.headers import decode_response_header
+from replog.server.listener_socket import listen_address, write_ready_file
 
 from .alter_partition import AlterPartitionManager
 from .config import BrokerConfig, load_config, report_unknown_keys
@@ -100,7 +101,9 @@ class Broker(ConnectionHolder):
                                      max_inflight=config.max_inflight_requests_per_connection,
                                      use_sendfile=config.fetch_sendfile_enable,
                                      idle_timeout_ms=config.connections_max_idle_ms),
-            listener.host, listener.port, reuse_address=True, backlog=1024)
+            **listen_address(listener.host, listener.port), reuse_address=True, backlog=1024)
+        if config.advertised.port == 0:  # listening on port 0: advertise the port the OS picked
+            self.image.brokers[config.node_id] = BrokerEndpoint(config.node_id, config.advertised.host, self.port)
         self._periodic = [
             asyncio.create_task(self._every(config.replica_high_watermark_checkpoint_interval_ms,
                                             self.log_manager.checkpoint_high_watermarks)),
@@ -297,6 +300,7 @@ class Broker(ConnectionHolder):
 async def serve(config: BrokerConfig) -> None:
     broker = Broker(config)
     await broker.start()
+    write_ready_file(port=broker.port, metrics_port=broker.metrics_service.port)
     stop = broker.stop_requested
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

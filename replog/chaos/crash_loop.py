@@ -43,7 +43,7 @@ from pathlib import Path
 
 import confluent_kafka
 
-from ..local_cluster import LocalCluster
+from ..harness.local_cluster import LocalCluster
 from .checker import ANOMALY_CLASSES, CheckResult, History, check
 from .log_verifier import (
     HIGH_WATERMARK_CHECKPOINT,
@@ -460,7 +460,7 @@ async def verify_live(log_dir: Path) -> list[str]:
 
 async def bring_back(cluster: LocalCluster, report: CrashLoopReport) -> None:
     for node_id, broker in cluster.brokers.items():
-        if broker.proc is None or broker.proc.poll() is not None:
+        if not broker.running:
             try:
                 await cluster.restart(node_id)
             except (AssertionError, RuntimeError, TimeoutError) as e:

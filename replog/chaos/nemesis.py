@@ -13,14 +13,14 @@ controller downtimes.
 A network cut (LocalCluster.partition) takes one of four shapes: a broker isolated from both other brokers;
 isolated from everyone (brokers, controller and clients: a zombie leader can neither replicate nor be told);
 cut from the controller alone; or one link between two brokers cut while both still see the third. Each
-cut either refuses connections or blackholes them (bytes held, sockets open; see tcp_proxy.py).
+cut either refuses connections or blackholes them (bytes held, sockets open; see replog/harness/tcp_proxy.py).
 """
 
 import random
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from .tcp_proxy import CUT_MODES
+from ..harness.tcp_proxy import CUT_MODES
 
 KILL = "kill"
 PAUSE = "pause"

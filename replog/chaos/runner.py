@@ -31,7 +31,6 @@ import dataclasses
 import json
 import os
 import shutil
-import signal
 import tempfile
 import threading
 import time
@@ -42,7 +41,7 @@ from pathlib import Path
 
 import confluent_kafka
 
-from ..local_cluster import LocalCluster
+from ..harness.local_cluster import LocalCluster
 from ..log.checkpoint import OffsetCheckpointFile
 from ..log.dump import dump_log_file
 from ..log.log_manager import HIGH_WATERMARK_CHECKPOINT
@@ -373,9 +372,9 @@ async def perform(cluster: LocalCluster, action: nemesis.Action) -> None:
     elif action.op == nemesis.START_BROKER:
         await cluster.restart(action.broker)
     elif action.op == nemesis.PAUSE_BROKER:
-        os.kill(cluster.brokers[action.broker].proc.pid, signal.SIGSTOP)
+        cluster.brokers[action.broker].pause()
     elif action.op == nemesis.RESUME_BROKER:
-        os.kill(cluster.brokers[action.broker].proc.pid, signal.SIGCONT)
+        cluster.brokers[action.broker].resume()
     elif action.op == nemesis.CUT_NETWORK:
         cut = action.cut
         cluster.partition(action.broker, cut.peers, controller=cut.controller, clients=cut.clients, mode=cut.mode)
@@ -394,8 +393,7 @@ async def perform(cluster: LocalCluster, action: nemesis.Action) -> None:
 
 def resume_all(cluster: LocalCluster) -> None:
     for broker in cluster.brokers.values():
-        if broker.proc is not None and broker.proc.poll() is None:
-            os.kill(broker.proc.pid, signal.SIGCONT)  # harmless to a running process
+        broker.resume()
 
 
 async def heal(cluster: LocalCluster, report: ChaosReport) -> None:
@@ -408,7 +406,7 @@ async def heal(cluster: LocalCluster, report: ChaosReport) -> None:
         except OSError as e:
             report.nemesis_errors.append(f"heal: start the controller: {e}")
     for node_id, broker in cluster.brokers.items():
-        if broker.proc is None or broker.proc.poll() is not None:
+        if not broker.running:
             try:
                 await cluster.restart(node_id)
             except (AssertionError, RuntimeError, TimeoutError) as e:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from replog.broker.config import parse_bool, parse_listeners, read_properties
 from replog.metrics.config import split_metrics_config
+from replog.server.listener_socket import write_ready_file
 
 from .server import ClusterController, ControllerConfig
 
@@ -69,6 +70,7 @@ def controller_config(props: dict[str, str]) -> ControllerConfig:
 async def serve_controller(config: ControllerConfig) -> None:
     controller = ClusterController(config)
     await controller.start()
+    write_ready_file(port=controller.port, metrics_port=controller.metrics_service.port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

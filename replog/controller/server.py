@@ -34,6 +34,7 @@ from replog.client.connection import Connection
 from replog.log.partition_log import TopicPartition, parse_topic_partition
 from replog.metrics.config import MetricsConfig
 from replog.metrics.service import MetricsService
+from replog.server.listener_socket import listen_address
 
 from . import records
 from .assignment import assign_replicas
@@ -160,7 +161,7 @@ class ClusterController(ConnectionHolder):
         self._server = await asyncio.get_running_loop().create_server(
             lambda: BrokerConnection(self, dispatcher, max_frame_bytes=config.max_frame_bytes,
                                      max_inflight=config.max_inflight_requests_per_connection, use_sendfile=False),
-            config.host, config.port, reuse_address=True)
+            **listen_address(config.host, config.port), reuse_address=True)
         self._tasks = [asyncio.create_task(self._push_metadata_when_needed(), name="controller-metadata"),
                        asyncio.create_task(self._fence_silent_brokers(), name="controller-fencing")]
         if config.auto_leader_rebalance_enable:

@@ -17,9 +17,13 @@ CHECKPOINT_VERSION = 0
 MAX_CHECKPOINT_ENTRIES = 1_000_000
 
 
-def write_atomically(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Readers see the old file or the new one, never a torn one, also after a crash. With a mode, the file
+    never exists with a wider one (for secrets); without, it is created as open() would."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
+    with open(tmp, "wb", opener=lambda name, flags: os.open(name, flags, 0o666 if mode is None else mode)) as f:
+        if mode is not None:
+            os.fchmod(f.fileno(), mode)  # a leftover tmp file keeps its old mode through O_CREAT
         f.write(data)
         f.flush()
         os.fsync(f.fileno())

@@ -12,8 +12,8 @@ from replog import cli
 from replog.chaos import nemesis
 from replog.chaos.checker import ANOMALY_CLASSES
 from replog.chaos.runner import HW_CATCH_UP_BOUND_S, run_chaos
-from replog.chaos.tcp_proxy import BLACKHOLE
-from replog.local_cluster import LocalCluster
+from replog.harness.local_cluster import LocalCluster
+from replog.harness.tcp_proxy import BLACKHOLE
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 

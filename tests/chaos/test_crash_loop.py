@@ -14,7 +14,7 @@ from replog.broker.metadata import MetadataImage, PartitionMetadata, TopicMetada
 from replog.chaos import crash_loop
 from replog.chaos.checker import ANOMALY_CLASSES
 from replog.chaos.log_verifier import RECOVERY_POINT_CHECKPOINT, read_offset_checkpoint, verify_partition
-from replog.demo import BrokerProcess
+from replog.harness.broker_process import BrokerProcess
 from replog.log.config import LogConfig
 from replog.log.log_manager import LogManager
 from replog.log.partition_log import PartitionLog

@@ -20,9 +20,9 @@ import signal
 import pytest
 from kio.schema.errors import ErrorCode
 
-from replog.chaos.tcp_proxy import BLACKHOLE
 from replog.fetcher.replica_fetcher import ReplicaFetcher
-from replog.local_cluster import LocalCluster
+from replog.harness.local_cluster import LocalCluster
+from replog.harness.tcp_proxy import BLACKHOLE
 from replog.protocol.apis import ApiKey
 from replog.protocol.produce import (
     ProducePartitionData,

@@ -15,7 +15,7 @@ import time
 import pytest
 from kio.schema.errors import ErrorCode
 
-from replog.demo import BrokerProcess
+from replog.harness.broker_process import BrokerProcess
 from replog.protocol.apis import ApiKey
 from replog.protocol.frames import size_prefix
 from replog.protocol.headers import encode_request_header

@@ -21,7 +21,7 @@ import time
 import pytest
 from kio.schema.errors import ErrorCode
 
-from replog.demo import BrokerProcess
+from replog.harness.broker_process import BrokerProcess
 from replog.protocol import control
 from replog.protocol.apis import SUPPORTED_APIS, ApiKey, response_header_version
 from replog.protocol.frames import size_prefix

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from replog.local_cluster import LocalCluster
+from replog.harness.local_cluster import LocalCluster
 from tests.integration.test_metrics import dump_lines
 
 confluent_kafka = pytest.importorskip("confluent_kafka")

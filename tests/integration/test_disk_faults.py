@@ -11,8 +11,8 @@ import subprocess
 import pytest
 from kio.schema.errors import ErrorCode
 
-from replog.demo import BrokerProcess
-from replog.local_cluster import LocalCluster
+from replog.harness.broker_process import BrokerProcess
+from replog.harness.local_cluster import LocalCluster
 from replog.protocol.apis import ApiKey
 from replog.protocol.produce import (
     ProducePartitionData,

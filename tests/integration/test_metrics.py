@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from replog.local_cluster import LocalCluster
+from replog.harness.local_cluster import LocalCluster
 from tests.integration.test_replication import MIN_ISR_2, produce, values
 
 pytest.importorskip("confluent_kafka")

@@ -16,7 +16,7 @@ import pytest
 from replog.broker.inter_broker import open_inter_broker_connection
 from replog.client.connection import Connection
 from replog.client.errors import KafkaError
-from replog.local_cluster import LocalCluster
+from replog.harness.local_cluster import LocalCluster
 from replog.protocol.apis import ApiKey, response_header_version
 from replog.protocol.control import (
     LEADER_AND_ISR_VERSION,

@@ -20,7 +20,7 @@ from replog.chaos.nemesis import (
     parse_faults,
     schedule,
 )
-from replog.chaos.tcp_proxy import BLACKHOLE, REFUSE
+from replog.harness.tcp_proxy import BLACKHOLE, REFUSE
 
 BROKERS = (1, 2, 3)
 SEEDS = range(50)

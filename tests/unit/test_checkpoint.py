@@ -1,6 +1,8 @@
+import stat
+
 import pytest
 
-from replog.log.checkpoint import LeaderEpochCheckpointFile, OffsetCheckpointFile
+from replog.log.checkpoint import LeaderEpochCheckpointFile, OffsetCheckpointFile, write_atomically
 from replog.log.errors import CorruptCheckpointError
 
 
@@ -41,3 +43,14 @@ def test_overwrite_is_atomic_replace(tmp_path):
     checkpoint.write({("t", 0): 2})
     assert path.stat().st_ino != inode  # a new file renamed over, never rewritten in place
     assert checkpoint.read() == {("t", 0): 2}
+
+
+def test_write_atomically_creates_with_the_mode_even_over_a_leftover_tmp_file(tmp_path):
+    target = tmp_path / "controller.properties"
+    leftover = tmp_path / "controller.properties.tmp"
+    leftover.write_text("half-written")
+    leftover.chmod(0o644)
+    write_atomically(target, b"secret\n", 0o600)
+    assert target.read_bytes() == b"secret\n"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["controller.properties"]

@@ -4,8 +4,6 @@ that keep a reused pid from being mistaken for (or signalled as) a node."""
 import json
 import os
 import signal
-import stat
-import sys
 import time
 from pathlib import Path
 
@@ -22,25 +20,23 @@ from replog.cluster_control import (
     Node,
     NodeStatus,
     Role,
-    StopOutcome,
-    allocate_ports,
+    base_ports,
     format_properties,
     format_status,
-    has_exited,
-    is_running_as,
     load_manifest,
     plan_cluster,
-    process_cmdline,
     save_manifest,
     stop_nodes,
-    write_atomically,
 )
+from replog.harness.processes import StopOutcome, is_running_as, process_cmdline
 
 SECRET = "ab" * 16
 
 
 def plan(root: Path, **kwargs) -> tuple[ClusterManifest, dict[str, dict[str, str]]]:
-    return plan_cluster(root, 3, base_port=19000, secret=SECRET, python="/venv/bin/python", **kwargs)
+    node_ports, metrics_ports = base_ports(4, 19000)
+    return plan_cluster(root, 3, node_ports, metrics_ports=metrics_ports, secret=SECRET,
+                        python="/venv/bin/python", **kwargs)
 
 
 def test_plan_gives_the_controller_the_base_port_and_broker_i_base_plus_i(tmp_path):
@@ -92,9 +88,18 @@ def test_plan_properties_wire_brokers_to_the_controller_with_one_secret(tmp_path
     }
 
 
+def test_plan_without_metrics_ports_lets_each_node_pick_one_and_report_it(tmp_path):
+    manifest, properties = plan_cluster(tmp_path, 1, [41000, 41001])
+    assert [n.port for n in manifest.nodes] == [41000, 41001]
+    assert properties["broker-1"]["listeners"] == "PLAINTEXT://127.0.0.1:41001"
+    assert properties["broker-1"]["controller.quorum.bootstrap.servers"] == "127.0.0.1:41000"
+    assert {properties[n.name]["metrics.port"] for n in manifest.nodes} == {"0"}
+    assert manifest.ready_path(manifest.brokers[0]) == tmp_path.resolve() / "broker-1.ready"
+
+
 def test_plan_draws_a_fresh_secret_per_cluster(tmp_path):
-    first = plan_cluster(tmp_path, 1)[1]["controller"]["inter.broker.secret"]
-    second = plan_cluster(tmp_path, 1)[1]["controller"]["inter.broker.secret"]
+    first = plan_cluster(tmp_path, 1, [41000, 41001])[1]["controller"]["inter.broker.secret"]
+    second = plan_cluster(tmp_path, 1, [41000, 41001])[1]["controller"]["inter.broker.secret"]
     assert len(first) == 32 and first != second
 
 
@@ -108,27 +113,13 @@ def test_plan_refuses_overrides_of_keys_it_sets(tmp_path, overrides):
 @pytest.mark.parametrize("brokers", [0, 33])
 def test_plan_bounds_the_broker_count(tmp_path, brokers):
     with pytest.raises(ValueError, match="--brokers"):
-        plan_cluster(tmp_path, brokers)
+        plan_cluster(tmp_path, brokers, [41000] * (brokers + 1))
 
 
-def test_allocate_ports_from_a_base_port_stays_below_65536():
-    assert allocate_ports(4, 65532) == [65532, 65533, 65534, 65535]
+def test_base_ports_stay_below_65536():
+    assert base_ports(2, 65532) == ([65532, 65533], [65534, 65535])
     with pytest.raises(ValueError, match="--base-port"):
-        allocate_ports(4, 65533)
-
-
-def test_allocate_ports_skips_a_port_the_os_reports_twice():
-    assert allocate_ports(3, pick=iter([5000, 5000, 5001, 5002]).__next__) == [5000, 5001, 5002]
-
-
-def test_allocate_ports_gives_up_when_the_os_keeps_repeating_itself():
-    with pytest.raises(ClusterError, match="distinct free ports"):
-        allocate_ports(2, pick=lambda: 5000)
-
-
-def test_free_ports_are_distinct():
-    ports = allocate_ports(4)
-    assert len(set(ports)) == 4 and all(0 < p < 65536 for p in ports)
+        base_ports(2, 65533)
 
 
 def test_properties_file_reads_back_with_the_broker_parser():
@@ -139,17 +130,6 @@ def test_properties_file_reads_back_with_the_broker_parser():
 def test_properties_with_a_line_break_are_refused():
     with pytest.raises(ValueError, match="line break"):
         format_properties({"log.dirs": "/tmp\ninter.broker.secret=guess"})
-
-
-def test_write_atomically_creates_with_the_mode_even_over_a_leftover_tmp_file(tmp_path):
-    target = tmp_path / "controller.properties"
-    leftover = tmp_path / ".controller.properties.tmp"
-    leftover.write_text("half-written")
-    leftover.chmod(0o644)
-    write_atomically(target, b"secret\n", 0o600)
-    assert target.read_bytes() == b"secret\n"
-    assert stat.S_IMODE(target.stat().st_mode) == 0o600
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["controller.properties"]
 
 
 def test_cluster_json_has_the_documented_shape_and_round_trips(tmp_path):
@@ -194,15 +174,6 @@ def test_unknown_node_id_lists_the_known_ones(tmp_path):
         manifest.node(9)
 
 
-def test_a_pid_counts_as_the_node_only_while_it_runs_the_recorded_argv():
-    own = process_cmdline(os.getpid())
-    assert own
-    assert is_running_as(os.getpid(), own)
-    assert not is_running_as(os.getpid(), [sys.executable, "-m", "replog", "broker", "start"])  # reused pid
-    assert not is_running_as(None, own)
-    assert not is_running_as(_unused_pid(), own)
-
-
 def test_stop_never_signals_a_pid_that_now_runs_something_else():
     stranger = Node(1, Role.BROKER, 9092, Path("/nowhere"), ["replog-that-exited"], pid=os.getpid())
     assert stop_nodes([stranger], timeout=0.1) == {"broker-1": StopOutcome.NOT_RUNNING}
@@ -233,19 +204,6 @@ def test_stop_sigterms_all_and_sigkills_those_that_outlast_the_timeout():
     assert process_cmdline(stuck_pid) is None  # gone and reaped
 
 
-def test_an_exited_child_counts_as_exited_and_is_reaped():
-    node = spawn_sleep(1)  # no Popen: nothing but has_exited may reap it
-    try:
-        assert not has_exited(node)
-    finally:
-        os.kill(node.pid, signal.SIGKILL)
-    os.waitid(os.P_PID, node.pid, os.WEXITED | os.WNOWAIT)  # now a zombie: exited but not reaped
-    assert process_cmdline(node.pid) == []
-    assert has_exited(node)
-    with pytest.raises(ChildProcessError):
-        os.waitpid(node.pid, os.WNOHANG)  # has_exited reaped it
-
-
 def test_status_table_and_metadata_line(tmp_path):
     manifest, _ = plan(tmp_path)
     manifest.brokers[0].pid = 4242
@@ -259,7 +217,3 @@ def test_status_table_and_metadata_line(tmp_path):
     assert lines[2].split() == ["1", "broker", "4242", "19001", "yes", "yes"]
     assert lines[-1] == "brokers in the cluster metadata: 1 (127.0.0.1:19001)"
     assert not status.all_up
-
-
-def _unused_pid() -> int:
-    return int(Path("/proc/sys/kernel/pid_max").read_text()) + 1

@@ -19,11 +19,12 @@ import time
 from collections.abc import Collection
 from pathlib import Path
 
-from .chaos.tcp_proxy import REFUSE, TcpProxy
-from .cluster_control import METRICS_DIR, free_port, metrics_properties
-from .controller.server import ClusterController, ControllerConfig
-from .demo import BrokerProcess
-from .metrics.config import MetricsConfig
+from replog.controller.server import ClusterController, ControllerConfig
+from replog.metrics.config import MetricsConfig
+
+from .broker_process import BrokerProcess
+from .metrics_layout import METRICS_DIR, metrics_properties
+from .tcp_proxy import REFUSE, TcpProxy
 
 FAST_SESSION_TIMEOUT_MS = 3_000  # fence a killed broker within a test's patience (Kafka: 9 s)
 FAST_REPLICATION = {
@@ -62,7 +63,6 @@ class LocalCluster:
         self.broker_proxies: dict[int, TcpProxy] = {}  # broker id -> the proxy in front of it (if enabled)
         self.controller_running = False
         self._with_broker_proxies = broker_proxies
-        self.metrics_ports: dict[int, int] = {}  # broker id -> its Prometheus endpoint
         self._count = brokers
 
     async def start(self) -> None:
@@ -75,19 +75,19 @@ class LocalCluster:
             # Each broker reaches the controller through a proxy of its own, so a test can cut that link.
             link = await TcpProxy(self.controller_config.host, self.controller.port).start()
             self.controller_links[node_id] = link
-            self.metrics_ports[node_id] = free_port()
+            # Metrics on any free port: each broker reports the one it got (metrics_ports).
             overrides = {**common, "controller.quorum.bootstrap.servers": f"127.0.0.1:{link.port}",
-                         **metrics_properties(self.root, f"broker-{node_id}", self.metrics_ports[node_id])}
-            port = free_port()
+                         **metrics_properties(self.root, f"broker-{node_id}", 0)}
+            broker = BrokerProcess(self.root / f"broker-{node_id}", node_id=node_id,
+                                   output=self.root / f"broker-{node_id}.out", overrides=overrides)
             if self._with_broker_proxies:
-                # The real listener stays on 127.0.0.1 (where BrokerProcess probes it); nobody learns its port.
+                # The real listener stays on 127.0.0.1; only the proxy in front of it is advertised.
                 host = broker_host(node_id)
-                proxy = await TcpProxy("127.0.0.1", port, host=host).start()
+                proxy = await TcpProxy("127.0.0.1", broker.port, host=host).start()
                 self.broker_proxies[node_id] = proxy
-                overrides.update({"advertised.listeners": f"PLAINTEXT://{host}:{proxy.port}",
-                                  "inter.broker.bind.host": host})
-            self.brokers[node_id] = BrokerProcess(self.root / f"broker-{node_id}", port=port, node_id=node_id,
-                                                  output=self.root / f"broker-{node_id}.out", overrides=overrides)
+                broker.overrides.update({"advertised.listeners": f"PLAINTEXT://{host}:{proxy.port}",
+                                         "inter.broker.bind.host": host})
+            self.brokers[node_id] = broker
         await asyncio.gather(*(asyncio.to_thread(b.start) for b in self.brokers.values()))
         await self.wait_for(lambda: self.active_brokers() == set(self.brokers), 30.0, "every broker to register")
 
@@ -96,6 +96,11 @@ class LocalCluster:
         await self.stop_controller()
         for link in (*self.controller_links.values(), *self.broker_proxies.values()):
             await link.stop()
+
+    @property
+    def metrics_ports(self) -> dict[int, int | None]:
+        """Broker id -> its Prometheus endpoint, as the running broker reported it."""
+        return {node_id: broker.metrics_port for node_id, broker in self.brokers.items()}
 
     @property
     def bootstrap(self) -> str:

@@ -6,7 +6,7 @@ import contextlib
 
 import pytest
 
-from replog.chaos.tcp_proxy import BLACKHOLE, REFUSE, TcpProxy
+from replog.harness.tcp_proxy import BLACKHOLE, REFUSE, TcpProxy
 
 # Every 127/8 address is loopback on Linux: each stands for one peer host.
 PEER_A = "127.0.0.21"
