@@ -17,18 +17,17 @@ from typing import NamedTuple
 
 from sortedcontainers import SortedDict
 
-from replog.log.checkpoint import fsync_directory, write_atomically
 from replog.log.config import LogConfig
 from replog.log.dir_failure import LogDirFailureChannel
 from replog.log.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from replog.log.errors import (
-    CorruptCheckpointError,
-    InconsistentTopicIdError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     StorageError,
     UnexpectedAppendOffsetError,
 )
+from replog.log.flush import FlushTicket
+from replog.log.partition_metadata_file import read_topic_id
 from replog.log.producer_state import ProducerStateManager
 from replog.log.segment import (
     INDEX_SUFFIX,
@@ -41,7 +40,6 @@ from replog.log.segment import (
 )
 from replog.protocol.records import BatchHeader, InvalidRecordError, RecordBatch, decode_records, iter_batches
 
-PARTITION_METADATA = "partition.metadata"
 # Without producer snapshots, producer state is rebuilt from the batch headers
 # of this many trailing segments; producers idle for longer are forgotten.
 PRODUCER_STATE_SCAN_SEGMENTS = 2
@@ -95,42 +93,6 @@ class LogReadResult:
     log_end_offset: int
     high_watermark: int
     log_start_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class FlushTicket:
-    """What to fsync off the event loop; `offset` becomes the recovery point."""
-
-    offset: int
-    generation: int
-    directory: Path
-    files: tuple
-    file_ops: SegmentFileOps = OS_FILE_OPS
-
-    def fsync(self) -> None:
-        for file in self.files:
-            try:
-                self.file_ops.fsync(file.fileno())
-            except ValueError:
-                continue  # closed by a concurrent close(): nothing left to persist
-        fsync_directory(self.directory)
-
-
-def _read_topic_id(directory: Path, topic_id: uuid.UUID | None) -> uuid.UUID | None:
-    path = directory / PARTITION_METADATA
-    if not path.exists():
-        if topic_id is not None:
-            write_atomically(path, f"version: 0\ntopic_id: {topic_id}\n".encode())
-        return topic_id
-    fields = dict(line.split(": ", 1) for line in path.read_text().splitlines() if ": " in line)
-    try:
-        assert fields.get("version") == "0", fields
-        stored = uuid.UUID(fields["topic_id"])
-    except (AssertionError, KeyError, ValueError) as exc:
-        raise CorruptCheckpointError(f"{path}: malformed partition metadata") from exc
-    if topic_id is not None and topic_id != stored:
-        raise InconsistentTopicIdError(f"{path}: stored topic id {stored}, given {topic_id}")
-    return stored
 
 
 def _disk_io(method):
@@ -200,7 +162,7 @@ class PartitionLog:
     ) -> PartitionLog:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        log = cls(directory, config, clock_ms, _read_topic_id(directory, topic_id), failure_channel, file_ops)
+        log = cls(directory, config, clock_ms, read_topic_id(directory, topic_id), failure_channel, file_ops)
         log._load_segments()
         if not log._segments:
             log._add_segment(log_start_offset)
@@ -288,7 +250,7 @@ class PartitionLog:
 
     @_disk_io
     def assign_topic_id(self, topic_id: uuid.UUID) -> None:
-        self._topic_id = _read_topic_id(self.directory, topic_id)
+        self._topic_id = read_topic_id(self.directory, topic_id)
 
     @property
     def log_end_offset(self) -> int:
