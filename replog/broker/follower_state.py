@@ -7,7 +7,7 @@ LEO exactly (KAFKA-4485).
 
 from dataclasses import dataclass
 
-from replog.log.partition_log import LogPosition
+from replog.log.offset_metadata import LogOffsetMetadata
 
 UNKNOWN_OFFSET = -1
 
@@ -22,7 +22,7 @@ class FollowerState:
     last_caught_up_time_ms: int = 0
     # Where its last fetch started reading in our log (Kafka keeps this LogOffsetMetadata too): its lag in
     # bytes without an index lookup.
-    fetch_position: LogPosition | None = None
+    fetch_position: LogOffsetMetadata | None = None
 
     def update_fetch_state(self, fetch_offset: int, log_start_offset: int, fetch_time_ms: int,
                            leader_log_end_offset: int) -> None:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from replog.log.errors import OffsetOutOfRangeError
-from replog.log.partition_log import AppendInfo, LogPosition, LogReadResult, PartitionLog, TopicPartition
+from replog.log.offset_metadata import LogOffsetMetadata
+from replog.log.partition_log import AppendInfo, LogReadResult, PartitionLog, TopicPartition
 
 from .follower_state import FollowerState
 
@@ -252,7 +253,7 @@ class Partition:
         return None
 
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, log_start_offset: int,
-                                    leader_log_end_offset: int, fetch_position: LogPosition | None = None) -> bool:
+                                    leader_log_end_offset: int, fetch_position: LogOffsetMetadata | None = None) -> bool:
         """A follower fetched at fetch_offset; returns whether the HW moved. May propose an ISR expansion."""
         follower = self.followers.get(replica_id)
         if follower is None:

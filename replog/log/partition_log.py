@@ -27,6 +27,7 @@ from replog.log.errors import (
     UnexpectedAppendOffsetError,
 )
 from replog.log.flush import FlushTicket
+from replog.log.offset_metadata import LogOffsetMetadata
 from replog.log.partition_metadata_file import read_topic_id
 from replog.log.producer_state import ProducerStateManager
 from replog.log.segment import (
@@ -59,21 +60,6 @@ def parse_topic_partition(directory: Path) -> TopicPartition:
 
 
 @dataclass(frozen=True, slots=True)
-class LogPosition:
-    """An offset with the physical place of its batch (Kafka's LogOffsetMetadata)."""
-
-    offset: int
-    segment_base_offset: int
-    position: int
-
-    def bytes_until(self, other: LogPosition) -> int | None:
-        """Bytes from here to `other` without I/O; None across segments."""
-        if other.segment_base_offset != self.segment_base_offset:
-            return None
-        return other.position - self.position
-
-
-@dataclass(frozen=True, slots=True)
 class AppendInfo:
     first_offset: int
     last_offset: int
@@ -89,7 +75,8 @@ class AppendInfo:
 @dataclass(frozen=True, slots=True)
 class LogReadResult:
     slice: FileSlice | None
-    start: LogPosition
+    # Where the batch holding the fetch offset starts: a delayed fetch measures new data from here.
+    fetch_offset_metadata: LogOffsetMetadata
     log_end_offset: int
     high_watermark: int
     log_start_offset: int
@@ -399,33 +386,34 @@ class PartitionLog:
         return self._segments.values()[max(self._segments.bisect_right(offset) - 1, 0) :]
 
     @_disk_io
-    def position_of(self, offset: int) -> LogPosition:
-        """Where the batch holding `offset` starts (index lookup plus a short header scan)."""
+    def offset_metadata_of(self, offset: int) -> LogOffsetMetadata:
+        """Where the batch holding `offset` starts (index lookup plus a short header scan; Kafka's
+        convertToOffsetMetadataOrThrow)."""
         self._check_in_range(offset)
         active = self.active_segment
         if offset == self._log_end_offset:
-            return LogPosition(offset, active.base_offset, active.size)
+            return LogOffsetMetadata(offset, active.base_offset, active.size)
         for segment in self._segments_from(offset):
             location = segment.translate_offset(offset)
             if location is not None:
-                return LogPosition(offset, segment.base_offset, location.position)
+                return LogOffsetMetadata(offset, segment.base_offset, location.position)
         raise AssertionError(f"offset {offset} < LEO {self._log_end_offset} but in no segment")
 
-    def bytes_after(self, position: LogPosition) -> int | None:
+    def bytes_after(self, position: LogOffsetMetadata) -> int | None:
         """Log bytes from `position` to the LEO; None once its segment is gone (retention)."""
         segment = self._segments.get(position.segment_base_offset)
         if segment is None:
             return None
         later = self._segments.irange(minimum=position.segment_base_offset, inclusive=(False, True))
-        return segment.size - position.position + sum(self._segments[base].size for base in later)
+        return segment.size - position.relative_position + sum(self._segments[base].size for base in later)
 
     @_disk_io
     def bytes_from(self, offset: int) -> int:
         """Log bytes from the batch holding `offset` (or the log start, if below it) to the LEO: a follower's
         lag in bytes. An index lookup and a short header scan, as for a read."""
-        start = self.position_of(min(max(offset, self._log_start_offset), self._log_end_offset))
+        start = self.offset_metadata_of(min(max(offset, self._log_start_offset), self._log_end_offset))
         later = self._segments.values()[self._segments.bisect_right(start.segment_base_offset):]
-        return self._segments[start.segment_base_offset].size - start.position + sum(s.size for s in later)
+        return self._segments[start.segment_base_offset].size - start.relative_position + sum(s.size for s in later)
 
     @_disk_io
     def read(
@@ -449,13 +437,13 @@ class PartitionLog:
             file_slice = segment.read(offset, max_bytes, max_position, min_one_batch)
             if file_slice is not None:
                 return self._read_result(
-                    file_slice, LogPosition(offset, segment.base_offset, file_slice.position)
+                    file_slice, LogOffsetMetadata(offset, segment.base_offset, file_slice.position)
                 )
             if offset < segment.next_offset:
                 break  # the offset is here but nothing fits max_bytes
-        return self._read_result(None, self.position_of(offset))
+        return self._read_result(None, self.offset_metadata_of(offset))
 
-    def _read_result(self, file_slice: FileSlice | None, start: LogPosition) -> LogReadResult:
+    def _read_result(self, file_slice: FileSlice | None, start: LogOffsetMetadata) -> LogReadResult:
         return LogReadResult(
             file_slice, start, self._log_end_offset, self._high_watermark, self._log_start_offset
         )

@@ -174,12 +174,12 @@ class SimBroker:
         at_crash = {}
         for log in self.log_manager.all_logs():
             at_crash[log.topic_partition] = (log.recovery_point, log.log_end_offset)
-            flushed = log.position_of(log.recovery_point)
+            flushed = log.offset_metadata_of(log.recovery_point)
             segments = [(segment.base_offset, segment.log_path, segment.size) for segment in log.segments]
             for segment in log.segments:
                 segment.close()
             if lose_unflushed:
-                self._cut_unflushed(flushed.segment_base_offset, flushed.position, segments)
+                self._cut_unflushed(flushed.segment_base_offset, flushed.relative_position, segments)
         self.log_manager = None
         self.replica_manager = None
         self.fetchers = {}

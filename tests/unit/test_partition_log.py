@@ -74,7 +74,7 @@ def test_read_in_middle_of_batch_and_at_leo(tmp_path):
     assert _offsets(result.slice)[0] == (4, 7)
     end = log.read(12, max_bytes=10_000, upper_bound=12)
     assert end.slice is None
-    assert end.start.offset == 12
+    assert end.fetch_offset_metadata.message_offset == 12
     assert end.log_end_offset == 12
 
 
@@ -249,17 +249,17 @@ def test_offset_for_timestamp(tmp_path):
     assert log.offset_for_timestamp(1193) is None
 
 
-def test_position_of_and_bytes_until(tmp_path):
+def test_offset_metadata_of_gives_batch_positions_whose_difference_is_the_bytes_between(tmp_path):
     log = _open(tmp_path, config=LogConfig())
     infos = _fill(log, 4)
-    start = log.position_of(1)
-    assert start.position == 0
-    later = log.position_of(6)
-    assert start.bytes_until(later) == 3 * infos[0].num_bytes
-    assert start.bytes_until(log.position_of(log.log_end_offset)) == 4 * infos[0].num_bytes
+    start = log.offset_metadata_of(1)
+    assert start.relative_position == 0
+    later = log.offset_metadata_of(6)
+    assert later.position_diff(start) == 3 * infos[0].num_bytes
+    assert log.offset_metadata_of(log.log_end_offset).position_diff(start) == 4 * infos[0].num_bytes
     rolled = _open(tmp_path / "x")
     _fill(rolled, 20)
-    assert rolled.position_of(0).bytes_until(rolled.position_of(39)) is None
+    assert not rolled.offset_metadata_of(0).on_same_segment(rolled.offset_metadata_of(39))
 
 
 def test_flush_ticket_moves_recovery_point(tmp_path):

@@ -156,11 +156,11 @@ class DelayedFetch(DelayedOperation):
                 return self.force_complete()
             if p.fetch_offset == end_offset:
                 continue
-            start = partition.log.position_of(p.fetch_offset)
-            available = start.bytes_until(partition.log.position_of(end_offset))
-            if available is None:
+            start = partition.log.offset_metadata_of(p.fetch_offset)
+            end = partition.log.offset_metadata_of(end_offset)
+            if not start.on_same_segment(end):
                 return self.force_complete()  # the end is on a later segment
-            accumulated += min(available, p.max_bytes)
+            accumulated += min(end.position_diff(start), p.max_bytes)
         return accumulated >= self._params.min_bytes and self.force_complete()
 
     @staticmethod
