@@ -10,12 +10,10 @@ from __future__ import annotations
 import functools
 import shutil
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
-
-from sortedcontainers import SortedDict
 
 from replog.log.config import LogConfig
 from replog.log.dir_failure import LogDirFailureChannel
@@ -27,6 +25,7 @@ from replog.log.errors import (
     UnexpectedAppendOffsetError,
 )
 from replog.log.flush import FlushTicket
+from replog.log.log_segments import LogSegments
 from replog.log.offset_metadata import LogOffsetMetadata
 from replog.log.partition_metadata_file import read_topic_id
 from replog.log.producer_state import ProducerStateManager
@@ -121,7 +120,7 @@ class PartitionLog:
         self._config = config
         self._clock_ms = clock_ms
         self._topic_id = topic_id
-        self._segments: SortedDict = SortedDict()
+        self._segments = LogSegments()
         self._epoch_cache = LeaderEpochCache(self.directory / LEADER_EPOCH_CHECKPOINT)
         self._producer_state = ProducerStateManager()
         self._log_end_offset = 0
@@ -166,7 +165,6 @@ class PartitionLog:
                 self._add_segment(int(path.stem))
 
     def _add_segment(self, base_offset: int) -> LogSegment:
-        assert base_offset not in self._segments
         segment = LogSegment(
             self.directory,
             base_offset,
@@ -175,39 +173,35 @@ class PartitionLog:
             created_ms=self._clock_ms(),
             file_ops=self._file_ops,
         )
-        self._segments[base_offset] = segment
+        self._segments.add(segment)
         return segment
 
     def _recover(self, recovery_point: int, clean_shutdown: bool) -> None:
         """Recover segments from the recovery point on (after a crash) and any
         whose index was missing or corrupt; a truncated one ends the log."""
-        first_unflushed = self._floor_segment_base(recovery_point)
-        for base_offset, segment in list(self._segments.items()):
-            if not (segment.needs_recovery or (not clean_shutdown and base_offset >= first_unflushed)):
+        first_unflushed = (self._segments.floor(recovery_point) or self._segments.first).base_offset
+        for segment in list(self._segments):
+            if not (segment.needs_recovery or (not clean_shutdown and segment.base_offset >= first_unflushed)):
                 continue
             truncated = segment.recover(self._config.max_message_bytes, self._assign_epoch_from)
             if truncated:
-                for later in list(self._segments.irange(minimum=base_offset, inclusive=(False, True))):
-                    self._segments.pop(later).delete()
+                for later in list(self._segments.higher(segment.base_offset)):
+                    self._segments.remove(later.base_offset).delete()
                 return
 
     def _finish_load(self, recovery_point: int, log_start_offset: int) -> None:
         active = self.active_segment
         active.resize_indexes(self._config.segment_index_bytes)
         self._log_end_offset = active.next_offset
-        first_base = self._segments.peekitem(0)[0]
+        first_base = self._segments.first.base_offset
         self._log_start_offset = min(max(log_start_offset, first_base), self._log_end_offset)
         self._high_watermark = self._log_start_offset
         self._recovery_point = min(max(recovery_point, self._log_start_offset), self._log_end_offset)
         self._epoch_cache.truncate_from_end(self._log_end_offset)
         self._epoch_cache.truncate_from_start(self._log_start_offset)
-        for segment in list(self._segments.values())[-PRODUCER_STATE_SCAN_SEGMENTS:]:
+        for segment in self._segments.values()[-PRODUCER_STATE_SCAN_SEGMENTS:]:
             for _, header in segment.scan_headers_from(segment.base_offset):
                 self._producer_state.record(header)
-
-    def _floor_segment_base(self, offset: int) -> int:
-        index = self._segments.bisect_right(offset) - 1
-        return self._segments.peekitem(max(index, 0))[0]
 
     # ------------------------------------------------------------ disk faults
 
@@ -257,7 +251,7 @@ class PartitionLog:
 
     @property
     def size_in_bytes(self) -> int:
-        return sum(segment.size for segment in self._segments.values())
+        return self._segments.size_in_bytes
 
     @property
     def segments(self):
@@ -266,7 +260,7 @@ class PartitionLog:
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments.peekitem(-1)[1]
+        return self._segments.active
 
     @property
     def epoch_cache(self) -> LeaderEpochCache:
@@ -382,9 +376,6 @@ class PartitionLog:
                 f"{self.topic_partition}: offset {offset} outside [{self._log_start_offset}, {self._log_end_offset}]"
             )
 
-    def _segments_from(self, offset: int) -> Iterable[LogSegment]:
-        return self._segments.values()[max(self._segments.bisect_right(offset) - 1, 0) :]
-
     @_disk_io
     def offset_metadata_of(self, offset: int) -> LogOffsetMetadata:
         """Where the batch holding `offset` starts (index lookup plus a short header scan; Kafka's
@@ -393,7 +384,7 @@ class PartitionLog:
         active = self.active_segment
         if offset == self._log_end_offset:
             return LogOffsetMetadata(offset, active.base_offset, active.size)
-        for segment in self._segments_from(offset):
+        for segment in self._segments.from_offset(offset):
             location = segment.translate_offset(offset)
             if location is not None:
                 return LogOffsetMetadata(offset, segment.base_offset, location.position)
@@ -401,19 +392,16 @@ class PartitionLog:
 
     def bytes_after(self, position: LogOffsetMetadata) -> int | None:
         """Log bytes from `position` to the LEO; None once its segment is gone (retention)."""
-        segment = self._segments.get(position.segment_base_offset)
-        if segment is None:
-            return None
-        later = self._segments.irange(minimum=position.segment_base_offset, inclusive=(False, True))
-        return segment.size - position.relative_position + sum(self._segments[base].size for base in later)
+        return self._segments.bytes_from(position)
 
     @_disk_io
     def bytes_from(self, offset: int) -> int:
         """Log bytes from the batch holding `offset` (or the log start, if below it) to the LEO: a follower's
         lag in bytes. An index lookup and a short header scan, as for a read."""
         start = self.offset_metadata_of(min(max(offset, self._log_start_offset), self._log_end_offset))
-        later = self._segments.values()[self._segments.bisect_right(start.segment_base_offset):]
-        return self._segments[start.segment_base_offset].size - start.relative_position + sum(s.size for s in later)
+        found = self._segments.bytes_from(start)
+        assert found is not None, start
+        return found
 
     @_disk_io
     def read(
@@ -427,7 +415,7 @@ class PartitionLog:
         assert max_bytes >= 0
         self._check_in_range(offset)
         upper_bound = min(upper_bound, self._log_end_offset)
-        for segment in self._segments_from(offset) if offset < upper_bound else ():
+        for segment in self._segments.from_offset(offset) if offset < upper_bound else ():
             if segment.base_offset >= upper_bound:
                 break
             max_position = None
@@ -452,7 +440,7 @@ class PartitionLog:
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= `timestamp`."""
         assert timestamp >= 0
-        for segment in self._segments.values():
+        for segment in self._segments:
             if segment.max_timestamp_so_far >= timestamp:
                 found = self._find_by_timestamp(segment, timestamp)
                 if found is not None:
@@ -463,7 +451,7 @@ class PartitionLog:
     def offset_of_max_timestamp(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record carrying the log's largest timestamp (KIP-734)."""
         best: LogSegment | None = None
-        for segment in self._segments.values():
+        for segment in self._segments:
             if segment.max_timestamp_so_far < 0:
                 continue
             if best is None or segment.max_timestamp_so_far > best.max_timestamp_so_far:
@@ -522,11 +510,11 @@ class PartitionLog:
             # drops it the same way).
             self._epoch_cache.truncate_from_end(self._log_end_offset)
             return False
-        if offset <= self._segments.peekitem(0)[0]:
+        if offset <= self._segments.first.base_offset:
             self.truncate_fully_and_start_at(offset)
             return True
-        while self._segments.peekitem(-1)[0] >= offset:
-            self._segments.popitem(-1)[1].delete()
+        while self._segments.active.base_offset >= offset:
+            self._segments.remove(self._segments.active.base_offset).delete()
         active = self.active_segment
         active.truncate_to(offset)
         active.resize_indexes(self._config.segment_index_bytes)
@@ -544,7 +532,7 @@ class PartitionLog:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop all data; the log restarts empty at `offset`."""
         assert offset >= 0
-        for segment in self._segments.values():
+        for segment in self._segments:
             segment.delete()
         self._segments.clear()
         self._add_segment(offset)
@@ -580,10 +568,9 @@ class PartitionLog:
             deletable.append(segment)
             remaining_bytes -= segment.size
         for segment in deletable:
-            del self._segments[segment.base_offset]
-            segment.delete()
+            self._segments.remove(segment.base_offset).delete()
         if deletable:
-            self._log_start_offset = max(self._log_start_offset, self._segments.peekitem(0)[0])
+            self._log_start_offset = max(self._log_start_offset, self._segments.first.base_offset)
             self._epoch_cache.truncate_from_start(self._log_start_offset)
         assert self._segments
         return len(deletable)
@@ -641,11 +628,11 @@ class PartitionLog:
     @_disk_io
     def close(self) -> None:
         self.flush()
-        for segment in self._segments.values():
+        for segment in self._segments:
             segment.close()
 
     def delete(self) -> None:
-        for segment in self._segments.values():
+        for segment in self._segments:
             segment.delete()
         self._segments.clear()
         shutil.rmtree(self.directory, ignore_errors=True)
