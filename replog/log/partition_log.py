@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from replog.log import timestamp_search
 from replog.log.config import LogConfig
 from replog.log.dir_failure import LogDirFailureChannel
 from replog.log.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
@@ -38,7 +39,7 @@ from replog.log.segment import (
     LogSegment,
     SegmentFileOps,
 )
-from replog.protocol.records import BatchHeader, InvalidRecordError, RecordBatch, decode_records, iter_batches
+from replog.protocol.records import BatchHeader, InvalidRecordError, RecordBatch, iter_batches
 
 # Without producer snapshots, producer state is rebuilt from the batch headers
 # of this many trailing segments; producers idle for longer are forgotten.
@@ -439,39 +440,12 @@ class PartitionLog:
     @_disk_io
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= `timestamp`."""
-        assert timestamp >= 0
-        for segment in self._segments:
-            if segment.max_timestamp_so_far >= timestamp:
-                found = self._find_by_timestamp(segment, timestamp)
-                if found is not None:
-                    return found
-        return None
+        return timestamp_search.offset_for_timestamp(self._segments, self._log_start_offset, timestamp)
 
     @_disk_io
     def offset_of_max_timestamp(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record carrying the log's largest timestamp (KIP-734)."""
-        best: LogSegment | None = None
-        for segment in self._segments:
-            if segment.max_timestamp_so_far < 0:
-                continue
-            if best is None or segment.max_timestamp_so_far > best.max_timestamp_so_far:
-                best = segment
-        if best is None:
-            return None
-        return self._find_by_timestamp(best, best.max_timestamp_so_far)
-
-    def _find_by_timestamp(self, segment: LogSegment, timestamp: int) -> tuple[int, int] | None:
-        # Entries with a timestamp strictly below the target bound every record
-        # before their offset, so the scan can start there.
-        _, indexed_offset = segment.time_index.lookup(timestamp - 1)
-        start_offset = max(indexed_offset, self._log_start_offset)
-        for position, header in segment.scan_headers_from(start_offset):
-            if header.max_timestamp < timestamp or header.last_offset < start_offset:
-                continue
-            for record in decode_records(segment.read_batch(position, header)):
-                if record.timestamp >= timestamp and record.offset >= start_offset:
-                    return record.offset, record.timestamp
-        return None
+        return timestamp_search.offset_of_max_timestamp(self._segments, self._log_start_offset)
 
     # --------------------------------------------------------- high watermark
 
