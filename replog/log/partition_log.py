@@ -25,7 +25,7 @@ from replog.log.errors import (
     StorageError,
     UnexpectedAppendOffsetError,
 )
-from replog.log.flush import FlushTicket
+from replog.log.flush import FlushTicket, RecoveryPoint
 from replog.log.log_segments import LogSegments
 from replog.log.offset_metadata import LogOffsetMetadata
 from replog.log.partition_metadata_file import read_topic_id
@@ -127,9 +127,7 @@ class PartitionLog:
         self._log_end_offset = 0
         self._log_start_offset = 0
         self._high_watermark = 0
-        self._recovery_point = 0
-        # Bumped by every truncation so a flush prepared before it is ignored.
-        self._generation = 0
+        self._recovery_point = RecoveryPoint(0)
 
     # ---------------------------------------------------------------- loading
 
@@ -197,7 +195,7 @@ class PartitionLog:
         first_base = self._segments.first.base_offset
         self._log_start_offset = min(max(log_start_offset, first_base), self._log_end_offset)
         self._high_watermark = self._log_start_offset
-        self._recovery_point = min(max(recovery_point, self._log_start_offset), self._log_end_offset)
+        self._recovery_point = RecoveryPoint(min(max(recovery_point, self._log_start_offset), self._log_end_offset))
         self._epoch_cache.truncate_from_end(self._log_end_offset)
         self._epoch_cache.truncate_from_start(self._log_start_offset)
         for segment in self._segments.values()[-PRODUCER_STATE_SCAN_SEGMENTS:]:
@@ -248,7 +246,7 @@ class PartitionLog:
 
     @property
     def recovery_point(self) -> int:
-        return self._recovery_point
+        return self._recovery_point.offset
 
     @property
     def size_in_bytes(self) -> int:
@@ -495,10 +493,9 @@ class PartitionLog:
         self._log_end_offset = active.next_offset
         self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
         self._high_watermark = min(self._high_watermark, self._log_end_offset)
-        self._recovery_point = min(self._recovery_point, self._log_end_offset)
+        self._recovery_point.truncate_to(self._log_end_offset)
         self._epoch_cache.truncate_from_end(self._log_end_offset)
         self._producer_state.truncate_to(self._log_end_offset)
-        self._generation += 1
         assert self._log_end_offset <= offset
         return True
 
@@ -513,10 +510,9 @@ class PartitionLog:
         self._log_end_offset = offset
         self._log_start_offset = offset
         self._high_watermark = offset
-        self._recovery_point = offset
+        self._recovery_point.reset_to(offset)
         self._epoch_cache.clear()
         self._producer_state.clear()
-        self._generation += 1
 
     # -------------------------------------------------------------- retention
 
@@ -567,31 +563,19 @@ class PartitionLog:
     def prepare_flush(self, up_to: int | None = None) -> FlushTicket:
         """Files holding offsets in [recovery point, up_to) (default: the LEO), for fsync in an executor."""
         end = self._log_end_offset if up_to is None else min(up_to, self._log_end_offset)
-        files = []
-        for segment in reversed(self._segments.values()):
-            if segment.next_offset <= self._recovery_point:
-                break
-            if segment.base_offset < end:
-                files += [segment.file, segment.offset_index.file, segment.time_index.file]
-        return FlushTicket(end, self._generation, self.directory, tuple(files), self._file_ops)
+        return self._recovery_point.prepare(self._segments, end, self.directory, self._file_ops)
 
     def prepare_flush_of_rolled_segments(self) -> FlushTicket | None:
         """The segments rolled since the last flush, up to the active one (Kafka's UnifiedLog.roll flushes
         them and moves the recovery point to the new segment's base, so that recovery after a crash reads
         only what came later); None when there are none."""
-        if self.active_segment.base_offset <= self._recovery_point:
+        if self.active_segment.base_offset <= self._recovery_point.offset:
             return None
         return self.prepare_flush(up_to=self.active_segment.base_offset)
 
     def complete_flush(self, ticket: FlushTicket) -> bool:
         """Advance the recovery point; a ticket from before a truncation is ignored."""
-        if ticket.generation != self._generation:
-            return False
-        assert ticket.offset <= self._log_end_offset
-        if ticket.offset <= self._recovery_point:
-            return False
-        self._recovery_point = ticket.offset
-        return True
+        return self._recovery_point.complete(ticket, self._log_end_offset)
 
     @_disk_io
     def flush(self) -> None:
