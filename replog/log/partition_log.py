@@ -28,7 +28,7 @@ from replog.log.errors import (
 from replog.log.flush import FlushTicket, RecoveryPoint
 from replog.log.log_segments import LogSegments
 from replog.log.offset_metadata import LogOffsetMetadata
-from replog.log.partition_metadata_file import read_topic_id
+from replog.log.partition_metadata_file import PartitionMetadataFile
 from replog.log.producer_state import ProducerStateManager
 from replog.log.segment import (
     INDEX_SUFFIX,
@@ -147,7 +147,8 @@ class PartitionLog:
     ) -> PartitionLog:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        log = cls(directory, config, clock_ms, read_topic_id(directory, topic_id), failure_channel, file_ops)
+        topic_id = PartitionMetadataFile(directory).reconcile(topic_id)
+        log = cls(directory, config, clock_ms, topic_id, failure_channel, file_ops)
         log._load_segments()
         if not log._segments:
             log._add_segment(log_start_offset)
@@ -230,7 +231,7 @@ class PartitionLog:
 
     @_disk_io
     def assign_topic_id(self, topic_id: uuid.UUID) -> None:
-        self._topic_id = read_topic_id(self.directory, topic_id)
+        self._topic_id = PartitionMetadataFile(self.directory).reconcile(topic_id)
 
     @property
     def log_end_offset(self) -> int:
