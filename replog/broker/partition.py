@@ -230,7 +230,18 @@ class Partition:
                 new_hw = follower.log_end_offset
         if new_hw < 0:
             return False  # an ISR member has not fetched since we became leader
-        return self.log.maybe_increment_high_watermark(new_hw)
+        return self.log.maybe_increment_high_watermark(new_hw, self._follower_fetch_position_at(new_hw))
+
+    def _follower_fetch_position_at(self, offset: int) -> LogOffsetMetadata | None:
+        """Where `offset` sits in our log, known without a lookup because a follower's last fetch started
+        there (Kafka takes the HW's position from the replica that bounds it). None at our LEO: the log
+        knows its own end, and a follower that fetched there before a roll holds an older position."""
+        if offset == self.log.log_end_offset:
+            return None
+        for follower in self.followers.values():
+            if follower.fetch_position is not None and follower.fetch_position.message_offset == offset:
+                return follower.fetch_position
+        return None
 
     # ---------------------------------------------------------- follower fetch
 
@@ -328,5 +339,6 @@ class Partition:
         upper_bound = self.log.log_end_offset if from_follower else self.log.high_watermark
         return self.log.read(fetch_offset, max_bytes=max_bytes, upper_bound=upper_bound, min_one_batch=min_one_batch)
 
-    def end_offset_for_fetch(self, from_follower: bool) -> int:
-        return self.log.log_end_offset if from_follower else self.log.high_watermark
+    def end_offset_metadata_for_fetch(self, from_follower: bool) -> LogOffsetMetadata:
+        """How far a fetch may read, with its position: the LEO for a follower, the HW for a consumer."""
+        return self.log.log_end_offset_metadata if from_follower else self.log.high_watermark_metadata

@@ -124,9 +124,11 @@ class PartitionLog:
         self._segments = LogSegments()
         self._epoch_cache = LeaderEpochCache(self.directory / LEADER_EPOCH_CHECKPOINT)
         self._producer_state = ProducerStateManager()
-        self._log_end_offset = 0
+        # The LEO and the HW with their positions in the log (Kafka's nextOffsetMetadata and
+        # highWatermarkMetadata): a delayed fetch measures new data from them without I/O.
+        self._log_end_offset_metadata = LogOffsetMetadata(0)
         self._log_start_offset = 0
-        self._high_watermark = 0
+        self._high_watermark_metadata = LogOffsetMetadata(0)
         self._recovery_point = RecoveryPoint(0)
 
     # ---------------------------------------------------------------- loading
@@ -192,12 +194,12 @@ class PartitionLog:
     def _finish_load(self, recovery_point: int, log_start_offset: int) -> None:
         active = self.active_segment
         active.resize_indexes(self._config.segment_index_bytes)
-        self._log_end_offset = active.next_offset
+        self._update_log_end_offset(active.next_offset)
         first_base = self._segments.first.base_offset
-        self._log_start_offset = min(max(log_start_offset, first_base), self._log_end_offset)
-        self._high_watermark = self._log_start_offset
-        self._recovery_point = RecoveryPoint(min(max(recovery_point, self._log_start_offset), self._log_end_offset))
-        self._epoch_cache.truncate_from_end(self._log_end_offset)
+        self._log_start_offset = min(max(log_start_offset, first_base), self.log_end_offset)
+        self._set_high_watermark(self._log_start_offset)
+        self._recovery_point = RecoveryPoint(min(max(recovery_point, self._log_start_offset), self.log_end_offset))
+        self._epoch_cache.truncate_from_end(self.log_end_offset)
         self._epoch_cache.truncate_from_start(self._log_start_offset)
         for segment in self._segments.values()[-PRODUCER_STATE_SCAN_SEGMENTS:]:
             for _, header in segment.scan_headers_from(segment.base_offset):
@@ -235,7 +237,18 @@ class PartitionLog:
 
     @property
     def log_end_offset(self) -> int:
-        return self._log_end_offset
+        return self._log_end_offset_metadata.message_offset
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        return self._log_end_offset_metadata
+
+    def _update_log_end_offset(self, offset: int) -> None:
+        """The LEO sits at the end of the active segment, where the next batch goes: its position is known
+        without I/O after every append, roll and truncation (Kafka's LocalLog.updateLogEndOffset)."""
+        active = self.active_segment
+        assert offset == active.next_offset, (offset, active)
+        self._log_end_offset_metadata = LogOffsetMetadata(offset, active.base_offset, active.size)
 
     @property
     def log_start_offset(self) -> int:
@@ -243,7 +256,7 @@ class PartitionLog:
 
     @property
     def high_watermark(self) -> int:
-        return self._high_watermark
+        return self._high_watermark_metadata.message_offset
 
     @property
     def recovery_point(self) -> int:
@@ -305,7 +318,7 @@ class PartitionLog:
                 duplicate.first_offset, duplicate.last_offset, duplicate.timestamp, -1,
                 self._log_start_offset, True, 0, 0,
             )  # fmt: skip
-        next_offset = self._log_end_offset
+        next_offset = self.log_end_offset
         for batch in batches:
             batch.stamp(base_offset=next_offset, partition_leader_epoch=leader_epoch)
             next_offset = batch.next_offset
@@ -315,7 +328,7 @@ class PartitionLog:
     def append_as_follower(self, records: memoryview) -> AppendInfo:
         """Append the leader's batches as they are (offsets and epochs kept)."""
         view, batches = self._validate_batches(records, leader=False)
-        expected = self._log_end_offset
+        expected = self.log_end_offset
         for batch in batches:
             if batch.base_offset != expected:
                 raise UnexpectedAppendOffsetError(
@@ -327,16 +340,16 @@ class PartitionLog:
     def _append(self, view: memoryview, batches: list[RecordBatch]) -> AppendInfo:
         """Write the whole request (the batches tile `view` exactly) in one segment write."""
         first, last = batches[0], batches[-1]
-        assert first.base_offset == self._log_end_offset
+        assert first.base_offset == self.log_end_offset
         assert sum(batch.size_in_bytes for batch in batches) == len(view)
         max_batch = max(batches, key=lambda b: b.max_timestamp)
         self._maybe_roll(len(view), last.last_offset)
         self.active_segment.append(last.last_offset, view, max_batch.max_timestamp, max_batch.last_offset)
-        self._log_end_offset = last.next_offset
+        self._update_log_end_offset(last.next_offset)
         for batch in batches:
             self._assign_epoch_from(batch.header)
             self._producer_state.record(batch.header)
-        assert self._log_end_offset == self.active_segment.next_offset
+        assert self.log_end_offset == self.active_segment.next_offset
         return AppendInfo(
             first.base_offset, last.last_offset, max_batch.max_timestamp, -1, self._log_start_offset,
             False, len(batches), len(view),
@@ -351,14 +364,15 @@ class PartitionLog:
     @_disk_io
     def maybe_roll(self, incoming_size: int, max_offset: int | None = None) -> bool:
         """Roll if the active segment is full, old, or cannot index `max_offset`."""
-        return self._maybe_roll(incoming_size, self._log_end_offset if max_offset is None else max_offset)
+        return self._maybe_roll(incoming_size, self.log_end_offset if max_offset is None else max_offset)
 
     def _maybe_roll(self, incoming_size: int, max_offset: int) -> bool:
         active = self.active_segment
         if not active.should_roll(incoming_size, self._clock_ms(), self._config, max_offset=max_offset):
             return False
         active.seal()
-        self._add_segment(self._log_end_offset)
+        self._add_segment(self.log_end_offset)
+        self._update_log_end_offset(self.log_end_offset)
         return True
 
     @_disk_io
@@ -366,14 +380,15 @@ class PartitionLog:
         """Force a new active segment (no-op if the active one is empty)."""
         if self.active_segment.size > 0:
             self.active_segment.seal()
-            self._add_segment(self._log_end_offset)
+            self._add_segment(self.log_end_offset)
+            self._update_log_end_offset(self.log_end_offset)
 
     # ------------------------------------------------------------------- read
 
     def _check_in_range(self, offset: int) -> None:
-        if offset < self._log_start_offset or offset > self._log_end_offset:
+        if offset < self._log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
-                f"{self.topic_partition}: offset {offset} outside [{self._log_start_offset}, {self._log_end_offset}]"
+                f"{self.topic_partition}: offset {offset} outside [{self._log_start_offset}, {self.log_end_offset}]"
             )
 
     @_disk_io
@@ -382,13 +397,13 @@ class PartitionLog:
         convertToOffsetMetadataOrThrow)."""
         self._check_in_range(offset)
         active = self.active_segment
-        if offset == self._log_end_offset:
+        if offset == self.log_end_offset:
             return LogOffsetMetadata(offset, active.base_offset, active.size)
         for segment in self._segments.from_offset(offset):
             location = segment.translate_offset(offset)
             if location is not None:
                 return LogOffsetMetadata(offset, segment.base_offset, location.position)
-        raise AssertionError(f"offset {offset} < LEO {self._log_end_offset} but in no segment")
+        raise AssertionError(f"offset {offset} < LEO {self.log_end_offset} but in no segment")
 
     def bytes_after(self, position: LogOffsetMetadata) -> int | None:
         """Log bytes from `position` to the LEO; None once its segment is gone (retention)."""
@@ -398,7 +413,7 @@ class PartitionLog:
     def bytes_from(self, offset: int) -> int:
         """Log bytes from the batch holding `offset` (or the log start, if below it) to the LEO: a follower's
         lag in bytes. An index lookup and a short header scan, as for a read."""
-        start = self.offset_metadata_of(min(max(offset, self._log_start_offset), self._log_end_offset))
+        start = self.offset_metadata_of(min(max(offset, self._log_start_offset), self.log_end_offset))
         found = self._segments.bytes_from(start)
         assert found is not None, start
         return found
@@ -414,7 +429,8 @@ class PartitionLog:
         """
         assert max_bytes >= 0
         self._check_in_range(offset)
-        upper_bound = min(upper_bound, self._log_end_offset)
+        self._convert_high_watermark_metadata()
+        upper_bound = min(upper_bound, self.log_end_offset)
         for segment in self._segments.from_offset(offset) if offset < upper_bound else ():
             if segment.base_offset >= upper_bound:
                 break
@@ -433,7 +449,7 @@ class PartitionLog:
 
     def _read_result(self, file_slice: FileSlice | None, start: LogOffsetMetadata) -> LogReadResult:
         return LogReadResult(
-            file_slice, start, self._log_end_offset, self._high_watermark, self._log_start_offset
+            file_slice, start, self.log_end_offset, self.high_watermark, self._log_start_offset
         )
 
     @_disk_io
@@ -450,24 +466,45 @@ class PartitionLog:
 
     def update_high_watermark(self, value: int) -> int:
         """Set the HW clamped to [log start, LEO] (load, truncation)."""
-        self._high_watermark = min(max(value, self._log_start_offset), self._log_end_offset)
-        return self._high_watermark
+        self._set_high_watermark(min(max(value, self._log_start_offset), self.log_end_offset))
+        return self.high_watermark
 
-    def maybe_increment_high_watermark(self, value: int) -> bool:
-        """Leader: the HW only moves forward, and never past the LEO."""
-        assert value <= self._log_end_offset, (value, self._log_end_offset)
-        if value <= self._high_watermark:
+    def maybe_increment_high_watermark(self, value: int, metadata: LogOffsetMetadata | None = None) -> bool:
+        """Leader: the HW only moves forward, and never past the LEO. `metadata` is where `value` sits when
+        the caller knows it (the fetch position of the follower that bounds the HW)."""
+        assert value <= self.log_end_offset, (value, self.log_end_offset)
+        if value <= self.high_watermark:
             return False
-        self._high_watermark = value
+        self._set_high_watermark(value, metadata)
         return True
 
     def maybe_update_high_watermark(self, value: int) -> bool:
         """Follower: take the leader's HW, capped at the local LEO."""
-        new_value = min(value, self._log_end_offset)
-        if new_value == self._high_watermark:
+        new_value = min(value, self.log_end_offset)
+        if new_value == self.high_watermark:
             return False
-        self._high_watermark = new_value
+        self._set_high_watermark(new_value)
         return True
+
+    def _set_high_watermark(self, value: int, metadata: LogOffsetMetadata | None = None) -> None:
+        """The HW with its position when that is known without I/O: given, or the LEO's when the HW is the
+        LEO (Kafka's updateHighWatermarkMetadata); else message offset only, until a read converts it."""
+        assert value <= self.log_end_offset, (value, self.log_end_offset)
+        if metadata is None:
+            metadata = self.log_end_offset_metadata if value == self.log_end_offset else LogOffsetMetadata(value)
+        assert metadata.message_offset == value, (metadata, value)
+        self._high_watermark_metadata = metadata
+
+    @property
+    def high_watermark_metadata(self) -> LogOffsetMetadata:
+        return self._high_watermark_metadata
+
+    def _convert_high_watermark_metadata(self) -> None:
+        """Look the HW's position up if nobody has: a read does it, because a read handles storage errors
+        and a delayed fetch's completion check, which measures from the HW, must not do I/O."""
+        hw = self.high_watermark
+        if self._high_watermark_metadata.message_offset_only and hw >= self._log_start_offset:
+            self._high_watermark_metadata = self.offset_metadata_of(hw)
 
     # --------------------------------------------------------------- truncate
 
@@ -476,12 +513,12 @@ class PartitionLog:
         """Remove every offset >= `offset`. A batch straddling it goes whole, so
         the LEO may land below `offset`. Returns whether anything was removed."""
         assert offset >= 0
-        if offset >= self._log_end_offset:
+        if offset >= self.log_end_offset:
             # No record goes, but an epoch entry may start at the LEO: this broker led an epoch in which it
             # appended nothing before another leader took over. Left in place, the stale epoch makes the new
             # leader answer every fetch with a divergence at our LEO, forever (Kafka's UnifiedLog.truncateTo
             # drops it the same way).
-            self._epoch_cache.truncate_from_end(self._log_end_offset)
+            self._epoch_cache.truncate_from_end(self.log_end_offset)
             return False
         if offset <= self._segments.first.base_offset:
             self.truncate_fully_and_start_at(offset)
@@ -491,13 +528,14 @@ class PartitionLog:
         active = self.active_segment
         active.truncate_to(offset)
         active.resize_indexes(self._config.segment_index_bytes)
-        self._log_end_offset = active.next_offset
-        self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
-        self._high_watermark = min(self._high_watermark, self._log_end_offset)
-        self._recovery_point.truncate_to(self._log_end_offset)
-        self._epoch_cache.truncate_from_end(self._log_end_offset)
-        self._producer_state.truncate_to(self._log_end_offset)
-        assert self._log_end_offset <= offset
+        self._update_log_end_offset(active.next_offset)
+        self._log_start_offset = min(self._log_start_offset, self.log_end_offset)
+        if self.high_watermark >= self.log_end_offset:
+            self._set_high_watermark(self.log_end_offset)
+        self._recovery_point.truncate_to(self.log_end_offset)
+        self._epoch_cache.truncate_from_end(self.log_end_offset)
+        self._producer_state.truncate_to(self.log_end_offset)
+        assert self.log_end_offset <= offset
         return True
 
     @_disk_io
@@ -508,9 +546,9 @@ class PartitionLog:
             segment.delete()
         self._segments.clear()
         self._add_segment(offset)
-        self._log_end_offset = offset
+        self._update_log_end_offset(offset)
         self._log_start_offset = offset
-        self._high_watermark = offset
+        self._set_high_watermark(offset)
         self._recovery_point.reset_to(offset)
         self._epoch_cache.clear()
         self._producer_state.clear()
@@ -527,7 +565,7 @@ class PartitionLog:
         segments = list(self._segments.values())
         deletable = []
         for segment, following in zip(segments, segments[1:], strict=False):
-            if following.base_offset > self._high_watermark:
+            if following.base_offset > self.high_watermark:
                 break
             expired = config.retention_ms >= 0 and now - segment.max_timestamp_so_far > config.retention_ms
             oversized = (
@@ -549,9 +587,9 @@ class PartitionLog:
     @_disk_io
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
         """DeleteRecords / follower sync: move the log start up, never past the HW."""
-        if offset > self._high_watermark:
+        if offset > self.high_watermark:
             raise OffsetOutOfRangeError(
-                f"{self.topic_partition}: log start {offset} would pass the high watermark {self._high_watermark}"
+                f"{self.topic_partition}: log start {offset} would pass the high watermark {self.high_watermark}"
             )
         if offset <= self._log_start_offset:
             return False
@@ -563,7 +601,7 @@ class PartitionLog:
 
     def prepare_flush(self, up_to: int | None = None) -> FlushTicket:
         """Files holding offsets in [recovery point, up_to) (default: the LEO), for fsync in an executor."""
-        end = self._log_end_offset if up_to is None else min(up_to, self._log_end_offset)
+        end = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
         return self._recovery_point.prepare(self._segments, end, self.directory, self._file_ops)
 
     def prepare_flush_of_rolled_segments(self) -> FlushTicket | None:
@@ -576,7 +614,7 @@ class PartitionLog:
 
     def complete_flush(self, ticket: FlushTicket) -> bool:
         """Advance the recovery point; a ticket from before a truncation is ignored."""
-        return self._recovery_point.complete(ticket, self._log_end_offset)
+        return self._recovery_point.complete(ticket, self.log_end_offset)
 
     @_disk_io
     def flush(self) -> None:
@@ -599,5 +637,5 @@ class PartitionLog:
     def __repr__(self) -> str:
         return (
             f"PartitionLog({self.topic_partition.topic}-{self.topic_partition.partition}, "
-            f"start={self._log_start_offset}, hw={self._high_watermark}, leo={self._log_end_offset})"
+            f"start={self._log_start_offset}, hw={self.high_watermark}, leo={self.log_end_offset})"
         )
