@@ -7,7 +7,6 @@ touches file objects it holds references to.
 
 from __future__ import annotations
 
-import functools
 import shutil
 import uuid
 from collections.abc import Callable
@@ -16,34 +15,20 @@ from pathlib import Path
 from typing import NamedTuple
 
 from replog.log import timestamp_search
+from replog.log.append_validation import assign_offsets, check_follower_offsets, validate_batches
 from replog.log.config import LogConfig
-from replog.log.dir_failure import LogDirFailureChannel
+from replog.log.dir_failure import LogDirFailureChannel, disk_io
 from replog.log.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
-from replog.log.errors import (
-    OffsetOutOfRangeError,
-    RecordTooLargeError,
-    StorageError,
-    UnexpectedAppendOffsetError,
-)
+from replog.log.errors import OffsetOutOfRangeError
 from replog.log.flush import FlushTicket, RecoveryPoint
+from replog.log.log_loader import load_segments, rebuild_producer_state, recover_segments
 from replog.log.log_segments import LogSegments
 from replog.log.offset_metadata import LogOffsetMetadata
 from replog.log.partition_metadata_file import PartitionMetadataFile
 from replog.log.producer_state import ProducerStateManager
-from replog.log.segment import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    OS_FILE_OPS,
-    TIME_INDEX_SUFFIX,
-    FileSlice,
-    LogSegment,
-    SegmentFileOps,
-)
-from replog.protocol.records import BatchHeader, InvalidRecordError, RecordBatch, iter_batches
-
-# Without producer snapshots, producer state is rebuilt from the batch headers
-# of this many trailing segments; producers idle for longer are forgotten.
-PRODUCER_STATE_SCAN_SEGMENTS = 2
+from replog.log.retention import segments_past_retention
+from replog.log.segment import OS_FILE_OPS, FileSlice, LogSegment, SegmentFileOps
+from replog.protocol.records import BatchHeader, RecordBatch
 
 
 class TopicPartition(NamedTuple):
@@ -80,27 +65,6 @@ class LogReadResult:
     log_end_offset: int
     high_watermark: int
     log_start_offset: int
-
-
-def _disk_io(method):
-    """Kafka's UnifiedLog.maybeHandleIOException: an OSError from the disk takes the log dir offline
-    (reported to the failure channel) and travels on as a StorageError (KAFKA_STORAGE_ERROR). Once the dir
-    is offline, the log refuses all I/O, so no partition in it half-applies anything more."""
-
-    @functools.wraps(method)
-    def guarded(self: PartitionLog, *args, **kwargs):
-        if self.is_offline:
-            raise StorageError(f"{self.topic_partition.topic}-{self.topic_partition.partition}: "
-                               f"log dir {self.log_dir} is offline")
-        try:
-            return method(self, *args, **kwargs)
-        except OSError as exc:
-            self.report_disk_failure(exc)
-            if isinstance(exc, StorageError):
-                raise
-            raise StorageError(exc.errno, f"{method.__name__} of {self.directory} failed: {exc.strerror}") from exc
-
-    return guarded
 
 
 class PartitionLog:
@@ -151,23 +115,17 @@ class PartitionLog:
         directory.mkdir(parents=True, exist_ok=True)
         topic_id = PartitionMetadataFile(directory).reconcile(topic_id)
         log = cls(directory, config, clock_ms, topic_id, failure_channel, file_ops)
-        log._load_segments()
+        for segment in load_segments(directory, log._open_segment):
+            log._segments.add(segment)
         if not log._segments:
-            log._add_segment(log_start_offset)
-        log._recover(recovery_point, clean_shutdown)
+            log._segments.add(log._open_segment(log_start_offset))
+        recover_segments(log._segments, recovery_point=recovery_point, clean_shutdown=clean_shutdown,
+                         max_message_bytes=config.max_message_bytes, on_batch=log._assign_epoch_from)
         log._finish_load(recovery_point, log_start_offset)
         return log
 
-    def _load_segments(self) -> None:
-        for path in sorted(self.directory.iterdir()):
-            if path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and not path.with_suffix(LOG_SUFFIX).exists():
-                path.unlink()  # orphaned index of a deleted segment
-        for path in sorted(self.directory.glob("*" + LOG_SUFFIX)):
-            if path.stem.isdigit():
-                self._add_segment(int(path.stem))
-
-    def _add_segment(self, base_offset: int) -> LogSegment:
-        segment = LogSegment(
+    def _open_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment(
             self.directory,
             base_offset,
             index_interval_bytes=self._config.index_interval_bytes,
@@ -175,21 +133,6 @@ class PartitionLog:
             created_ms=self._clock_ms(),
             file_ops=self._file_ops,
         )
-        self._segments.add(segment)
-        return segment
-
-    def _recover(self, recovery_point: int, clean_shutdown: bool) -> None:
-        """Recover segments from the recovery point on (after a crash) and any
-        whose index was missing or corrupt; a truncated one ends the log."""
-        first_unflushed = (self._segments.floor(recovery_point) or self._segments.first).base_offset
-        for segment in list(self._segments):
-            if not (segment.needs_recovery or (not clean_shutdown and segment.base_offset >= first_unflushed)):
-                continue
-            truncated = segment.recover(self._config.max_message_bytes, self._assign_epoch_from)
-            if truncated:
-                for later in list(self._segments.higher(segment.base_offset)):
-                    self._segments.remove(later.base_offset).delete()
-                return
 
     def _finish_load(self, recovery_point: int, log_start_offset: int) -> None:
         active = self.active_segment
@@ -201,9 +144,7 @@ class PartitionLog:
         self._recovery_point = RecoveryPoint(min(max(recovery_point, self._log_start_offset), self.log_end_offset))
         self._epoch_cache.truncate_from_end(self.log_end_offset)
         self._epoch_cache.truncate_from_start(self._log_start_offset)
-        for segment in self._segments.values()[-PRODUCER_STATE_SCAN_SEGMENTS:]:
-            for _, header in segment.scan_headers_from(segment.base_offset):
-                self._producer_state.record(header)
+        rebuild_producer_state(self._segments, self._producer_state)
 
     # ------------------------------------------------------------ disk faults
 
@@ -231,7 +172,7 @@ class PartitionLog:
     def topic_id(self) -> uuid.UUID | None:
         return self._topic_id
 
-    @_disk_io
+    @disk_io
     def assign_topic_id(self, topic_id: uuid.UUID) -> None:
         self._topic_id = PartitionMetadataFile(self.directory).reconcile(topic_id)
 
@@ -285,56 +226,28 @@ class PartitionLog:
 
     # ----------------------------------------------------------------- append
 
-    def _validate_batches(
-        self, records: memoryview | bytes | bytearray, *, leader: bool
-    ) -> tuple[memoryview, list[RecordBatch]]:
-        view = records if isinstance(records, memoryview) else memoryview(records)
-        if len(view) == 0:
-            raise InvalidRecordError("append carries no record batches")
-        batches = list(iter_batches(view))
-        for batch in batches:
-            batch.ensure_valid()
-            if leader and batch.size_in_bytes > self._config.max_message_bytes:
-                raise RecordTooLargeError(
-                    f"batch of {batch.size_in_bytes} bytes exceeds max.message.bytes {self._config.max_message_bytes}"
-                )
-            if leader and (batch.records_count < 1 or batch.last_offset_delta != batch.records_count - 1):
-                raise InvalidRecordError(
-                    f"batch has {batch.records_count} records but lastOffsetDelta {batch.last_offset_delta}"
-                )
-        return view, batches
-
-    @_disk_io
+    @disk_io
     def append_as_leader(self, records: memoryview, *, leader_epoch: int) -> AppendInfo:
         """Validate, dedupe, assign offsets and epoch in place, then append.
 
         The buffer must be writable: offsets and epoch are stamped into it.
         """
         assert leader_epoch >= 0
-        view, batches = self._validate_batches(records, leader=True)
+        view, batches = validate_batches(records, leader=True, max_message_bytes=self._config.max_message_bytes)
         duplicate = self._producer_state.check_append(batch.header for batch in batches)
         if duplicate is not None:
             return AppendInfo(
                 duplicate.first_offset, duplicate.last_offset, duplicate.timestamp, -1,
                 self._log_start_offset, True, 0, 0,
             )  # fmt: skip
-        next_offset = self.log_end_offset
-        for batch in batches:
-            batch.stamp(base_offset=next_offset, partition_leader_epoch=leader_epoch)
-            next_offset = batch.next_offset
+        assign_offsets(batches, first_offset=self.log_end_offset, leader_epoch=leader_epoch)
         return self._append(view, batches)
 
-    @_disk_io
+    @disk_io
     def append_as_follower(self, records: memoryview) -> AppendInfo:
         """Append the leader's batches as they are (offsets and epochs kept)."""
-        view, batches = self._validate_batches(records, leader=False)
-        expected = self.log_end_offset
-        for batch in batches:
-            if batch.base_offset != expected:
-                raise UnexpectedAppendOffsetError(
-                    f"{self.topic_partition}: batch starts at {batch.base_offset}, expected {expected}"
-                )
-            expected = batch.next_offset
+        view, batches = validate_batches(records, leader=False, max_message_bytes=self._config.max_message_bytes)
+        check_follower_offsets(batches, self.log_end_offset, str(self.topic_partition))
         return self._append(view, batches)
 
     def _append(self, view: memoryview, batches: list[RecordBatch]) -> AppendInfo:
@@ -361,27 +274,28 @@ class PartitionLog:
 
     # ------------------------------------------------------------------- roll
 
-    @_disk_io
+    @disk_io
     def maybe_roll(self, incoming_size: int, max_offset: int | None = None) -> bool:
         """Roll if the active segment is full, old, or cannot index `max_offset`."""
         return self._maybe_roll(incoming_size, self.log_end_offset if max_offset is None else max_offset)
 
     def _maybe_roll(self, incoming_size: int, max_offset: int) -> bool:
-        active = self.active_segment
-        if not active.should_roll(incoming_size, self._clock_ms(), self._config, max_offset=max_offset):
+        if not self.active_segment.should_roll(incoming_size, self._clock_ms(), self._config, max_offset=max_offset):
             return False
-        active.seal()
-        self._add_segment(self.log_end_offset)
-        self._update_log_end_offset(self.log_end_offset)
+        self._roll()
         return True
 
-    @_disk_io
+    @disk_io
     def roll(self) -> None:
         """Force a new active segment (no-op if the active one is empty)."""
         if self.active_segment.size > 0:
-            self.active_segment.seal()
-            self._add_segment(self.log_end_offset)
-            self._update_log_end_offset(self.log_end_offset)
+            self._roll()
+
+    def _roll(self) -> None:
+        """Seal the active segment and start the next at the LEO, which moves there too."""
+        self.active_segment.seal()
+        self._segments.add(self._open_segment(self.log_end_offset))
+        self._update_log_end_offset(self.log_end_offset)
 
     # ------------------------------------------------------------------- read
 
@@ -391,7 +305,7 @@ class PartitionLog:
                 f"{self.topic_partition}: offset {offset} outside [{self._log_start_offset}, {self.log_end_offset}]"
             )
 
-    @_disk_io
+    @disk_io
     def offset_metadata_of(self, offset: int) -> LogOffsetMetadata:
         """Where the batch holding `offset` starts (index lookup plus a short header scan; Kafka's
         convertToOffsetMetadataOrThrow)."""
@@ -409,7 +323,7 @@ class PartitionLog:
         """Log bytes from `position` to the LEO; None once its segment is gone (retention)."""
         return self._segments.bytes_from(position)
 
-    @_disk_io
+    @disk_io
     def bytes_from(self, offset: int) -> int:
         """Log bytes from the batch holding `offset` (or the log start, if below it) to the LEO: a follower's
         lag in bytes. An index lookup and a short header scan, as for a read."""
@@ -418,7 +332,7 @@ class PartitionLog:
         assert found is not None, start
         return found
 
-    @_disk_io
+    @disk_io
     def read(
         self, offset: int, *, max_bytes: int, upper_bound: int, min_one_batch: bool = True
     ) -> LogReadResult:
@@ -452,12 +366,12 @@ class PartitionLog:
             file_slice, start, self.log_end_offset, self.high_watermark, self._log_start_offset
         )
 
-    @_disk_io
+    @disk_io
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= `timestamp`."""
         return timestamp_search.offset_for_timestamp(self._segments, self._log_start_offset, timestamp)
 
-    @_disk_io
+    @disk_io
     def offset_of_max_timestamp(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record carrying the log's largest timestamp (KIP-734)."""
         return timestamp_search.offset_of_max_timestamp(self._segments, self._log_start_offset)
@@ -508,7 +422,7 @@ class PartitionLog:
 
     # --------------------------------------------------------------- truncate
 
-    @_disk_io
+    @disk_io
     def truncate_to(self, offset: int) -> bool:
         """Remove every offset >= `offset`. A batch straddling it goes whole, so
         the LEO may land below `offset`. Returns whether anything was removed."""
@@ -538,14 +452,14 @@ class PartitionLog:
         assert self.log_end_offset <= offset
         return True
 
-    @_disk_io
+    @disk_io
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop all data; the log restarts empty at `offset`."""
         assert offset >= 0
         for segment in self._segments:
             segment.delete()
         self._segments.clear()
-        self._add_segment(offset)
+        self._segments.add(self._open_segment(offset))
         self._update_log_end_offset(offset)
         self._log_start_offset = offset
         self._set_high_watermark(offset)
@@ -555,27 +469,13 @@ class PartitionLog:
 
     # -------------------------------------------------------------- retention
 
-    @_disk_io
+    @disk_io
     def delete_retention_segments(self) -> int:
         """Delete leading segments past retention.ms / retention.bytes or below
         the log start offset; never the active one nor any reaching the HW."""
-        now = self._clock_ms()
-        config = self._config
-        remaining_bytes = self.size_in_bytes
-        segments = list(self._segments.values())
-        deletable = []
-        for segment, following in zip(segments, segments[1:], strict=False):
-            if following.base_offset > self.high_watermark:
-                break
-            expired = config.retention_ms >= 0 and now - segment.max_timestamp_so_far > config.retention_ms
-            oversized = (
-                config.retention_bytes >= 0 and remaining_bytes - segment.size >= config.retention_bytes
-            )
-            below_start = following.base_offset <= self._log_start_offset
-            if not (expired or oversized or below_start):
-                break
-            deletable.append(segment)
-            remaining_bytes -= segment.size
+        deletable = segments_past_retention(
+            self._segments.values(), now_ms=self._clock_ms(), config=self._config,
+            high_watermark=self.high_watermark, log_start_offset=self._log_start_offset)
         for segment in deletable:
             self._segments.remove(segment.base_offset).delete()
         if deletable:
@@ -584,7 +484,7 @@ class PartitionLog:
         assert self._segments
         return len(deletable)
 
-    @_disk_io
+    @disk_io
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
         """DeleteRecords / follower sync: move the log start up, never past the HW."""
         if offset > self.high_watermark:
@@ -616,13 +516,13 @@ class PartitionLog:
         """Advance the recovery point; a ticket from before a truncation is ignored."""
         return self._recovery_point.complete(ticket, self.log_end_offset)
 
-    @_disk_io
+    @disk_io
     def flush(self) -> None:
         ticket = self.prepare_flush()
         ticket.fsync()
         self.complete_flush(ticket)
 
-    @_disk_io
+    @disk_io
     def close(self) -> None:
         self.flush()
         for segment in self._segments:
