@@ -1,6 +1,7 @@
 """A partition's segments in offset order (Kafka's LogSegments): the map from base offset to segment, and
-the lookups and byte counts the log makes over it. The last segment is the active one. It opens, reads and
-deletes no file itself: the log decides what to add and remove.
+the lookups and byte counts the log makes over it. The last segment is the active one. It opens and deletes
+no file: the log decides what to add and remove. Only offset_metadata_of reads (batch headers, through the
+segments); the byte counts from a known position are arithmetic.
 """
 
 from __future__ import annotations
@@ -62,6 +63,18 @@ class LogSegments:
     def from_offset(self, offset: int) -> Sequence[LogSegment]:
         """The segment that would hold `offset` (the first one, when `offset` is below it) and every later one."""
         return self._segments.values()[max(self._segments.bisect_right(offset) - 1, 0):]
+
+    def offset_metadata_of(self, offset: int) -> LogOffsetMetadata:
+        """Where the batch holding `offset` starts, or the active segment's end for the offset after the
+        last one: an index lookup and a short header scan."""
+        active = self.active
+        if offset == active.next_offset:
+            return LogOffsetMetadata(offset, active.base_offset, active.size)
+        for segment in self.from_offset(offset):
+            location = segment.translate_offset(offset)
+            if location is not None:
+                return LogOffsetMetadata(offset, segment.base_offset, location.position)
+        raise AssertionError(f"offset {offset} is in no segment of {self._segments.values()}")
 
     @property
     def size_in_bytes(self) -> int:

@@ -310,14 +310,7 @@ class PartitionLog:
         """Where the batch holding `offset` starts (index lookup plus a short header scan; Kafka's
         convertToOffsetMetadataOrThrow)."""
         self._check_in_range(offset)
-        active = self.active_segment
-        if offset == self.log_end_offset:
-            return LogOffsetMetadata(offset, active.base_offset, active.size)
-        for segment in self._segments.from_offset(offset):
-            location = segment.translate_offset(offset)
-            if location is not None:
-                return LogOffsetMetadata(offset, segment.base_offset, location.position)
-        raise AssertionError(f"offset {offset} < LEO {self.log_end_offset} but in no segment")
+        return self._segments.offset_metadata_of(offset)
 
     def bytes_after(self, position: LogOffsetMetadata) -> int | None:
         """Log bytes from `position` to the LEO; None once its segment is gone (retention)."""

@@ -94,3 +94,10 @@ def test_clear_leaves_no_segment(segments):
     found.clear()
     assert len(found) == 0
     assert found.floor(10) is None
+
+
+def test_offset_metadata_of_finds_the_batch_start_or_the_end_of_the_active_segment(segments):
+    found, batch_size = segments
+    assert found.offset_metadata_of(0) == LogOffsetMetadata(0, 0, 0)
+    assert found.offset_metadata_of(11) == LogOffsetMetadata(11, 10, batch_size)
+    assert found.offset_metadata_of(22) == LogOffsetMetadata(22, 20, 2 * batch_size)  # the offset after the last
