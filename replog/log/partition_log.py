@@ -1,10 +1,12 @@
-"""One partition's log: ordered segments, offsets, high watermark, recovery.
+"""One partition's log: append, read, roll, truncate and retention, and its offsets (log start, high
+watermark, log end, each end with its position in the log).
 
-Plays the part of Kafka's LocalLog + UnifiedLog. Not thread-safe: every
-method runs on the event loop thread, except FlushTicket.fsync, which only
-touches file objects it holds references to.
+Plays the part of Kafka's LocalLog + UnifiedLog; the parts with a job of their own live beside it:
+log_segments (the sorted segments), log_loader (opening and recovery), append_validation, retention (which
+segments go), flush (flush tickets and the recovery point), timestamp_search, partition_metadata_file.
+Not thread-safe: every method runs on the event loop thread, except FlushTicket.fsync, which only touches
+file objects it holds references to.
 """
-
 from __future__ import annotations
 
 import shutil
@@ -198,6 +200,10 @@ class PartitionLog:
     @property
     def high_watermark(self) -> int:
         return self._high_watermark_metadata.message_offset
+
+    @property
+    def high_watermark_metadata(self) -> LogOffsetMetadata:
+        return self._high_watermark_metadata
 
     @property
     def recovery_point(self) -> int:
@@ -401,10 +407,6 @@ class PartitionLog:
             metadata = self.log_end_offset_metadata if value == self.log_end_offset else LogOffsetMetadata(value)
         assert metadata.message_offset == value, (metadata, value)
         self._high_watermark_metadata = metadata
-
-    @property
-    def high_watermark_metadata(self) -> LogOffsetMetadata:
-        return self._high_watermark_metadata
 
     def _convert_high_watermark_metadata(self) -> None:
         """Look the HW's position up if nobody has: a read does it, because a read handles storage errors
