@@ -26,7 +26,8 @@ def load_segments(directory: Path, open_segment: Callable[[int], LogSegment]) ->
     for path in sorted(directory.iterdir()):
         if path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and not path.with_suffix(LOG_SUFFIX).exists():
             path.unlink()  # orphaned index of a deleted segment
-    return [open_segment(int(path.stem)) for path in sorted(directory.glob("*" + LOG_SUFFIX)) if path.stem.isdigit()]
+    bases = sorted(int(path.stem) for path in directory.glob("*" + LOG_SUFFIX) if path.stem.isdigit())
+    return [open_segment(base_offset) for base_offset in bases]
 
 
 def recover_segments(
