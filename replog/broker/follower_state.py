@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Self
 
-from replog.log.partition_log import LogPosition
+from replog.log.offset_metadata import LogOffsetMetadata
 
 UNKNOWN_OFFSET = -1
 
@@ -25,7 +25,7 @@ class FollowerState:
     last_caught_up_time_ms: int = 0
     # Where its last fetch started reading in our log (Kafka keeps this LogOffsetMetadata too): its lag in
     # bytes without an index lookup.
-    fetch_position: LogPosition | None = None
+    fetch_position: LogOffsetMetadata | None = None
 
     @classmethod
     def initial(cls, broker_id: int, *, now_ms: int, in_isr: bool) -> Self:
@@ -34,7 +34,7 @@ class FollowerState:
         return cls(broker_id, last_caught_up_time_ms=now_ms if in_isr else 0)
 
     def after_fetch(self, fetch_offset: int, log_start_offset: int, fetch_time_ms: int,
-                    leader_log_end_offset: int, fetch_position: LogPosition | None) -> Self:
+                    leader_log_end_offset: int, fetch_position: LogOffsetMetadata | None) -> Self:
         """The state after a fetch at fetch_offset (the follower's LEO) made when the leader's LEO was
         leader_log_end_offset.
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from replog.log.errors import OffsetOutOfRangeError
-from replog.log.partition_log import AppendInfo, LogPosition, LogReadResult, PartitionLog, TopicPartition
+from replog.log.offset_metadata import LogOffsetMetadata
+from replog.log.partition_log import AppendInfo, LogReadResult, PartitionLog, TopicPartition
 
 from . import replication_rules as rules
 from .follower_state import FollowerState
@@ -200,7 +201,19 @@ class Partition:
         new_hw = rules.leader_high_watermark(
             self.followers.values(), maximal_isr=self.maximal_isr, leader_log_end_offset=self.log.log_end_offset,
             now_ms=self._clock_ms(), replica_lag_time_max_ms=self.replica_lag_time_max_ms)
-        return new_hw is not None and self.log.maybe_increment_high_watermark(new_hw)
+        return new_hw is not None and self.log.maybe_increment_high_watermark(
+            new_hw, self._follower_fetch_position_at(new_hw))
+
+    def _follower_fetch_position_at(self, offset: int) -> LogOffsetMetadata | None:
+        """Where `offset` sits in our log, known without a lookup because a follower's last fetch started
+        there (Kafka takes the HW's position from the replica that bounds it). None at our LEO: the log
+        knows its own end, and a follower that fetched there before a roll holds an older position."""
+        if offset == self.log.log_end_offset:
+            return None
+        for follower in self.followers.values():
+            if follower.fetch_position is not None and follower.fetch_position.message_offset == offset:
+                return follower.fetch_position
+        return None
 
     # ---------------------------------------------------------- follower fetch
 
@@ -224,7 +237,7 @@ class Partition:
                 return None
 
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, log_start_offset: int,
-                                    leader_log_end_offset: int, fetch_position: LogPosition | None = None) -> bool:
+                                    leader_log_end_offset: int, fetch_position: LogOffsetMetadata | None = None) -> bool:
         """A follower fetched at fetch_offset; returns whether the HW moved. May propose an ISR expansion."""
         follower = self.followers.get(replica_id)
         if follower is None:
@@ -296,5 +309,6 @@ class Partition:
         upper_bound = self.log.log_end_offset if from_follower else self.log.high_watermark
         return self.log.read(fetch_offset, max_bytes=max_bytes, upper_bound=upper_bound, min_one_batch=min_one_batch)
 
-    def end_offset_for_fetch(self, from_follower: bool) -> int:
-        return self.log.log_end_offset if from_follower else self.log.high_watermark
+    def end_offset_metadata_for_fetch(self, from_follower: bool) -> LogOffsetMetadata:
+        """How far a fetch may read, with its position: the LEO for a follower, the HW for a consumer."""
+        return self.log.log_end_offset_metadata if from_follower else self.log.high_watermark_metadata

@@ -418,7 +418,7 @@ class ReplicaManager:
             try:
                 hw_moved = partition.update_follower_fetch_state(fetcher.replica_id, fetch_offset,
                                                                  fetcher.log_start_offset, result.log_end_offset,
-                                                                 result.start)
+                                                                 result.fetch_offset_metadata)
             except PartitionError as e:
                 return PartitionReadResult(e.error_code)
             if hw_moved:

@@ -1,50 +1,36 @@
-"""One partition's log: ordered segments, offsets, high watermark, recovery.
+"""One partition's log: append, read, roll, truncate and retention, and its offsets (log start, high
+watermark, log end, each end with its position in the log).
 
-Plays the part of Kafka's LocalLog + UnifiedLog. Not thread-safe: every
-method runs on the event loop thread, except FlushTicket.fsync, which only
-touches file objects it holds references to.
+Plays the part of Kafka's LocalLog + UnifiedLog; the parts with a job of their own live beside it:
+log_segments (the sorted segments), log_loader (opening and recovery), append_validation, retention (which
+segments go), flush (flush tickets and the recovery point), timestamp_search, partition_metadata_file.
+Not thread-safe: every method runs on the event loop thread, except FlushTicket.fsync, which only touches
+file objects it holds references to.
 """
-
 from __future__ import annotations
 
-import functools
 import shutil
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from sortedcontainers import SortedDict
-
-from replog.log.checkpoint import fsync_directory, write_atomically
+from replog.log import timestamp_search
+from replog.log.append_validation import assign_offsets, check_follower_offsets, validate_batches
 from replog.log.config import LogConfig
-from replog.log.dir_failure import LogDirFailureChannel
+from replog.log.dir_failure import LogDirFailureChannel, disk_io
 from replog.log.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
-from replog.log.errors import (
-    CorruptCheckpointError,
-    InconsistentTopicIdError,
-    OffsetOutOfRangeError,
-    RecordTooLargeError,
-    StorageError,
-    UnexpectedAppendOffsetError,
-)
+from replog.log.errors import OffsetOutOfRangeError
+from replog.log.flush import FlushTicket, RecoveryPoint
+from replog.log.log_loader import load_segments, rebuild_producer_state, recover_segments
+from replog.log.log_segments import LogSegments
+from replog.log.offset_metadata import LogOffsetMetadata
+from replog.log.partition_metadata_file import PartitionMetadataFile
 from replog.log.producer_state import ProducerStateManager
-from replog.log.segment import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    OS_FILE_OPS,
-    TIME_INDEX_SUFFIX,
-    FileSlice,
-    LogSegment,
-    SegmentFileOps,
-)
-from replog.protocol.records import BatchHeader, InvalidRecordError, RecordBatch, decode_records, iter_batches
-
-PARTITION_METADATA = "partition.metadata"
-# Without producer snapshots, producer state is rebuilt from the batch headers
-# of this many trailing segments; producers idle for longer are forgotten.
-PRODUCER_STATE_SCAN_SEGMENTS = 2
+from replog.log.retention import segments_past_retention
+from replog.log.segment import OS_FILE_OPS, FileSlice, LogSegment, SegmentFileOps
+from replog.protocol.records import BatchHeader, RecordBatch
 
 
 class TopicPartition(NamedTuple):
@@ -58,21 +44,6 @@ def parse_topic_partition(directory: Path) -> TopicPartition:
     if not sep or not topic or not partition.isdigit():
         raise ValueError(f"{directory} is not named <topic>-<partition>")
     return TopicPartition(topic, int(partition))
-
-
-@dataclass(frozen=True, slots=True)
-class LogPosition:
-    """An offset with the physical place of its batch (Kafka's LogOffsetMetadata)."""
-
-    offset: int
-    segment_base_offset: int
-    position: int
-
-    def bytes_until(self, other: LogPosition) -> int | None:
-        """Bytes from here to `other` without I/O; None across segments."""
-        if other.segment_base_offset != self.segment_base_offset:
-            return None
-        return other.position - self.position
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,67 +62,11 @@ class AppendInfo:
 @dataclass(frozen=True, slots=True)
 class LogReadResult:
     slice: FileSlice | None
-    start: LogPosition
+    # Where the batch holding the fetch offset starts: a delayed fetch measures new data from here.
+    fetch_offset_metadata: LogOffsetMetadata
     log_end_offset: int
     high_watermark: int
     log_start_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class FlushTicket:
-    """What to fsync off the event loop; `offset` becomes the recovery point."""
-
-    offset: int
-    generation: int
-    directory: Path
-    files: tuple
-    file_ops: SegmentFileOps = OS_FILE_OPS
-
-    def fsync(self) -> None:
-        for file in self.files:
-            try:
-                self.file_ops.fsync(file.fileno())
-            except ValueError:
-                continue  # closed by a concurrent close(): nothing left to persist
-        fsync_directory(self.directory)
-
-
-def _read_topic_id(directory: Path, topic_id: uuid.UUID | None) -> uuid.UUID | None:
-    path = directory / PARTITION_METADATA
-    if not path.exists():
-        if topic_id is not None:
-            write_atomically(path, f"version: 0\ntopic_id: {topic_id}\n".encode())
-        return topic_id
-    fields = dict(line.split(": ", 1) for line in path.read_text().splitlines() if ": " in line)
-    try:
-        assert fields.get("version") == "0", fields
-        stored = uuid.UUID(fields["topic_id"])
-    except (AssertionError, KeyError, ValueError) as exc:
-        raise CorruptCheckpointError(f"{path}: malformed partition metadata") from exc
-    if topic_id is not None and topic_id != stored:
-        raise InconsistentTopicIdError(f"{path}: stored topic id {stored}, given {topic_id}")
-    return stored
-
-
-def _disk_io(method):
-    """Kafka's UnifiedLog.maybeHandleIOException: an OSError from the disk takes the log dir offline
-    (reported to the failure channel) and travels on as a StorageError (KAFKA_STORAGE_ERROR). Once the dir
-    is offline, the log refuses all I/O, so no partition in it half-applies anything more."""
-
-    @functools.wraps(method)
-    def guarded(self: PartitionLog, *args, **kwargs):
-        if self.is_offline:
-            raise StorageError(f"{self.topic_partition.topic}-{self.topic_partition.partition}: "
-                               f"log dir {self.log_dir} is offline")
-        try:
-            return method(self, *args, **kwargs)
-        except OSError as exc:
-            self.report_disk_failure(exc)
-            if isinstance(exc, StorageError):
-                raise
-            raise StorageError(exc.errno, f"{method.__name__} of {self.directory} failed: {exc.strerror}") from exc
-
-    return guarded
 
 
 class PartitionLog:
@@ -172,15 +87,15 @@ class PartitionLog:
         self._config = config
         self._clock_ms = clock_ms
         self._topic_id = topic_id
-        self._segments: SortedDict = SortedDict()
+        self._segments = LogSegments()
         self._epoch_cache = LeaderEpochCache(self.directory / LEADER_EPOCH_CHECKPOINT)
         self._producer_state = ProducerStateManager()
-        self._log_end_offset = 0
+        # The LEO and the HW with their positions in the log (Kafka's nextOffsetMetadata and
+        # highWatermarkMetadata): a delayed fetch measures new data from them without I/O.
+        self._log_end_offset_metadata = LogOffsetMetadata(0)
         self._log_start_offset = 0
-        self._high_watermark = 0
-        self._recovery_point = 0
-        # Bumped by every truncation so a flush prepared before it is ignored.
-        self._generation = 0
+        self._high_watermark_metadata = LogOffsetMetadata(0)
+        self._recovery_point = RecoveryPoint(0)
 
     # ---------------------------------------------------------------- loading
 
@@ -200,25 +115,19 @@ class PartitionLog:
     ) -> PartitionLog:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        log = cls(directory, config, clock_ms, _read_topic_id(directory, topic_id), failure_channel, file_ops)
-        log._load_segments()
+        topic_id = PartitionMetadataFile(directory).reconcile(topic_id)
+        log = cls(directory, config, clock_ms, topic_id, failure_channel, file_ops)
+        for segment in load_segments(directory, log._open_segment):
+            log._segments.add(segment)
         if not log._segments:
-            log._add_segment(log_start_offset)
-        log._recover(recovery_point, clean_shutdown)
+            log._segments.add(log._open_segment(log_start_offset))
+        recover_segments(log._segments, recovery_point=recovery_point, clean_shutdown=clean_shutdown,
+                         max_message_bytes=config.max_message_bytes, on_batch=log._assign_epoch_from)
         log._finish_load(recovery_point, log_start_offset)
         return log
 
-    def _load_segments(self) -> None:
-        for path in sorted(self.directory.iterdir()):
-            if path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and not path.with_suffix(LOG_SUFFIX).exists():
-                path.unlink()  # orphaned index of a deleted segment
-        for path in sorted(self.directory.glob("*" + LOG_SUFFIX)):
-            if path.stem.isdigit():
-                self._add_segment(int(path.stem))
-
-    def _add_segment(self, base_offset: int) -> LogSegment:
-        assert base_offset not in self._segments
-        segment = LogSegment(
+    def _open_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment(
             self.directory,
             base_offset,
             index_interval_bytes=self._config.index_interval_bytes,
@@ -226,39 +135,18 @@ class PartitionLog:
             created_ms=self._clock_ms(),
             file_ops=self._file_ops,
         )
-        self._segments[base_offset] = segment
-        return segment
-
-    def _recover(self, recovery_point: int, clean_shutdown: bool) -> None:
-        """Recover segments from the recovery point on (after a crash) and any
-        whose index was missing or corrupt; a truncated one ends the log."""
-        first_unflushed = self._floor_segment_base(recovery_point)
-        for base_offset, segment in list(self._segments.items()):
-            if not (segment.needs_recovery or (not clean_shutdown and base_offset >= first_unflushed)):
-                continue
-            truncated = segment.recover(self._config.max_message_bytes, self._assign_epoch_from)
-            if truncated:
-                for later in list(self._segments.irange(minimum=base_offset, inclusive=(False, True))):
-                    self._segments.pop(later).delete()
-                return
 
     def _finish_load(self, recovery_point: int, log_start_offset: int) -> None:
         active = self.active_segment
         active.resize_indexes(self._config.segment_index_bytes)
-        self._log_end_offset = active.next_offset
-        first_base = self._segments.peekitem(0)[0]
-        self._log_start_offset = min(max(log_start_offset, first_base), self._log_end_offset)
-        self._high_watermark = self._log_start_offset
-        self._recovery_point = min(max(recovery_point, self._log_start_offset), self._log_end_offset)
-        self._epoch_cache.truncate_from_end(self._log_end_offset)
+        self._update_log_end_offset(active.next_offset)
+        first_base = self._segments.first.base_offset
+        self._log_start_offset = min(max(log_start_offset, first_base), self.log_end_offset)
+        self._set_high_watermark(self._log_start_offset)
+        self._recovery_point = RecoveryPoint(min(max(recovery_point, self._log_start_offset), self.log_end_offset))
+        self._epoch_cache.truncate_from_end(self.log_end_offset)
         self._epoch_cache.truncate_from_start(self._log_start_offset)
-        for segment in list(self._segments.values())[-PRODUCER_STATE_SCAN_SEGMENTS:]:
-            for _, header in segment.scan_headers_from(segment.base_offset):
-                self._producer_state.record(header)
-
-    def _floor_segment_base(self, offset: int) -> int:
-        index = self._segments.bisect_right(offset) - 1
-        return self._segments.peekitem(max(index, 0))[0]
+        rebuild_producer_state(self._segments, self._producer_state)
 
     # ------------------------------------------------------------ disk faults
 
@@ -286,13 +174,24 @@ class PartitionLog:
     def topic_id(self) -> uuid.UUID | None:
         return self._topic_id
 
-    @_disk_io
+    @disk_io
     def assign_topic_id(self, topic_id: uuid.UUID) -> None:
-        self._topic_id = _read_topic_id(self.directory, topic_id)
+        self._topic_id = PartitionMetadataFile(self.directory).reconcile(topic_id)
 
     @property
     def log_end_offset(self) -> int:
-        return self._log_end_offset
+        return self._log_end_offset_metadata.message_offset
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        return self._log_end_offset_metadata
+
+    def _update_log_end_offset(self, offset: int) -> None:
+        """The LEO sits at the end of the active segment, where the next batch goes: its position is known
+        without I/O after every append, roll and truncation (Kafka's LocalLog.updateLogEndOffset)."""
+        active = self.active_segment
+        assert offset == active.next_offset, (offset, active)
+        self._log_end_offset_metadata = LogOffsetMetadata(offset, active.base_offset, active.size)
 
     @property
     def log_start_offset(self) -> int:
@@ -300,15 +199,19 @@ class PartitionLog:
 
     @property
     def high_watermark(self) -> int:
-        return self._high_watermark
+        return self._high_watermark_metadata.message_offset
+
+    @property
+    def high_watermark_metadata(self) -> LogOffsetMetadata:
+        return self._high_watermark_metadata
 
     @property
     def recovery_point(self) -> int:
-        return self._recovery_point
+        return self._recovery_point.offset
 
     @property
     def size_in_bytes(self) -> int:
-        return sum(segment.size for segment in self._segments.values())
+        return self._segments.size_in_bytes
 
     @property
     def segments(self):
@@ -317,7 +220,7 @@ class PartitionLog:
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments.peekitem(-1)[1]
+        return self._segments.active
 
     @property
     def epoch_cache(self) -> LeaderEpochCache:
@@ -329,71 +232,43 @@ class PartitionLog:
 
     # ----------------------------------------------------------------- append
 
-    def _validate_batches(
-        self, records: memoryview | bytes | bytearray, *, leader: bool
-    ) -> tuple[memoryview, list[RecordBatch]]:
-        view = records if isinstance(records, memoryview) else memoryview(records)
-        if len(view) == 0:
-            raise InvalidRecordError("append carries no record batches")
-        batches = list(iter_batches(view))
-        for batch in batches:
-            batch.ensure_valid()
-            if leader and batch.size_in_bytes > self._config.max_message_bytes:
-                raise RecordTooLargeError(
-                    f"batch of {batch.size_in_bytes} bytes exceeds max.message.bytes {self._config.max_message_bytes}"
-                )
-            if leader and (batch.records_count < 1 or batch.last_offset_delta != batch.records_count - 1):
-                raise InvalidRecordError(
-                    f"batch has {batch.records_count} records but lastOffsetDelta {batch.last_offset_delta}"
-                )
-        return view, batches
-
-    @_disk_io
+    @disk_io
     def append_as_leader(self, records: memoryview, *, leader_epoch: int) -> AppendInfo:
         """Validate, dedupe, assign offsets and epoch in place, then append.
 
         The buffer must be writable: offsets and epoch are stamped into it.
         """
         assert leader_epoch >= 0
-        view, batches = self._validate_batches(records, leader=True)
+        view, batches = validate_batches(records, leader=True, max_message_bytes=self._config.max_message_bytes)
         duplicate = self._producer_state.check_append(batch.header for batch in batches)
         if duplicate is not None:
             return AppendInfo(
                 duplicate.first_offset, duplicate.last_offset, duplicate.timestamp, -1,
                 self._log_start_offset, True, 0, 0,
             )  # fmt: skip
-        next_offset = self._log_end_offset
-        for batch in batches:
-            batch.stamp(base_offset=next_offset, partition_leader_epoch=leader_epoch)
-            next_offset = batch.next_offset
+        assign_offsets(batches, first_offset=self.log_end_offset, leader_epoch=leader_epoch)
         return self._append(view, batches)
 
-    @_disk_io
+    @disk_io
     def append_as_follower(self, records: memoryview) -> AppendInfo:
         """Append the leader's batches as they are (offsets and epochs kept)."""
-        view, batches = self._validate_batches(records, leader=False)
-        expected = self._log_end_offset
-        for batch in batches:
-            if batch.base_offset != expected:
-                raise UnexpectedAppendOffsetError(
-                    f"{self.topic_partition}: batch starts at {batch.base_offset}, expected {expected}"
-                )
-            expected = batch.next_offset
+        view, batches = validate_batches(records, leader=False, max_message_bytes=self._config.max_message_bytes)
+        check_follower_offsets(batches, self.log_end_offset, str(self.topic_partition))
         return self._append(view, batches)
 
     def _append(self, view: memoryview, batches: list[RecordBatch]) -> AppendInfo:
         """Write the whole request (the batches tile `view` exactly) in one segment write."""
         first, last = batches[0], batches[-1]
-        assert first.base_offset == self._log_end_offset
+        assert first.base_offset == self.log_end_offset
         assert sum(batch.size_in_bytes for batch in batches) == len(view)
         max_batch = max(batches, key=lambda b: b.max_timestamp)
         self._maybe_roll(len(view), last.last_offset)
         self.active_segment.append(last.last_offset, view, max_batch.max_timestamp, max_batch.last_offset)
-        self._log_end_offset = last.next_offset
+        self._update_log_end_offset(last.next_offset)
         for batch in batches:
             self._assign_epoch_from(batch.header)
             self._producer_state.record(batch.header)
-        assert self._log_end_offset == self.active_segment.next_offset
+        assert self.log_end_offset == self.active_segment.next_offset
         return AppendInfo(
             first.base_offset, last.last_offset, max_batch.max_timestamp, -1, self._log_start_offset,
             False, len(batches), len(view),
@@ -405,67 +280,58 @@ class PartitionLog:
 
     # ------------------------------------------------------------------- roll
 
-    @_disk_io
+    @disk_io
     def maybe_roll(self, incoming_size: int, max_offset: int | None = None) -> bool:
         """Roll if the active segment is full, old, or cannot index `max_offset`."""
-        return self._maybe_roll(incoming_size, self._log_end_offset if max_offset is None else max_offset)
+        return self._maybe_roll(incoming_size, self.log_end_offset if max_offset is None else max_offset)
 
     def _maybe_roll(self, incoming_size: int, max_offset: int) -> bool:
-        active = self.active_segment
-        if not active.should_roll(incoming_size, self._clock_ms(), self._config, max_offset=max_offset):
+        if not self.active_segment.should_roll(incoming_size, self._clock_ms(), self._config, max_offset=max_offset):
             return False
-        active.seal()
-        self._add_segment(self._log_end_offset)
+        self._roll()
         return True
 
-    @_disk_io
+    @disk_io
     def roll(self) -> None:
         """Force a new active segment (no-op if the active one is empty)."""
         if self.active_segment.size > 0:
-            self.active_segment.seal()
-            self._add_segment(self._log_end_offset)
+            self._roll()
+
+    def _roll(self) -> None:
+        """Seal the active segment and start the next at the LEO, which moves there too."""
+        self.active_segment.seal()
+        self._segments.add(self._open_segment(self.log_end_offset))
+        self._update_log_end_offset(self.log_end_offset)
 
     # ------------------------------------------------------------------- read
 
     def _check_in_range(self, offset: int) -> None:
-        if offset < self._log_start_offset or offset > self._log_end_offset:
+        if offset < self._log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
-                f"{self.topic_partition}: offset {offset} outside [{self._log_start_offset}, {self._log_end_offset}]"
+                f"{self.topic_partition}: offset {offset} outside [{self._log_start_offset}, {self.log_end_offset}]"
             )
 
-    def _segments_from(self, offset: int) -> Iterable[LogSegment]:
-        return self._segments.values()[max(self._segments.bisect_right(offset) - 1, 0) :]
-
-    @_disk_io
-    def position_of(self, offset: int) -> LogPosition:
-        """Where the batch holding `offset` starts (index lookup plus a short header scan)."""
+    @disk_io
+    def offset_metadata_of(self, offset: int) -> LogOffsetMetadata:
+        """Where the batch holding `offset` starts (index lookup plus a short header scan; Kafka's
+        convertToOffsetMetadataOrThrow)."""
         self._check_in_range(offset)
-        active = self.active_segment
-        if offset == self._log_end_offset:
-            return LogPosition(offset, active.base_offset, active.size)
-        for segment in self._segments_from(offset):
-            location = segment.translate_offset(offset)
-            if location is not None:
-                return LogPosition(offset, segment.base_offset, location.position)
-        raise AssertionError(f"offset {offset} < LEO {self._log_end_offset} but in no segment")
+        return self._segments.offset_metadata_of(offset)
 
-    def bytes_after(self, position: LogPosition) -> int | None:
+    def bytes_after(self, position: LogOffsetMetadata) -> int | None:
         """Log bytes from `position` to the LEO; None once its segment is gone (retention)."""
-        segment = self._segments.get(position.segment_base_offset)
-        if segment is None:
-            return None
-        later = self._segments.irange(minimum=position.segment_base_offset, inclusive=(False, True))
-        return segment.size - position.position + sum(self._segments[base].size for base in later)
+        return self._segments.bytes_from(position)
 
-    @_disk_io
+    @disk_io
     def bytes_from(self, offset: int) -> int:
         """Log bytes from the batch holding `offset` (or the log start, if below it) to the LEO: a follower's
         lag in bytes. An index lookup and a short header scan, as for a read."""
-        start = self.position_of(min(max(offset, self._log_start_offset), self._log_end_offset))
-        later = self._segments.values()[self._segments.bisect_right(start.segment_base_offset):]
-        return self._segments[start.segment_base_offset].size - start.position + sum(s.size for s in later)
+        start = self.offset_metadata_of(min(max(offset, self._log_start_offset), self.log_end_offset))
+        found = self._segments.bytes_from(start)
+        assert found is not None, start
+        return found
 
-    @_disk_io
+    @disk_io
     def read(
         self, offset: int, *, max_bytes: int, upper_bound: int, min_one_batch: bool = True
     ) -> LogReadResult:
@@ -476,8 +342,9 @@ class PartitionLog:
         """
         assert max_bytes >= 0
         self._check_in_range(offset)
-        upper_bound = min(upper_bound, self._log_end_offset)
-        for segment in self._segments_from(offset) if offset < upper_bound else ():
+        self._convert_high_watermark_metadata()
+        upper_bound = min(upper_bound, self.log_end_offset)
+        for segment in self._segments.from_offset(offset) if offset < upper_bound else ():
             if segment.base_offset >= upper_bound:
                 break
             max_position = None
@@ -487,163 +354,137 @@ class PartitionLog:
             file_slice = segment.read(offset, max_bytes, max_position, min_one_batch)
             if file_slice is not None:
                 return self._read_result(
-                    file_slice, LogPosition(offset, segment.base_offset, file_slice.position)
+                    file_slice, LogOffsetMetadata(offset, segment.base_offset, file_slice.position)
                 )
             if offset < segment.next_offset:
                 break  # the offset is here but nothing fits max_bytes
-        return self._read_result(None, self.position_of(offset))
+        return self._read_result(None, self.offset_metadata_of(offset))
 
-    def _read_result(self, file_slice: FileSlice | None, start: LogPosition) -> LogReadResult:
+    def _read_result(self, file_slice: FileSlice | None, start: LogOffsetMetadata) -> LogReadResult:
         return LogReadResult(
-            file_slice, start, self._log_end_offset, self._high_watermark, self._log_start_offset
+            file_slice, start, self.log_end_offset, self.high_watermark, self._log_start_offset
         )
 
-    @_disk_io
+    @disk_io
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= `timestamp`."""
-        assert timestamp >= 0
-        for segment in self._segments.values():
-            if segment.max_timestamp_so_far >= timestamp:
-                found = self._find_by_timestamp(segment, timestamp)
-                if found is not None:
-                    return found
-        return None
+        return timestamp_search.offset_for_timestamp(self._segments, self._log_start_offset, timestamp)
 
-    @_disk_io
+    @disk_io
     def offset_of_max_timestamp(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record carrying the log's largest timestamp (KIP-734)."""
-        best: LogSegment | None = None
-        for segment in self._segments.values():
-            if segment.max_timestamp_so_far < 0:
-                continue
-            if best is None or segment.max_timestamp_so_far > best.max_timestamp_so_far:
-                best = segment
-        if best is None:
-            return None
-        return self._find_by_timestamp(best, best.max_timestamp_so_far)
-
-    def _find_by_timestamp(self, segment: LogSegment, timestamp: int) -> tuple[int, int] | None:
-        # Entries with a timestamp strictly below the target bound every record
-        # before their offset, so the scan can start there.
-        _, indexed_offset = segment.time_index.lookup(timestamp - 1)
-        start_offset = max(indexed_offset, self._log_start_offset)
-        for position, header in segment.scan_headers_from(start_offset):
-            if header.max_timestamp < timestamp or header.last_offset < start_offset:
-                continue
-            for record in decode_records(segment.read_batch(position, header)):
-                if record.timestamp >= timestamp and record.offset >= start_offset:
-                    return record.offset, record.timestamp
-        return None
+        return timestamp_search.offset_of_max_timestamp(self._segments, self._log_start_offset)
 
     # --------------------------------------------------------- high watermark
 
     def update_high_watermark(self, value: int) -> int:
         """Set the HW clamped to [log start, LEO] (load, truncation)."""
-        self._high_watermark = min(max(value, self._log_start_offset), self._log_end_offset)
-        return self._high_watermark
+        self._set_high_watermark(min(max(value, self._log_start_offset), self.log_end_offset))
+        return self.high_watermark
 
-    def maybe_increment_high_watermark(self, value: int) -> bool:
-        """Leader: the HW only moves forward, and never past the LEO."""
-        assert value <= self._log_end_offset, (value, self._log_end_offset)
-        if value <= self._high_watermark:
+    def maybe_increment_high_watermark(self, value: int, metadata: LogOffsetMetadata | None = None) -> bool:
+        """Leader: the HW only moves forward, and never past the LEO. `metadata` is where `value` sits when
+        the caller knows it (the fetch position of the follower that bounds the HW)."""
+        assert value <= self.log_end_offset, (value, self.log_end_offset)
+        if value <= self.high_watermark:
             return False
-        self._high_watermark = value
+        self._set_high_watermark(value, metadata)
         return True
 
     def maybe_update_high_watermark(self, value: int) -> bool:
         """Follower: take the leader's HW, capped at the local LEO."""
-        new_value = min(value, self._log_end_offset)
-        if new_value == self._high_watermark:
+        new_value = min(value, self.log_end_offset)
+        if new_value == self.high_watermark:
             return False
-        self._high_watermark = new_value
+        self._set_high_watermark(new_value)
         return True
+
+    def _set_high_watermark(self, value: int, metadata: LogOffsetMetadata | None = None) -> None:
+        """The HW with its position when that is known without I/O: given, or the LEO's when the HW is the
+        LEO (Kafka's updateHighWatermarkMetadata); else message offset only, until a read converts it."""
+        assert value <= self.log_end_offset, (value, self.log_end_offset)
+        if metadata is None:
+            metadata = self.log_end_offset_metadata if value == self.log_end_offset else LogOffsetMetadata(value)
+        assert metadata.message_offset == value, (metadata, value)
+        self._high_watermark_metadata = metadata
+
+    def _convert_high_watermark_metadata(self) -> None:
+        """Look the HW's position up if nobody has: a read does it, because a read handles storage errors
+        and a delayed fetch's completion check, which measures from the HW, must not do I/O."""
+        hw = self.high_watermark
+        if self._high_watermark_metadata.message_offset_only and hw >= self._log_start_offset:
+            self._high_watermark_metadata = self.offset_metadata_of(hw)
 
     # --------------------------------------------------------------- truncate
 
-    @_disk_io
+    @disk_io
     def truncate_to(self, offset: int) -> bool:
         """Remove every offset >= `offset`. A batch straddling it goes whole, so
         the LEO may land below `offset`. Returns whether anything was removed."""
         assert offset >= 0
-        if offset >= self._log_end_offset:
+        if offset >= self.log_end_offset:
             # No record goes, but an epoch entry may start at the LEO: this broker led an epoch in which it
             # appended nothing before another leader took over. Left in place, the stale epoch makes the new
             # leader answer every fetch with a divergence at our LEO, forever (Kafka's UnifiedLog.truncateTo
             # drops it the same way).
-            self._epoch_cache.truncate_from_end(self._log_end_offset)
+            self._epoch_cache.truncate_from_end(self.log_end_offset)
             return False
-        if offset <= self._segments.peekitem(0)[0]:
+        if offset <= self._segments.first.base_offset:
             self.truncate_fully_and_start_at(offset)
             return True
-        while self._segments.peekitem(-1)[0] >= offset:
-            self._segments.popitem(-1)[1].delete()
+        while self._segments.active.base_offset >= offset:
+            self._segments.remove(self._segments.active.base_offset).delete()
         active = self.active_segment
         active.truncate_to(offset)
         active.resize_indexes(self._config.segment_index_bytes)
-        self._log_end_offset = active.next_offset
-        self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
-        self._high_watermark = min(self._high_watermark, self._log_end_offset)
-        self._recovery_point = min(self._recovery_point, self._log_end_offset)
-        self._epoch_cache.truncate_from_end(self._log_end_offset)
-        self._producer_state.truncate_to(self._log_end_offset)
-        self._generation += 1
-        assert self._log_end_offset <= offset
+        self._update_log_end_offset(active.next_offset)
+        self._log_start_offset = min(self._log_start_offset, self.log_end_offset)
+        if self.high_watermark >= self.log_end_offset:
+            self._set_high_watermark(self.log_end_offset)
+        self._recovery_point.truncate_to(self.log_end_offset)
+        self._epoch_cache.truncate_from_end(self.log_end_offset)
+        self._producer_state.truncate_to(self.log_end_offset)
+        assert self.log_end_offset <= offset
         return True
 
-    @_disk_io
+    @disk_io
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop all data; the log restarts empty at `offset`."""
         assert offset >= 0
-        for segment in self._segments.values():
+        for segment in self._segments:
             segment.delete()
         self._segments.clear()
-        self._add_segment(offset)
-        self._log_end_offset = offset
+        self._segments.add(self._open_segment(offset))
+        self._update_log_end_offset(offset)
         self._log_start_offset = offset
-        self._high_watermark = offset
-        self._recovery_point = offset
+        self._set_high_watermark(offset)
+        self._recovery_point.reset_to(offset)
         self._epoch_cache.clear()
         self._producer_state.clear()
-        self._generation += 1
 
     # -------------------------------------------------------------- retention
 
-    @_disk_io
+    @disk_io
     def delete_retention_segments(self) -> int:
         """Delete leading segments past retention.ms / retention.bytes or below
         the log start offset; never the active one nor any reaching the HW."""
-        now = self._clock_ms()
-        config = self._config
-        remaining_bytes = self.size_in_bytes
-        segments = list(self._segments.values())
-        deletable = []
-        for segment, following in zip(segments, segments[1:], strict=False):
-            if following.base_offset > self._high_watermark:
-                break
-            expired = config.retention_ms >= 0 and now - segment.max_timestamp_so_far > config.retention_ms
-            oversized = (
-                config.retention_bytes >= 0 and remaining_bytes - segment.size >= config.retention_bytes
-            )
-            below_start = following.base_offset <= self._log_start_offset
-            if not (expired or oversized or below_start):
-                break
-            deletable.append(segment)
-            remaining_bytes -= segment.size
+        deletable = segments_past_retention(
+            self._segments.values(), now_ms=self._clock_ms(), config=self._config,
+            high_watermark=self.high_watermark, log_start_offset=self._log_start_offset)
         for segment in deletable:
-            del self._segments[segment.base_offset]
-            segment.delete()
+            self._segments.remove(segment.base_offset).delete()
         if deletable:
-            self._log_start_offset = max(self._log_start_offset, self._segments.peekitem(0)[0])
+            self._log_start_offset = max(self._log_start_offset, self._segments.first.base_offset)
             self._epoch_cache.truncate_from_start(self._log_start_offset)
         assert self._segments
         return len(deletable)
 
-    @_disk_io
+    @disk_io
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
         """DeleteRecords / follower sync: move the log start up, never past the HW."""
-        if offset > self._high_watermark:
+        if offset > self.high_watermark:
             raise OffsetOutOfRangeError(
-                f"{self.topic_partition}: log start {offset} would pass the high watermark {self._high_watermark}"
+                f"{self.topic_partition}: log start {offset} would pass the high watermark {self.high_watermark}"
             )
         if offset <= self._log_start_offset:
             return False
@@ -655,47 +496,35 @@ class PartitionLog:
 
     def prepare_flush(self, up_to: int | None = None) -> FlushTicket:
         """Files holding offsets in [recovery point, up_to) (default: the LEO), for fsync in an executor."""
-        end = self._log_end_offset if up_to is None else min(up_to, self._log_end_offset)
-        files = []
-        for segment in reversed(self._segments.values()):
-            if segment.next_offset <= self._recovery_point:
-                break
-            if segment.base_offset < end:
-                files += [segment.file, segment.offset_index.file, segment.time_index.file]
-        return FlushTicket(end, self._generation, self.directory, tuple(files), self._file_ops)
+        end = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
+        return self._recovery_point.prepare(self._segments, end, self.directory, self._file_ops)
 
     def prepare_flush_of_rolled_segments(self) -> FlushTicket | None:
         """The segments rolled since the last flush, up to the active one (Kafka's UnifiedLog.roll flushes
         them and moves the recovery point to the new segment's base, so that recovery after a crash reads
         only what came later); None when there are none."""
-        if self.active_segment.base_offset <= self._recovery_point:
+        if self.active_segment.base_offset <= self._recovery_point.offset:
             return None
         return self.prepare_flush(up_to=self.active_segment.base_offset)
 
     def complete_flush(self, ticket: FlushTicket) -> bool:
         """Advance the recovery point; a ticket from before a truncation is ignored."""
-        if ticket.generation != self._generation:
-            return False
-        assert ticket.offset <= self._log_end_offset
-        if ticket.offset <= self._recovery_point:
-            return False
-        self._recovery_point = ticket.offset
-        return True
+        return self._recovery_point.complete(ticket, self.log_end_offset)
 
-    @_disk_io
+    @disk_io
     def flush(self) -> None:
         ticket = self.prepare_flush()
         ticket.fsync()
         self.complete_flush(ticket)
 
-    @_disk_io
+    @disk_io
     def close(self) -> None:
         self.flush()
-        for segment in self._segments.values():
+        for segment in self._segments:
             segment.close()
 
     def delete(self) -> None:
-        for segment in self._segments.values():
+        for segment in self._segments:
             segment.delete()
         self._segments.clear()
         shutil.rmtree(self.directory, ignore_errors=True)
@@ -703,5 +532,5 @@ class PartitionLog:
     def __repr__(self) -> str:
         return (
             f"PartitionLog({self.topic_partition.topic}-{self.topic_partition.partition}, "
-            f"start={self._log_start_offset}, hw={self._high_watermark}, leo={self._log_end_offset})"
+            f"start={self._log_start_offset}, hw={self.high_watermark}, leo={self.log_end_offset})"
         )

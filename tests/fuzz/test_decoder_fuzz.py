@@ -63,7 +63,7 @@ BATCH_ERRORS = (CorruptRecordError, InvalidRecordError)
 
 
 def validate_records(records: memoryview | None) -> None:
-    """What the broker does with a produced record set (PartitionLog._validate_batches), then the record
+    """What the broker does with a produced record set (replog.log.append_validation.validate_batches), then the record
     decoding consumers do; bad data must surface as the record errors the replica manager maps to codes."""
     if records is None:
         return

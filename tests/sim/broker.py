@@ -169,12 +169,12 @@ class SimBroker:
         at_crash = {}
         for log in self.log_manager.all_logs():
             at_crash[log.topic_partition] = (log.recovery_point, log.log_end_offset)
-            flushed = log.position_of(log.recovery_point)
+            flushed = log.offset_metadata_of(log.recovery_point)
             segments = [(segment.base_offset, segment.log_path, segment.size) for segment in log.segments]
             for segment in log.segments:
                 segment.close()
             if lose_unflushed:
-                self._cut_unflushed(flushed.segment_base_offset, flushed.position, segments)
+                self._cut_unflushed(flushed.segment_base_offset, flushed.relative_position, segments)
         self.log_manager.release_locks()  # the process died: the kernel dropped its flock
         self.log_manager = None
         self.replica_manager = None
@@ -367,7 +367,7 @@ class SimBroker:
                                  -1 if p.last_fetched_epoch is None else p.last_fetched_epoch,
                                  p.log_start_offset, p.max_bytes)
             for tp, p in partitions.items()])
-        results, _, _ = read_all(self, params)
+        results, _, _, _ = read_all(self, params)
         answers = {}
         for tp, result in zip(partitions, results, strict=True):
             # On the wire the slice becomes bytes: copy it now, as the socket write would.

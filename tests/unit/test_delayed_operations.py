@@ -1,6 +1,7 @@
 """DelayedFetch and DelayedProduce on a real ReplicaManager: each of Kafka's completion conditions wakes a
 parked request through the event that causes it, with no timer involved (facts §3 and §5)."""
 
+import errno
 import uuid
 from types import SimpleNamespace
 
@@ -12,6 +13,8 @@ from replog.broker.handlers.produce import DelayedProduce
 from replog.broker.replica_manager import FollowerFetch, ReplicaManager
 from replog.log.config import LogConfig
 from replog.log.log_manager import LogManager
+from replog.log.offset_metadata import LogOffsetMetadata
+from replog.log.segment import OS_FILE_OPS, SegmentFileOps
 from replog.protocol.control import LeaderAndIsrPartitionState, LeaderAndIsrRequest, LeaderAndIsrTopicState
 from replog.protocol.records import build_batch
 
@@ -27,14 +30,29 @@ class Clock:
         return self.now
 
 
-@pytest.fixture
-async def replicas(tmp_path):
+class ReadsFailOnDemand(SegmentFileOps):
+    """Segment file reads that fail once `failing` is set, as a broken disk's would."""
+
+    failing = False
+
+    def pread(self, fd, size, position):
+        if self.failing:
+            raise OSError(errno.EIO, "injected read failure")
+        return super().pread(fd, size, position)
+
+
+async def leading_replica_manager(log_dir, file_ops: SegmentFileOps = OS_FILE_OPS) -> ReplicaManager:
     config = LogConfig(segment_bytes=4096)
-    manager = ReplicaManager(LOCAL, LogManager([tmp_path], config, clock_ms=Clock()), config, 1,
+    manager = ReplicaManager(LOCAL, LogManager([log_dir], config, clock_ms=Clock(), file_ops=file_ops), config, 1,
                              clock_ms=Clock(), replica_lag_time_max_ms=10_000, fetch_purgatory_size=100,
                              produce_purgatory_size=100, alter_isr=lambda partition, change: None)
     await lead(manager, leader_epoch=3, isr=[LOCAL, FOLLOWER])
     return manager
+
+
+@pytest.fixture
+async def replicas(tmp_path):
+    return await leading_replica_manager(tmp_path)
 
 
 async def lead(manager: ReplicaManager, *, leader_epoch: int, isr: list[int], leader: int = LOCAL,
@@ -58,9 +76,14 @@ def park_fetch(manager: ReplicaManager, fetch_offset: int, *, replica_id: int = 
                current_leader_epoch: int = 3, last_fetched_epoch: int = -1) -> DelayedFetch:
     params = FetchParams(replica_id, PARKED_MS, min_bytes, 1 << 20, [
         FetchPartitionParams("t", 0, fetch_offset, current_leader_epoch, last_fetched_epoch, 0, 1 << 20)])
-    op = DelayedFetch(SimpleNamespace(replica_manager=manager), params)
+    op = DelayedFetch(SimpleNamespace(replica_manager=manager), params, [fetch_offset_metadata(manager, fetch_offset)])
     assert not manager.fetch_purgatory.try_complete_else_watch(op, [("t", 0)])
     return op
+
+
+def fetch_offset_metadata(manager: ReplicaManager, fetch_offset: int) -> LogOffsetMetadata:
+    """Where the read that parks a fetch at fetch_offset would have started."""
+    return manager.get_partition("t", 0).log.offset_metadata_of(fetch_offset)
 
 
 def fetched(op: DelayedFetch):
@@ -119,9 +142,38 @@ async def test_diverging_epoch_completes_at_once(replicas):
     await lead(replicas, leader_epoch=4, isr=[LOCAL, FOLLOWER])
     append(replicas, 2)
     params = FetchParams(FOLLOWER, PARKED_MS, 1, 1 << 20, [FetchPartitionParams("t", 0, 3, 4, 3, 0, 1 << 20)])
-    op = DelayedFetch(SimpleNamespace(replica_manager=replicas), params)
+    op = DelayedFetch(SimpleNamespace(replica_manager=replicas), params, [fetch_offset_metadata(replicas, 3)])
     assert replicas.fetch_purgatory.try_complete_else_watch(op, [("t", 0)])
     assert fetched(op).diverging_epoch == (3, 2)
+
+
+async def test_try_complete_reads_no_file_so_an_append_wakes_parked_fetches_even_on_a_failing_disk(tmp_path):
+    disk = ReadsFailOnDemand()
+    manager = await leading_replica_manager(tmp_path, disk)
+    append(manager, 2)
+    follower_fetch = park_fetch(manager, 0, min_bytes=1 << 20)
+    consumer_fetch = park_fetch(manager, 0, replica_id=-1, min_bytes=1 << 20)
+    disk.failing = True
+    append(manager, 3)  # an append writes and never reads; its wake-up runs both try_completes
+    assert not follower_fetch.try_complete()
+    assert not consumer_fetch.try_complete()
+    assert not manager.log_manager.failure_channel.offline_dirs
+    assert not manager.get_partition("t", 0).storage_failed
+
+
+async def test_a_follower_fetch_moves_the_high_watermark_with_its_position_so_consumers_wait_without_io(replicas):
+    for _ in range(2):
+        append(replicas)  # one batch per offset, so that the follower fetches from batch starts
+    replicas.read_partition("t", 0, 2, current_leader_epoch=3, last_fetched_epoch=-1, max_bytes=1 << 20,
+                            fetcher=FollowerFetch(FOLLOWER, 0), min_one_batch=True)
+    log = replicas.get_partition("t", 0).log
+    assert log.high_watermark_metadata == log.offset_metadata_of(2) == log.log_end_offset_metadata
+    for _ in range(3):
+        append(replicas)
+    replicas.read_partition("t", 0, 3, current_leader_epoch=3, last_fetched_epoch=-1, max_bytes=1 << 20,
+                            fetcher=FollowerFetch(FOLLOWER, 0), min_one_batch=True)
+    assert log.high_watermark == 3 < log.log_end_offset
+    assert log.high_watermark_metadata == log.offset_metadata_of(3)  # from the follower's read, not a lookup
 
 
 async def test_acks_all_produce_completes_when_the_isr_has_the_records(replicas):

@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from replog.log.config import LogConfig
 from replog.log.errors import OffsetOutOfRangeError, RecordTooLargeError, UnexpectedAppendOffsetError
+from replog.log.offset_metadata import LogOffsetMetadata
 from replog.log.partition_log import PartitionLog, TopicPartition
 from replog.protocol.records import Compression, build_batch, iter_batches
 
@@ -74,7 +75,7 @@ def test_read_in_middle_of_batch_and_at_leo(tmp_path):
     assert _offsets(result.slice)[0] == (4, 7)
     end = log.read(12, max_bytes=10_000, upper_bound=12)
     assert end.slice is None
-    assert end.start.offset == 12
+    assert end.fetch_offset_metadata.message_offset == 12
     assert end.log_end_offset == 12
 
 
@@ -249,17 +250,49 @@ def test_offset_for_timestamp(tmp_path):
     assert log.offset_for_timestamp(1193) is None
 
 
-def test_position_of_and_bytes_until(tmp_path):
+def test_offset_metadata_of_gives_batch_positions_whose_difference_is_the_bytes_between(tmp_path):
     log = _open(tmp_path, config=LogConfig())
     infos = _fill(log, 4)
-    start = log.position_of(1)
-    assert start.position == 0
-    later = log.position_of(6)
-    assert start.bytes_until(later) == 3 * infos[0].num_bytes
-    assert start.bytes_until(log.position_of(log.log_end_offset)) == 4 * infos[0].num_bytes
+    start = log.offset_metadata_of(1)
+    assert start.relative_position == 0
+    later = log.offset_metadata_of(6)
+    assert later.position_diff(start) == 3 * infos[0].num_bytes
+    assert log.offset_metadata_of(log.log_end_offset).position_diff(start) == 4 * infos[0].num_bytes
     rolled = _open(tmp_path / "x")
     _fill(rolled, 20)
-    assert rolled.position_of(0).bytes_until(rolled.position_of(39)) is None
+    assert not rolled.offset_metadata_of(0).on_same_segment(rolled.offset_metadata_of(39))
+
+
+def test_the_log_end_offset_position_follows_appends_rolls_and_truncation_without_lookups(tmp_path):
+    log = _open(tmp_path)
+    assert log.log_end_offset_metadata == LogOffsetMetadata(0, 0, 0)
+    infos = _fill(log, 3)
+    assert log.log_end_offset_metadata == LogOffsetMetadata(6, 0, 3 * infos[0].num_bytes)
+    log.roll()
+    assert log.log_end_offset_metadata == LogOffsetMetadata(6, 6, 0)
+    _fill(log, 1)
+    assert log.log_end_offset_metadata == LogOffsetMetadata(8, 6, infos[0].num_bytes)
+    log.truncate_to(4)
+    assert log.log_end_offset_metadata == LogOffsetMetadata(4, 0, 2 * infos[0].num_bytes)
+    log.truncate_fully_and_start_at(50)
+    assert log.log_end_offset_metadata == LogOffsetMetadata(50, 50, 0)
+
+
+def test_the_high_watermark_keeps_a_known_position_and_a_read_converts_an_unknown_one(tmp_path):
+    log = _open(tmp_path, config=LogConfig())
+    _fill(log, 3)
+    log.maybe_increment_high_watermark(2)  # nobody said where offset 2 is
+    assert log.high_watermark_metadata == LogOffsetMetadata(2)
+    log.read(0, max_bytes=1 << 20, upper_bound=log.high_watermark)
+    assert log.high_watermark_metadata == log.offset_metadata_of(2)
+    log.maybe_increment_high_watermark(4, log.offset_metadata_of(4))  # a follower fetched from there
+    assert log.high_watermark_metadata == log.offset_metadata_of(4)
+    log.maybe_increment_high_watermark(6)  # the LEO: the log knows where that is
+    assert log.high_watermark_metadata == log.log_end_offset_metadata
+    log.truncate_to(4)
+    assert log.high_watermark_metadata == log.log_end_offset_metadata == log.offset_metadata_of(4)
+    log.update_high_watermark(2)
+    assert log.high_watermark_metadata.message_offset_only
 
 
 def test_flush_ticket_moves_recovery_point(tmp_path):
@@ -329,6 +362,7 @@ def test_model_property(tmp_path_factory, ops):
                 log.close()
             log = _open(path, clock=clock, clean=op[1], recovery_point=log.recovery_point)
         assert log.log_end_offset == (model[-1][1] + 1 if model else 0)
+        assert log.log_end_offset_metadata == log.offset_metadata_of(log.log_end_offset)  # kept, not looked up
     if model:
         result = log.read(0, max_bytes=1 << 20, upper_bound=log.log_end_offset)
         got = []

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from replog.log.errors import OffsetOutOfRangeError
+from replog.log.offset_metadata import LogOffsetMetadata
 from replog.protocol.apis import ApiKey
 from replog.protocol.fetch import (
     FetchPartitionResult,
@@ -24,6 +25,7 @@ from replog.protocol.fetch import (
 )
 from replog.protocol.messages import decode_request, millis
 
+from ..delayed_fetch_rules import ParkedPartition, delayed_fetch_can_complete
 from ..purgatory import DelayedOperation
 from ..replica_manager import CONSUMER, FollowerFetch
 
@@ -74,18 +76,21 @@ def handle(ctx, broker):
     if params.from_follower and not ctx.session.cluster_action:
         # Only brokers replicate: a client claiming a replica id would read past the HW.
         return _encode(ctx.api_version, params, _all_errors(params, ErrorCode.cluster_authorization_failed))
-    results, readable_bytes, respond_now = read_all(broker, params)
+    results, fetch_offsets, readable_bytes, respond_now = read_all(broker, params)
     if params.max_wait_ms <= 0 or not params.partitions or readable_bytes >= params.min_bytes or respond_now:
         return _respond(broker, ctx.api_version, params, results)
-    op = DelayedFetch(broker, params)
+    op = DelayedFetch(broker, params, fetch_offsets)
     keys = [(p.topic, p.partition) for p in params.partitions]
     broker.replica_manager.fetch_purgatory.try_complete_else_watch(op, keys)
     return _respond_later(broker, op.future, ctx.api_version, params)
 
 
-def read_all(broker, params: FetchParams) -> tuple[list[FetchPartitionResult], int, bool]:
-    """(results, bytes read, whether to answer now: an error or a diverging epoch)."""
-    results, total, respond_now = [], 0, False
+def read_all(
+    broker, params: FetchParams
+) -> tuple[list[FetchPartitionResult], list[LogOffsetMetadata | None], int, bool]:
+    """(results, where each partition's read started (None if it did not read), bytes read, whether to
+    answer now: an error or a diverging epoch)."""
+    results, fetch_offsets, total, respond_now = [], [], 0, False
     for p in params.partitions:
         budget = params.max_bytes - total
         read = broker.replica_manager.read_partition(
@@ -100,7 +105,8 @@ def read_all(broker, params: FetchParams) -> tuple[list[FetchPartitionResult], i
         total += file_slice.length if file_slice is not None else 0
         respond_now = respond_now or read.error_code != ErrorCode.none or read.diverging_epoch is not None
         results.append(result)
-    return results, total, respond_now
+        fetch_offsets.append(read.result.fetch_offset_metadata if read.result is not None else None)
+    return results, fetch_offsets, total, respond_now
 
 
 def _all_errors(params: FetchParams, code: ErrorCode) -> list[FetchPartitionResult]:
@@ -135,33 +141,34 @@ class DelayedFetch(DelayedOperation):
     gone (A-C), fenced epoch (E), fetch offset past the end or on an older segment (F), min_bytes of data
     available, counted from log positions (G), or a diverging epoch (H). Then it reads afresh."""
 
-    def __init__(self, broker, params: FetchParams) -> None:
+    def __init__(self, broker, params: FetchParams, fetch_offsets: list[LogOffsetMetadata | None]) -> None:
         super().__init__(params.max_wait_ms)
+        assert len(fetch_offsets) == len(params.partitions)
+        assert None not in fetch_offsets, "a partition that did not read answers at once, it never parks"
         self._broker = broker
         self._params = params
+        self._fetch_offsets = fetch_offsets
         self.future = asyncio.get_running_loop().create_future()
 
     def try_complete(self) -> bool:
-        accumulated = 0
-        for p in self._params.partitions:
-            partition = self._broker.replica_manager.get_partition(p.topic, p.partition)
-            if partition is None or not partition.is_leader:
-                return self.force_complete()
-            if partition.check_leader_epoch(p.current_leader_epoch) != ErrorCode.none:
-                return self.force_complete()
-            if self._diverges(partition, p):
-                return self.force_complete()
-            end_offset = partition.end_offset_for_fetch(self._params.from_follower)
-            if p.fetch_offset > end_offset:
-                return self.force_complete()
-            if p.fetch_offset == end_offset:
-                continue
-            start = partition.log.position_of(p.fetch_offset)
-            available = start.bytes_until(partition.log.position_of(end_offset))
-            if available is None:
-                return self.force_complete()  # the end is on a later segment
-            accumulated += min(available, p.max_bytes)
-        return accumulated >= self._params.min_bytes and self.force_complete()
+        # Cached state only (see delayed_fetch_rules): a wake-up from an append cannot fail on the disk.
+        parked = [self._parked(p, fetch_offset) for p, fetch_offset in zip(self._params.partitions,
+                                                                           self._fetch_offsets, strict=True)]
+        return delayed_fetch_can_complete(parked, self._params.min_bytes) and self.force_complete()
+
+    def _parked(self, p: FetchPartitionParams, fetch_offset: LogOffsetMetadata) -> ParkedPartition:
+        partition = self._broker.replica_manager.get_partition(p.topic, p.partition)
+        if partition is None:  # deleted: the fresh read answers UNKNOWN_TOPIC_OR_PARTITION
+            return ParkedPartition(leads=False, epoch_matches=False, diverges=False, fetch_offset=fetch_offset,
+                                   end_offset=fetch_offset, max_bytes=p.max_bytes)
+        return ParkedPartition(
+            leads=partition.is_leader,
+            epoch_matches=partition.check_leader_epoch(p.current_leader_epoch) == ErrorCode.none,
+            diverges=self._diverges(partition, p),
+            fetch_offset=fetch_offset,
+            end_offset=partition.end_offset_metadata_for_fetch(self._params.from_follower),
+            max_bytes=p.max_bytes,
+        )
 
     @staticmethod
     def _diverges(partition, p: FetchPartitionParams) -> bool:
@@ -171,6 +178,6 @@ class DelayedFetch(DelayedOperation):
             return True
 
     def on_complete(self) -> None:
-        results, _, _ = read_all(self._broker, self._params)
+        results, _, _, _ = read_all(self._broker, self._params)
         if not self.future.done():
             self.future.set_result(results)
