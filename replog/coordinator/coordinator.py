@@ -74,7 +74,11 @@ class GroupCoordinator:
         if error is None:
             group = self.groups.get(request.group_id)
             if group is None and request.member_id == UNKNOWN_MEMBER_ID:
-                group = self.groups[request.group_id] = ClassicGroup(request.group_id, state_timestamp_ms=now_ms)
+                created = ClassicGroup(request.group_id, state_timestamp_ms=now_ms)
+                out = joining.on_join(created, request, now_ms, self.config, fresh_uuid)
+                if created.members or created.pending_members:  # a refused first join leaves nothing behind
+                    self.groups[request.group_id] = created
+                return out
             if group is not None:
                 return joining.on_join(group, request, now_ms, self.config, fresh_uuid)
             error = ErrorCode.unknown_member_id  # a member id for a group that does not exist
@@ -196,6 +200,10 @@ class GroupCoordinator:
     def on_written(self, write: Write, error: ErrorCode, now_ms: int) -> Outcome:
         """A write from an Outcome was replicated (error none) or failed."""
         if isinstance(write, StoreOffsets):
+            if error == ErrorCode.none and self.status_error(write.group_id, empty_id_allowed=True) is not None:
+                # The partition moved away while the write was in flight: the new coordinator loads the
+                # commit from the log; this one must not keep a group it no longer owns.
+                error = ErrorCode.not_leader_or_follower
             return Outcome(replies=[offsets.on_offsets_stored(self.offsets, write, error)])
         group = self.groups.get(write.group_id)
         if isinstance(write, StoreGroup) and group is not None:
@@ -209,7 +217,8 @@ class GroupCoordinator:
 
     def finish_loading(self, partition: int, records: Iterable[tuple[bytes, bytes | None]], now_ms: int) -> Outcome:
         """The partition's records up to its end, read after becoming leader. Then its groups are answered."""
-        assert self.partitions.get(partition) is PartitionStatus.LOADING, partition
+        if self.partitions.get(partition) is not PartitionStatus.LOADING:
+            return Outcome()  # unloaded while loading: leadership moved on again
         loaded, out = loader.load_partition(records, now_ms, self.config)
         for group_id, group in loaded.groups.items():
             assert self.partition_for(group_id) == partition, (group_id, partition)

@@ -199,3 +199,11 @@ def test_a_joined_static_instance_with_a_stale_member_id_is_fenced():
     assert reply.members[0][1] == E.fenced_instance_id
     assert shell.answered(shell.join("old-id", instance=instance, protocols=RANGE)).error == E.fenced_instance_id
     assert shell.group.static_members[instance] == current
+
+
+def test_a_refused_first_join_does_not_create_the_group():
+    shell = Shell()
+    shell.join(group="fresh", session_ms=1)
+    shell.join(group="fresh", protocols=())
+    assert "fresh" not in shell.coordinator.groups
+    assert shell.coordinator.list_groups() == []

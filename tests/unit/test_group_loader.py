@@ -124,3 +124,25 @@ def test_a_group_known_only_through_offsets_loads_empty():
 def test_a_corrupt_partition_refuses_to_load(log):
     with pytest.raises(DecodeError):
         load_partition(log, 0, config())
+
+
+def test_a_load_overtaken_by_an_unload_is_discarded():
+    old = Shell()
+    old.stable_group(1)
+    new = Shell(load=False)
+    partition = new.coordinator.partition_for("g")
+    new.coordinator.begin_loading(partition)
+    new.apply(new.coordinator.unload(partition))
+    new.apply(new.coordinator.finish_loading(partition, old.log, 0))
+    assert new.coordinator.groups == {}
+    assert new.answered(new.join()).error == E.not_coordinator
+
+
+def test_a_commit_replicated_after_the_partition_moved_is_not_kept_here():
+    shell = Shell()
+    shell.hold_writes = True
+    rid = shell.commit("", -1, {("t", 0): 4})
+    shell.apply(shell.coordinator.unload(shell.coordinator.partition_for("g")))
+    shell.release()
+    assert shell.answered(rid).partitions == (("t", 0, E.not_coordinator),)
+    assert shell.coordinator.offsets.groups == {}

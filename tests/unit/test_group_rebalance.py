@@ -6,7 +6,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from replog.coordinator.group import GroupState
-from replog.coordinator.outcomes import JoinResult, LeavingMember, SyncResult
+from replog.coordinator.outcomes import JoinResult, LeavingMember, SyncResult, Timer, TimerKind
 
 from .group_shell import REBALANCE_MS, SESSION_MS, Shell
 
@@ -315,3 +315,34 @@ def test_the_last_member_leaving_empties_the_group_and_records_it():
     assert shell.group.state is S.EMPTY
     assert shell.group.generation_id == 2
     assert len(shell.log) == 2
+
+
+# ------------------------------------------------------------------------------- stale timers
+
+
+def test_a_superseded_session_timer_that_still_fires_does_nothing():
+    shell = Shell()
+    leader, follower = shell.stable_group(2)
+    old = shell.timers[(TimerKind.HEARTBEAT, "g", follower)]
+    shell.advance(SESSION_MS // 2)
+    shell.heartbeat(follower, 1)
+    shell.now = old.deadline_ms
+    shell.apply(shell.coordinator.on_timer(old, shell.now))  # a timer the shell failed to replace
+    assert follower in shell.group.members and shell.group.state is S.STABLE
+
+
+def test_a_join_timer_firing_after_everyone_rejoined_does_nothing():
+    shell = Shell()
+    leader, follower = shell.stable_group(2)
+    shell.join(leader)
+    timer = shell.timers[(TimerKind.JOIN, "g", "")]
+    shell.join(follower)  # the join completes at once
+    assert shell.group.state is S.COMPLETING_REBALANCE
+    shell.apply(shell.coordinator.on_timer(timer, timer.deadline_ms))
+    assert (shell.group.state, shell.group.generation_id) == (S.COMPLETING_REBALANCE, 2)
+
+
+def test_a_timer_for_a_group_that_is_gone_does_nothing():
+    shell = Shell()
+    out = shell.coordinator.on_timer(Timer(TimerKind.HEARTBEAT, "nope", "m", 5), 5)
+    assert (out.replies, out.timers, out.writes) == ([], [], [])
