@@ -158,6 +158,9 @@ class ClassicGroup:
         group's protocol type and at least one protocol every current member supports."""
         if self.is_(GroupState.EMPTY):
             return bool(protocol_type) and bool(protocol_names)
+        if not self.members:
+            # Rebalancing with only KIP-394 ids outstanding: as in Kafka, zero members support everything.
+            return self.protocol_type == protocol_type and bool(protocol_names)
         return self.protocol_type == protocol_type and bool(protocol_names & self.candidate_protocols())
 
     def candidate_protocols(self) -> set[str]:
@@ -246,6 +249,9 @@ class ClassicGroup:
         self.members[new_member_id] = member
         if self.leader_id == old_member_id:
             self.leader_id = new_member_id
+        if old_member_id in self.pending_sync:  # the new incarnation owes the SyncGroup the old one did
+            self.pending_sync.remove(old_member_id)
+            self.pending_sync.add(new_member_id)
         self.static_members[instance_id] = new_member_id
         return member
 

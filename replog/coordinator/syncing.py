@@ -145,7 +145,9 @@ def _answer_static_rejoin(group: ClassicGroup, write: StoreGroup, error: ErrorCo
     assert rejoin is not None
     member = group.members.get(rejoin.new_member_id)
     if member is None or member.join_request != rejoin.request_id:
-        return  # replaced, removed or rebalanced meanwhile: its JoinGroup was answered then
+        return  # replaced or removed meanwhile: its JoinGroup was answered then
+    if not group.is_(S.STABLE) or group.generation_id != write.generation_id:
+        return  # a rebalance began meanwhile: the JoinGroup now waits for it, like any other member's
     if error != ErrorCode.none:
         # The new id is not in the log: go back to the old one, which a restart would load.
         member.join_request = None

@@ -49,6 +49,7 @@ class Shell:
         self.log: list[tuple[bytes, bytes | None]] = []
         self.held: list[Write] = []
         self.hold_writes = False
+        self.requests: list[int] = []  # every request id handed out, in order
         self._ids = itertools.count(1)
         self._uuids = itertools.count(1)
         if load:
@@ -118,10 +119,15 @@ class Shell:
 
     # ------------------------------------------------------------ requests
 
+    def _request_id(self) -> int:
+        rid = next(self._ids)
+        self.requests.append(rid)
+        return rid
+
     def join(self, member_id: str = "", *, group: str = GROUP, instance: str | None = None, protocols=RANGE,
              protocol_type: str = "consumer", session_ms: int = SESSION_MS, rebalance_ms: int = REBALANCE_MS,
              client: str = "c", require_known: bool = True, skip_assignment: bool = False) -> int:
-        rid = next(self._ids)
+        rid = self._request_id()
         request = JoinRequest(rid, group, member_id, instance, client, "/127.0.0.1", session_ms, rebalance_ms,
                               protocol_type, protocols, require_known, skip_assignment)
         self.apply(self.coordinator.join(request, self.now, f"u{next(self._uuids)}"))
@@ -136,25 +142,25 @@ class Shell:
 
     def sync(self, member_id: str, generation: int, assignments=(), *, group: str = GROUP,
              instance: str | None = None, protocol_name: str | None = None) -> int:
-        rid = next(self._ids)
+        rid = self._request_id()
         request = SyncRequest(rid, group, generation, member_id, instance, None, protocol_name, tuple(assignments))
         self.apply(self.coordinator.sync(request, self.now))
         return rid
 
     def heartbeat(self, member_id: str, generation: int, *, group: str = GROUP, instance: str | None = None) -> int:
-        rid = next(self._ids)
+        rid = self._request_id()
         self.apply(self.coordinator.heartbeat(HeartbeatRequest(rid, group, generation, member_id, instance),
                                               self.now))
         return rid
 
     def leave(self, *members: LeavingMember, group: str = GROUP) -> int:
-        rid = next(self._ids)
+        rid = self._request_id()
         self.apply(self.coordinator.leave(LeaveRequest(rid, group, members), self.now))
         return rid
 
     def commit(self, member_id: str, generation: int, offsets: dict, *, group: str = GROUP,
                instance: str | None = None, retention_ms: int = -1, metadata: str = "") -> int:
-        rid = next(self._ids)
+        rid = self._request_id()
         partitions = tuple(CommitPartition(t, p, o, 1, metadata) for (t, p), o in offsets.items())
         request = CommitRequest(rid, group, generation, member_id, partitions, instance, retention_ms)
         self.apply(self.coordinator.commit(request, self.now))

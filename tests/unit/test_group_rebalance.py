@@ -261,6 +261,36 @@ def test_a_static_rejoin_whose_write_fails_keeps_the_old_member_id():
     assert shell.answered(shell.heartbeat(follower, 1, instance=instance)).error == E.none
 
 
+def test_a_static_rejoin_overtaken_by_a_rebalance_is_answered_by_the_rebalance():
+    shell = Shell()
+    leader, follower = shell.stable_group(2, static=True)
+    shell.hold_writes = True
+    rid = shell.join(instance="i-1")  # its new id is being written...
+    shell.join(leader, instance="i-0")  # ...when the leader starts a rebalance
+    shell.release()
+    assert shell.answered(rid).generation_id == 2  # not the Stable generation 1 the write was for
+    assert shell.group.state is S.COMPLETING_REBALANCE
+
+
+def test_a_static_member_restarting_before_it_synced_owes_the_sync_under_its_new_id():
+    shell = Shell()
+    rid_a = shell.join(instance="i-0")
+    rid_b = shell.join(instance="i-1")
+    shell.advance(6000)  # the second arrival extended the initial delay once
+    leader = shell.answered(rid_a).leader_id
+    shell.sync(leader, 1, [(m, b"") for m in shell.group.members])
+    assert shell.group.state is S.STABLE
+    restarted = shell.answered(shell.join(instance="i-1"))  # restarted before syncing
+    assert shell.answered(rid_b).member_id not in shell.group.pending_sync
+    assert shell.group.pending_sync == {restarted.member_id}
+    assert shell.answered(shell.sync(restarted.member_id, 1, instance="i-1")).error == E.none
+    for _ in range(REBALANCE_MS // 5000):
+        shell.advance(5000)
+        for member_id, instance in ((leader, "i-0"), (restarted.member_id, "i-1")):
+            shell.heartbeat(member_id, 1, instance=instance)
+    assert shell.group.state is S.STABLE  # nobody owed a sync when the deadline came
+
+
 def test_a_static_member_that_does_not_rejoin_keeps_its_place_through_a_rebalance():
     shell = Shell()
     leader, follower = shell.stable_group(2, static=True)

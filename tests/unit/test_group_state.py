@@ -102,6 +102,13 @@ def test_supports_protocols(state, protocol_type, protocols, expected):
     assert group.supports_protocols(protocol_type, protocols) is expected
 
 
+def test_a_rebalancing_group_whose_members_all_left_takes_any_protocol_of_its_type():
+    group = ClassicGroup("g", state=S.PREPARING_REBALANCE, protocol_type="consumer")
+    group.pending_members["c-1"] = 10_000  # it waits for this id before completing the join
+    assert group.supports_protocols("consumer", {"sticky"})
+    assert not group.supports_protocols("connect", {"sticky"})
+
+
 def test_the_first_member_leads_and_the_oldest_remaining_takes_over():
     group = ClassicGroup("g")
     for member_id in ("a", "b", "c"):
