@@ -1,5 +1,5 @@
-"""ListGroups, DescribeGroups and DeleteGroups over the groups one coordinator holds (Kafka's handleListGroups,
-handleDescribeGroup / GroupMetadata.summary, handleDeleteGroups)."""
+"""ListGroups, DescribeGroups and DeleteGroups over the groups one coordinator holds (Kafka's
+handleListGroups, handleDescribeGroup / GroupMetadata.summary, handleDeleteGroups)."""
 
 from __future__ import annotations
 
@@ -61,7 +61,10 @@ def describe_group(group_id: str, group: ClassicGroup | None) -> GroupSummary:
     stable = group.is_(S.STABLE)
     members = tuple(
         MemberSummary(
-            m.member_id, m.group_instance_id, m.client_id, m.client_host,
+            m.member_id,
+            m.group_instance_id,
+            m.client_id,
+            m.client_host,
             m.metadata(group.protocol_name) if stable and group.protocol_name is not None else b"",
             m.assignment if stable else b"",
         )
@@ -71,8 +74,9 @@ def describe_group(group_id: str, group: ClassicGroup | None) -> GroupSummary:
     return GroupSummary(group_id, group.state.value, group.protocol_type or "", protocol, members)
 
 
-def delete_group(group_id: str, group: ClassicGroup | None, store: OffsetStore, now_ms: int
-                 ) -> tuple[ErrorCode, AppendTombstones | None]:
+def delete_group(
+    group_id: str, group: ClassicGroup | None, store: OffsetStore, now_ms: int
+) -> tuple[ErrorCode, AppendTombstones | None]:
     """DeleteGroups for one group: only an Empty group goes, with its offsets; the caller then forgets it.
     A group that exists only through offsets committed outside group management is Empty too."""
     if group is None or group.is_(S.DEAD):

@@ -1,4 +1,5 @@
-"""The group coordinator's settings, under Kafka's names and with Kafka's defaults (GroupCoordinatorConfig)."""
+"""The group coordinator's settings, under Kafka's names and with Kafka's defaults
+(GroupCoordinatorConfig)."""
 
 from __future__ import annotations
 
@@ -20,12 +21,12 @@ class GroupCoordinatorConfig:
     offsets_topic_segment_bytes: int = 104_857_600
     offsets_commit_timeout_ms: int = 5000
     offset_metadata_max_bytes: int = 4096
-    # replog's own bound, not Kafka's: the largest protocol metadata (all of a member's protocols) one JoinGroup
-    # may carry. Kafka has none and fails later, when the group's record is too large for __consumer_offsets;
-    # refusing at the join keeps a member from growing the group's state unchecked.
+    # replog's own bound, not Kafka's: the most protocol metadata (all of a member's protocols) one
+    # JoinGroup may carry. Kafka has none and fails later, when the group's record is too large for
+    # __consumer_offsets; refusing at the join keeps a member from growing the group's state unchecked.
     group_max_member_metadata_bytes: int = 1_048_576
-    # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs, a constant there: a new member's JoinGroup waits at most
-    # this long, as it cannot heartbeat before it knows its member id.
+    # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs, a constant there: a new member's JoinGroup waits
+    # at most this long, as it cannot heartbeat before it knows its member id.
     group_new_member_join_timeout_ms: int = 300_000
 
     def __post_init__(self) -> None:

@@ -102,8 +102,11 @@ class GroupCoordinator:
         group = self.groups.get(request.group_id)
         if error is None and group is not None:
             return liveness.on_heartbeat(group, request, now_ms)
-        return Outcome(replies=[HeartbeatResult(request.request_id, ErrorCode.unknown_member_id
-                                                if error is None else error)])
+        return Outcome(
+            replies=[
+                HeartbeatResult(request.request_id, ErrorCode.unknown_member_id if error is None else error)
+            ]
+        )
 
     def leave(self, request: LeaveRequest, now_ms: int) -> Outcome:
         error = self.status_error(request.group_id)
@@ -123,26 +126,31 @@ class GroupCoordinator:
             if request.generation_id >= 0:
                 error = ErrorCode.illegal_generation  # a generation of a group that is not here
             else:
-                group = self.groups[request.group_id] = ClassicGroup(request.group_id, state_timestamp_ms=now_ms)
+                group = self.groups[request.group_id] = ClassicGroup(
+                    request.group_id, state_timestamp_ms=now_ms
+                )
         if error is not None or group is None:
             return Outcome(replies=[offsets.refuse_commit(request, error or ErrorCode.unknown_server_error)])
         return offsets.on_commit(group, request, now_ms, self.config)
 
-    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
-                      ) -> tuple[ErrorCode, list[offsets.FetchedOffset]]:
+    def fetch_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]] | None
+    ) -> tuple[ErrorCode, list[offsets.FetchedOffset]]:
         """OffsetFetch for one group (v8+ asks for several: one call each)."""
         error = self.status_error(group_id, empty_id_allowed=True)
         if error is not None:
             return error, []
         return ErrorCode.none, offsets.fetch_offsets(self.offsets, group_id, partitions)
 
-    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]
-                       ) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]], Outcome]:
+    def delete_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]]
+    ) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]], Outcome]:
         error = self.status_error(group_id)
         if error is not None:
             return error, [], Outcome()
-        group_error, errors, writes = offsets.delete_offsets(self.groups.get(group_id), self.offsets, group_id,
-                                                             partitions)
+        group_error, errors, writes = offsets.delete_offsets(
+            self.groups.get(group_id), self.offsets, group_id, partitions
+        )
         return group_error, errors, Outcome(writes=[writes] if writes else [])
 
     def expire_offsets(self, now_ms: int) -> Outcome:
@@ -164,7 +172,9 @@ class GroupCoordinator:
     # ----------------------------------------------------------------- admin
 
     def list_groups(self, states_filter: Iterable[str] = ()) -> list[admin.GroupOverview]:
-        active = (g for g in self.groups.values() if self.status_error(g.group_id, empty_id_allowed=True) is None)
+        active = (
+            g for g in self.groups.values() if self.status_error(g.group_id, empty_id_allowed=True) is None
+        )
         return admin.list_groups(active, states_filter)
 
     def describe_group(self, group_id: str) -> admin.GroupSummary:
@@ -200,7 +210,10 @@ class GroupCoordinator:
     def on_written(self, write: Write, error: ErrorCode, now_ms: int) -> Outcome:
         """A write from an Outcome was replicated (error none) or failed."""
         if isinstance(write, StoreOffsets):
-            if error == ErrorCode.none and self.status_error(write.group_id, empty_id_allowed=True) is not None:
+            if (
+                error == ErrorCode.none
+                and self.status_error(write.group_id, empty_id_allowed=True) is not None
+            ):
                 # The partition moved away while the write was in flight: the new coordinator loads the
                 # commit from the log; this one must not keep a group it no longer owns.
                 error = ErrorCode.not_leader_or_follower
@@ -215,7 +228,9 @@ class GroupCoordinator:
     def begin_loading(self, partition: int) -> None:
         self.partitions[partition] = PartitionStatus.LOADING
 
-    def finish_loading(self, partition: int, records: Iterable[tuple[bytes, bytes | None]], now_ms: int) -> Outcome:
+    def finish_loading(
+        self, partition: int, records: Iterable[tuple[bytes, bytes | None]], now_ms: int
+    ) -> Outcome:
         """The partition's records up to its end, read after becoming leader. Then its groups are answered."""
         if self.partitions.get(partition) is not PartitionStatus.LOADING:
             return Outcome()  # unloaded while loading: leadership moved on again
@@ -238,4 +253,3 @@ class GroupCoordinator:
                 rebalance.answer_parked(member, ErrorCode.not_coordinator, out)
             self.offsets.remove_group(group_id)
         return out
-

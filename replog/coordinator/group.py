@@ -174,8 +174,8 @@ class ClassicGroup:
         return common
 
     def select_protocol(self) -> str:
-        """Kafka's selectProtocol: each member votes for its preferred candidate; most votes wins. Kafka breaks
-        ties by hash order; we break them by the first member's preference, which is deterministic."""
+        """Kafka's selectProtocol: each member votes for its preferred candidate; most votes wins.
+        Kafka breaks ties by hash order; we break them by the first member's preference, deterministically."""
         assert self.members, "cannot select a protocol for an empty group"
         candidates = self.candidate_protocols()
         votes: dict[str, int] = {}
@@ -290,7 +290,9 @@ class ClassicGroup:
             return None
         try:
             return frozenset(
-                topic for m in self.members.values() for topic in subscription_topics(m.metadata(self.protocol_name))
+                topic
+                for m in self.members.values()
+                for topic in subscription_topics(m.metadata(self.protocol_name))
             )
         except DecodeError:
             return None

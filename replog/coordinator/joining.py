@@ -58,11 +58,20 @@ def on_join(
     return out
 
 
-def _join_refusal(group: ClassicGroup, request: JoinRequest, config: GroupCoordinatorConfig) -> ErrorCode | None:
+def _join_refusal(
+    group: ClassicGroup, request: JoinRequest, config: GroupCoordinatorConfig
+) -> ErrorCode | None:
     """Errors that refuse a join before it touches the group."""
-    if not config.group_min_session_timeout_ms <= request.session_timeout_ms <= config.group_max_session_timeout_ms:
+    if (
+        not config.group_min_session_timeout_ms
+        <= request.session_timeout_ms
+        <= config.group_max_session_timeout_ms
+    ):
         return ErrorCode.invalid_session_timeout
-    if sum(len(name) + len(metadata) for name, metadata in request.protocols) > config.group_max_member_metadata_bytes:
+    if (
+        sum(len(name) + len(metadata) for name, metadata in request.protocols)
+        > config.group_max_member_metadata_bytes
+    ):
         return ErrorCode.invalid_request  # replog's bound; see GroupCoordinatorConfig
     if not _accepts_joining_member(group, request.member_id, config):
         return ErrorCode.group_max_size_reached
@@ -84,7 +93,9 @@ def _accepts_joining_member(group: ClassicGroup, member_id: str, config: GroupCo
         return True
     if group.is_(S.PREPARING_REBALANCE):
         member = group.members.get(member_id)
-        return (member is not None and member.awaiting_join) or group.num_awaiting_join < config.group_max_size
+        return (
+            member is not None and member.awaiting_join
+        ) or group.num_awaiting_join < config.group_max_size
     return group.has(member_id) or group.size < config.group_max_size
 
 
@@ -105,20 +116,30 @@ def _inconsistent(group: ClassicGroup, request: JoinRequest) -> bool:
 
 
 def _new_member_join(
-    group: ClassicGroup, request: JoinRequest, now_ms: int, config: GroupCoordinatorConfig, fresh_uuid: str,
+    group: ClassicGroup,
+    request: JoinRequest,
+    now_ms: int,
+    config: GroupCoordinatorConfig,
+    fresh_uuid: str,
     out: Outcome,
 ) -> None:
     if group.is_(S.DEAD):
-        out.replies.append(JoinResult(request.request_id, ErrorCode.coordinator_not_available, UNKNOWN_MEMBER_ID))
+        out.replies.append(
+            JoinResult(request.request_id, ErrorCode.coordinator_not_available, UNKNOWN_MEMBER_ID)
+        )
         return
     if _inconsistent(group, request):
-        out.replies.append(JoinResult(request.request_id, ErrorCode.inconsistent_group_protocol, UNKNOWN_MEMBER_ID))
+        out.replies.append(
+            JoinResult(request.request_id, ErrorCode.inconsistent_group_protocol, UNKNOWN_MEMBER_ID)
+        )
         return
     prefix = request.group_instance_id if request.group_instance_id is not None else request.client_id
     new_member_id = prefix + MEMBER_ID_DELIMITER + fresh_uuid
     instance_id = request.group_instance_id
     if instance_id is not None and instance_id in group.static_members:
-        _replace_static_member(group, request, group.static_members[instance_id], new_member_id, now_ms, config, out)
+        _replace_static_member(
+            group, request, group.static_members[instance_id], new_member_id, now_ms, config, out
+        )
     elif instance_id is None and request.require_known_member_id:
         # KIP-394: hand out the id and make the member come back with it, so that a client that times out
         # and retries does not leave a defunct member behind for every attempt.
@@ -131,13 +152,24 @@ def _new_member_join(
 
 
 def _add_member_and_rebalance(
-    group: ClassicGroup, request: JoinRequest, member_id: str, now_ms: int, config: GroupCoordinatorConfig,
+    group: ClassicGroup,
+    request: JoinRequest,
+    member_id: str,
+    now_ms: int,
+    config: GroupCoordinatorConfig,
     out: Outcome,
 ) -> None:
     member = Member(
-        member_id, request.group_instance_id, request.client_id, request.client_host,
-        request.rebalance_timeout_ms, request.session_timeout_ms, request.protocol_type, request.protocols,
-        join_request=request.request_id, is_new=True,
+        member_id,
+        request.group_instance_id,
+        request.client_id,
+        request.client_host,
+        request.rebalance_timeout_ms,
+        request.session_timeout_ms,
+        request.protocol_type,
+        request.protocols,
+        join_request=request.request_id,
+        is_new=True,
     )
     if group.is_(S.PREPARING_REBALANCE) and group.generation_id == 0:
         group.new_member_added = True  # extends the initial delay (InitialDelayedJoin)
@@ -152,8 +184,13 @@ def _add_member_and_rebalance(
 
 
 def _replace_static_member(
-    group: ClassicGroup, request: JoinRequest, old_member_id: str, new_member_id: str, now_ms: int,
-    config: GroupCoordinatorConfig, out: Outcome,
+    group: ClassicGroup,
+    request: JoinRequest,
+    old_member_id: str,
+    new_member_id: str,
+    now_ms: int,
+    config: GroupCoordinatorConfig,
+    out: Outcome,
 ) -> None:
     """KIP-345: a known group.instance.id joins without a member id (a restarted instance). It takes over the
     old member's place under a new id; the old id is fenced. A Stable group keeps its assignment if the
@@ -165,16 +202,36 @@ def _replace_static_member(
     member = group.replace_static_member(request.group_instance_id, old_member_id, new_member_id)
     schedule_heartbeat(group, member, member.session_timeout_ms, now_ms, out)
     rejoin = StaticRejoin(
-        request.request_id, request.group_instance_id, old_member_id, new_member_id, member.protocols,
-        member.rebalance_timeout_ms, member.session_timeout_ms, leader_before, request.support_skipping_assignment,
+        request.request_id,
+        request.group_instance_id,
+        old_member_id,
+        new_member_id,
+        member.protocols,
+        member.rebalance_timeout_ms,
+        member.session_timeout_ms,
+        leader_before,
+        request.support_skipping_assignment,
     )
-    update_member(member, request.protocols, request.rebalance_timeout_ms, request.session_timeout_ms,
-                  request.request_id, out)
+    update_member(
+        member,
+        request.protocols,
+        request.rebalance_timeout_ms,
+        request.session_timeout_ms,
+        request.request_id,
+        out,
+    )
     if group.is_(S.STABLE):
         if group.select_protocol() == group.protocol_name:
             assignments = {m.member_id: m.assignment for m in group.members.values()}
-            out.writes.append(StoreGroup(group.group_id, group.generation_id, group_record(group, assignments),
-                                         AfterStore.ANSWER_STATIC_REJOIN, rejoin))
+            out.writes.append(
+                StoreGroup(
+                    group.group_id,
+                    group.generation_id,
+                    group_record(group, assignments),
+                    AfterStore.ANSWER_STATIC_REJOIN,
+                    rejoin,
+                )
+            )
         else:
             maybe_prepare_rebalance(group, now_ms, config, out)
     elif group.is_(S.COMPLETING_REBALANCE):
@@ -217,7 +274,11 @@ def _current_member_join(
 
 
 def _known_member_rejoin(
-    group: ClassicGroup, member: Member, request: JoinRequest, now_ms: int, config: GroupCoordinatorConfig,
+    group: ClassicGroup,
+    member: Member,
+    request: JoinRequest,
+    now_ms: int,
+    config: GroupCoordinatorConfig,
     out: Outcome,
 ) -> None:
     same = member.matches(request.protocols)
@@ -238,17 +299,31 @@ def _known_member_rejoin(
 
 
 def _update_member_and_rebalance(
-    group: ClassicGroup, member: Member, request: JoinRequest, now_ms: int, config: GroupCoordinatorConfig,
+    group: ClassicGroup,
+    member: Member,
+    request: JoinRequest,
+    now_ms: int,
+    config: GroupCoordinatorConfig,
     out: Outcome,
 ) -> None:
-    update_member(member, request.protocols, request.rebalance_timeout_ms, request.session_timeout_ms,
-                  request.request_id, out)
+    update_member(
+        member,
+        request.protocols,
+        request.rebalance_timeout_ms,
+        request.session_timeout_ms,
+        request.request_id,
+        out,
+    )
     maybe_prepare_rebalance(group, now_ms, config, out)
 
 
 def update_member(
-    member: Member, protocols: Protocols, rebalance_timeout_ms: int, session_timeout_ms: int,
-    join_request: int | None, out: Outcome,
+    member: Member,
+    protocols: Protocols,
+    rebalance_timeout_ms: int,
+    session_timeout_ms: int,
+    join_request: int | None,
+    out: Outcome,
 ) -> None:
     """New protocols and timeouts, and the JoinGroup now parked for the member (None: none). A JoinGroup it
     parked before is answered now: the client gave up on it and retried on another connection."""

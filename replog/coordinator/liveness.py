@@ -53,7 +53,9 @@ def _heartbeat_error(group: ClassicGroup, request: HeartbeatRequest) -> ErrorCod
     return None
 
 
-def on_leave(group: ClassicGroup, request: LeaveRequest, now_ms: int, config: GroupCoordinatorConfig) -> Outcome:
+def on_leave(
+    group: ClassicGroup, request: LeaveRequest, now_ms: int, config: GroupCoordinatorConfig
+) -> Outcome:
     """Each leaving member gets its own error (LeaveGroup v3+ batches them; for v0-2 the handler puts the one
     member's error at the top level). An empty member id with an instance id is an admin's removal."""
     out = Outcome()
@@ -87,11 +89,16 @@ def _leave_one(
 
 def unknown_group_leave(request: LeaveRequest) -> LeaveResult:
     """LeaveGroup for a group this coordinator does not have: every member is unknown."""
-    return LeaveResult(request.request_id, ErrorCode.none,
-                       tuple((leaving, ErrorCode.unknown_member_id) for leaving in request.members))
+    return LeaveResult(
+        request.request_id,
+        ErrorCode.none,
+        tuple((leaving, ErrorCode.unknown_member_id) for leaving in request.members),
+    )
 
 
-def on_heartbeat_timer(group: ClassicGroup, timer: Timer, now_ms: int, config: GroupCoordinatorConfig) -> Outcome:
+def on_heartbeat_timer(
+    group: ClassicGroup, timer: Timer, now_ms: int, config: GroupCoordinatorConfig
+) -> Outcome:
     """A member's session ran out without a sign of life. A member waiting on a rebalance counts as alive
     (it cannot heartbeat with a parked request), unless it is new: a new member's join is bounded."""
     out = Outcome()

@@ -35,8 +35,9 @@ class LoadedPartition:
     offsets: OffsetStore = field(default_factory=OffsetStore)
 
 
-def replay(records: Iterable[tuple[bytes | memoryview, bytes | memoryview | None]]
-           ) -> tuple[dict[str, GroupMetadataValue], dict[str, dict[TopicPartition, OffsetAndMetadata]]]:
+def replay(
+    records: Iterable[tuple[bytes | memoryview, bytes | memoryview | None]],
+) -> tuple[dict[str, GroupMetadataValue], dict[str, dict[TopicPartition, OffsetAndMetadata]]]:
     """The latest group record and offsets per group; DecodeError on a record that does not decode."""
     group_values: dict[str, GroupMetadataValue] = {}
     offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
@@ -57,13 +58,17 @@ def replay(records: Iterable[tuple[bytes | memoryview, bytes | memoryview | None
         else:
             v = decode_offset_commit_value(value_bytes)
             expire = None if v.expire_timestamp == NO_TIMESTAMP else v.expire_timestamp
-            offsets.setdefault(key.group, {})[tp] = OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata,
-                                                                     v.commit_timestamp, expire)
+            offsets.setdefault(key.group, {})[tp] = OffsetAndMetadata(
+                v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, expire
+            )
     return group_values, {g: o for g, o in offsets.items() if o}
 
 
-def load_partition(records: Iterable[tuple[bytes | memoryview, bytes | memoryview | None]], now_ms: int,
-                   config: GroupCoordinatorConfig) -> tuple[LoadedPartition, Outcome]:
+def load_partition(
+    records: Iterable[tuple[bytes | memoryview, bytes | memoryview | None]],
+    now_ms: int,
+    config: GroupCoordinatorConfig,
+) -> tuple[LoadedPartition, Outcome]:
     """Groups and offsets of one partition, and the session timers of the loaded members (Kafka's
     onGroupLoaded): a member that does not heartbeat within its session after a failover is removed."""
     group_values, offsets = replay(records)
@@ -98,10 +103,19 @@ def group_from_record(group_id: str, value: GroupMetadataValue) -> ClassicGroup:
     if value.members and value.protocol is None:
         raise DecodeError(f"group {group_id!r}: a record with members but no protocol")
     for m in value.members:
-        rebalance_timeout = m.rebalance_timeout if m.rebalance_timeout >= 0 else m.session_timeout  # v0 records
+        rebalance_timeout = (
+            m.rebalance_timeout if m.rebalance_timeout >= 0 else m.session_timeout
+        )  # v0 records
         group.members[m.member_id] = Member(
-            m.member_id, m.group_instance_id, m.client_id, m.client_host, rebalance_timeout, m.session_timeout,
-            value.protocol_type, ((value.protocol, m.subscription),), m.assignment,
+            m.member_id,
+            m.group_instance_id,
+            m.client_id,
+            m.client_host,
+            rebalance_timeout,
+            m.session_timeout,
+            value.protocol_type,
+            ((value.protocol, m.subscription),),
+            m.assignment,
         )
         if m.group_instance_id is not None:
             group.static_members[m.group_instance_id] = m.member_id

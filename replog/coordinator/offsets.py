@@ -93,7 +93,11 @@ def commit_error(group: ClassicGroup, request: CommitRequest) -> ErrorCode | Non
         return ErrorCode.coordinator_not_available
     if request.generation_id < 0 and group.is_(S.EMPTY):
         return None  # outside group management: allowed while no member owns the partitions
-    if request.generation_id >= 0 or request.member_id != UNKNOWN_MEMBER_ID or request.group_instance_id is not None:
+    if (
+        request.generation_id >= 0
+        or request.member_id != UNKNOWN_MEMBER_ID
+        or request.group_instance_id is not None
+    ):
         error = group.current_member_error(request.member_id, request.group_instance_id)
         if error is not None:
             return error
@@ -103,7 +107,9 @@ def commit_error(group: ClassicGroup, request: CommitRequest) -> ErrorCode | Non
     return None
 
 
-def on_commit(group: ClassicGroup, request: CommitRequest, now_ms: int, config: GroupCoordinatorConfig) -> Outcome:
+def on_commit(
+    group: ClassicGroup, request: CommitRequest, now_ms: int, config: GroupCoordinatorConfig
+) -> Outcome:
     """`group` exists: the caller creates an Empty one for a generation -1 commit to an unknown group, and
     answers ILLEGAL_GENERATION for any other commit to an unknown group."""
     out = Outcome()
@@ -126,7 +132,9 @@ def on_commit(group: ClassicGroup, request: CommitRequest, now_ms: int, config: 
             refused.append((p.topic, p.partition, ErrorCode.offset_metadata_too_large))
             continue
         expire = now_ms + request.retention_time_ms if request.retention_time_ms >= 0 else None
-        accepted.append((p.topic, p.partition, OffsetAndMetadata(p.offset, p.leader_epoch, metadata, now_ms, expire)))
+        accepted.append(
+            (p.topic, p.partition, OffsetAndMetadata(p.offset, p.leader_epoch, metadata, now_ms, expire))
+        )
     if accepted:
         out.writes.append(StoreOffsets(request.request_id, request.group_id, tuple(accepted), tuple(refused)))
     else:
@@ -162,7 +170,9 @@ def on_offsets_stored(store: OffsetStore, write: StoreOffsets, error: ErrorCode)
 # -------------------------------------------------------------------- fetch
 
 
-def fetch_offsets(store: OffsetStore, group_id: str, partitions: list[TopicPartition] | None) -> list[FetchedOffset]:
+def fetch_offsets(
+    store: OffsetStore, group_id: str, partitions: list[TopicPartition] | None
+) -> list[FetchedOffset]:
     """OffsetFetch for one group: the named partitions (-1 for those without a commit), or with None every
     committed partition. An unknown group is not an error: a group may commit without group management."""
     offsets = store.get(group_id)
@@ -173,19 +183,25 @@ def fetch_offsets(store: OffsetStore, group_id: str, partitions: list[TopicParti
         if committed is None:
             fetched.append(FetchedOffset(topic, partition, NO_OFFSET, NO_LEADER_EPOCH, ""))
         else:
-            fetched.append(FetchedOffset(topic, partition, committed.offset, committed.leader_epoch,
-                                         committed.metadata))
+            fetched.append(
+                FetchedOffset(topic, partition, committed.offset, committed.leader_epoch, committed.metadata)
+            )
     return fetched
 
 
 # ---------------------------------------------------------------- retention
 
 
-def expired_offsets(group: ClassicGroup | None, offsets: dict[TopicPartition, OffsetAndMetadata], now_ms: int,
-                    retention_ms: int) -> list[TopicPartition]:
+def expired_offsets(
+    group: ClassicGroup | None,
+    offsets: dict[TopicPartition, OffsetAndMetadata],
+    now_ms: int,
+    retention_ms: int,
+) -> list[TopicPartition]:
     """Kafka 2.1+ retention (KIP-211): a group's offsets expire only once it is Empty, counted from when it
     became Empty; a Stable consumer group loses only offsets of topics it no longer subscribes to; offsets
     committed without group management count from their commit."""
+
     def expired(offset: OffsetAndMetadata, base_ms: int) -> bool:
         if offset.expire_timestamp_ms is not None:  # an explicit retention time (OffsetCommit v2-v4)
             return now_ms >= offset.expire_timestamp_ms
@@ -197,18 +213,22 @@ def expired_offsets(group: ClassicGroup | None, offsets: dict[TopicPartition, Of
         # No state timestamp means the group was loaded from an old record: count from the commit then.
         def base(o: OffsetAndMetadata) -> int:
             return group.state_timestamp_ms if group.state_timestamp_ms >= 0 else o.commit_timestamp_ms
+
         return sorted(tp for tp, o in offsets.items() if expired(o, base(o)))
     if group.is_consumer_group and group.subscribed_topics is not None and group.is_(S.STABLE):
         subscribed = group.subscribed_topics
-        return sorted(tp for tp, o in offsets.items()
-                      if tp[0] not in subscribed and expired(o, o.commit_timestamp_ms))
+        return sorted(
+            tp for tp, o in offsets.items() if tp[0] not in subscribed and expired(o, o.commit_timestamp_ms)
+        )
     return []
 
 
-def expire_group_offsets(group: ClassicGroup | None, group_id: str, store: OffsetStore, now_ms: int,
-                         config: GroupCoordinatorConfig) -> tuple[list[TopicPartition], bool]:
+def expire_group_offsets(
+    group: ClassicGroup | None, group_id: str, store: OffsetStore, now_ms: int, config: GroupCoordinatorConfig
+) -> tuple[list[TopicPartition], bool]:
     """Drop the group's expired offsets; returns them, and whether the group is now gone (Empty and without
-    offsets: Kafka marks it Dead and writes its tombstone). Called every offsets.retention.check.interval.ms."""
+    offsets: Kafka marks it Dead and writes its tombstone). Called every
+    offsets.retention.check.interval.ms."""
     for tp in (expired := expired_offsets(group, store.get(group_id), now_ms, config.offsets_retention_ms)):
         store.remove(group_id, tp)
     # A group with KIP-394 member ids handed out is about to get members: keep it.
@@ -224,8 +244,9 @@ def tombstones(group_id: str, partitions: list[TopicPartition]) -> AppendTombsto
 # ------------------------------------------------------------------- delete
 
 
-def delete_offsets(group: ClassicGroup | None, store: OffsetStore, group_id: str, partitions: list[TopicPartition]
-                   ) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]], AppendTombstones | None]:
+def delete_offsets(
+    group: ClassicGroup | None, store: OffsetStore, group_id: str, partitions: list[TopicPartition]
+) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]], AppendTombstones | None]:
     """OffsetDelete: (group error, per-partition errors, tombstones to write). An Empty group's offsets go;
     a rebalancing or Stable consumer group keeps those of topics it subscribes to."""
     if group is None or group.is_(S.DEAD):

@@ -87,7 +87,9 @@ class JoinResult:
     protocol_name: str | None = None
     leader_id: str = ""
     skip_assignment: bool = False
-    members: tuple[tuple[str, str | None, bytes], ...] = ()  # for the leader: (member id, instance id, metadata)
+    members: tuple[
+        tuple[str, str | None, bytes], ...
+    ] = ()  # for the leader: (member id, instance id, metadata)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ def java_string_hash(s: str) -> int:
 
 
 def kafka_abs(n: int) -> int:
-    """Kafka's Utils.abs: |n|, except that Integer.MIN_VALUE maps to 0 (Math.abs would return it unchanged)."""
+    """Kafka's Utils.abs: |n|, except that Integer.MIN_VALUE maps to 0 (Math.abs returns it unchanged)."""
     assert INT32_MIN <= n < 2**31
     return 0 if n == INT32_MIN else abs(n)
 

@@ -30,11 +30,15 @@ S = GroupState
 # ----------------------------------------------------------------- timers
 
 
-def schedule_heartbeat(group: ClassicGroup, member: Member, timeout_ms: int, now_ms: int, out: Outcome) -> None:
+def schedule_heartbeat(
+    group: ClassicGroup, member: Member, timeout_ms: int, now_ms: int, out: Outcome
+) -> None:
     """Kafka's completeAndScheduleNextExpiration: the member is alive now; it must show life again before
     timeout_ms passes (a heartbeat, a join, a sync, a commit) or be removed."""
     member.heartbeat_deadline_ms = now_ms + timeout_ms
-    out.timers.append(Timer(TimerKind.HEARTBEAT, group.group_id, member.member_id, member.heartbeat_deadline_ms))
+    out.timers.append(
+        Timer(TimerKind.HEARTBEAT, group.group_id, member.member_id, member.heartbeat_deadline_ms)
+    )
 
 
 def set_join_timer(group: ClassicGroup, timer: JoinTimer, out: Outcome) -> None:
@@ -70,7 +74,9 @@ def on_join_timer(group: ClassicGroup, timer: Timer, now_ms: int, config: GroupC
 # -------------------------------------------------------------- rebalance
 
 
-def maybe_prepare_rebalance(group: ClassicGroup, now_ms: int, config: GroupCoordinatorConfig, out: Outcome) -> None:
+def maybe_prepare_rebalance(
+    group: ClassicGroup, now_ms: int, config: GroupCoordinatorConfig, out: Outcome
+) -> None:
     if group.can_rebalance():
         prepare_rebalance(group, now_ms, config, out)
 
@@ -118,7 +124,9 @@ def complete_join(group: ClassicGroup, now_ms: int, out: Outcome) -> None:
         return
     group.init_next_generation(now_ms)
     if group.is_(S.EMPTY):
-        out.writes.append(StoreGroup(group.group_id, group.generation_id, group_record(group, {}), AfterStore.NOTHING))
+        out.writes.append(
+            StoreGroup(group.group_id, group.generation_id, group_record(group, {}), AfterStore.NOTHING)
+        )
         return
     for member in group.members.values():
         if member.join_request is not None:
@@ -130,8 +138,14 @@ def complete_join(group: ClassicGroup, now_ms: int, out: Outcome) -> None:
     set_sync_timer(group, now_ms, out)
 
 
-def join_result(group: ClassicGroup, member: Member, request_id: int, *, skip_assignment: bool = False,
-                leader_id: str | None = None) -> JoinResult:
+def join_result(
+    group: ClassicGroup,
+    member: Member,
+    request_id: int,
+    *,
+    skip_assignment: bool = False,
+    leader_id: str | None = None,
+) -> JoinResult:
     """The current generation as JoinGroup answers it; only the leader gets the members' metadata."""
     is_leader = group.is_leader(member.member_id)
     return JoinResult(
@@ -150,7 +164,9 @@ def join_result(group: ClassicGroup, member: Member, request_id: int, *, skip_as
 # ------------------------------------------------------------- assignment
 
 
-def reset_and_propagate_assignment_error(group: ClassicGroup, error: ErrorCode, now_ms: int, out: Outcome) -> None:
+def reset_and_propagate_assignment_error(
+    group: ClassicGroup, error: ErrorCode, now_ms: int, out: Outcome
+) -> None:
     assert group.is_(S.COMPLETING_REBALANCE), group.state
     for member in group.members.values():
         member.assignment = b""
@@ -164,13 +180,15 @@ def propagate_assignment(group: ClassicGroup, error: ErrorCode, now_ms: int, out
     for member in group.members.values():
         if member.sync_request is None:
             continue
-        out.replies.append(SyncResult(
-            member.sync_request,
-            error,
-            group.protocol_type if ok else None,
-            group.protocol_name if ok else None,
-            member.assignment,
-        ))
+        out.replies.append(
+            SyncResult(
+                member.sync_request,
+                error,
+                group.protocol_type if ok else None,
+                group.protocol_name if ok else None,
+                member.assignment,
+            )
+        )
         member.sync_request = None
         schedule_heartbeat(group, member, member.session_timeout_ms, now_ms, out)
 
@@ -180,14 +198,23 @@ def group_record(group: ClassicGroup, assignments: dict[str, bytes]) -> GroupMet
     and its assignment."""
     members = tuple(
         MemberMetadataValue(
-            m.member_id, m.client_id, m.client_host, m.session_timeout_ms,
+            m.member_id,
+            m.client_id,
+            m.client_host,
+            m.session_timeout_ms,
             m.metadata(group.protocol_name) if group.protocol_name is not None else b"",
-            assignments.get(m.member_id, b""), m.rebalance_timeout_ms, m.group_instance_id,
+            assignments.get(m.member_id, b""),
+            m.rebalance_timeout_ms,
+            m.group_instance_id,
         )
         for m in group.members.values()
     )
     return GroupMetadataValue(
-        group.protocol_type or "", group.generation_id, group.protocol_name, group.leader_id, members,
+        group.protocol_type or "",
+        group.generation_id,
+        group.protocol_name,
+        group.leader_id,
+        members,
         group.state_timestamp_ms,
     )
 

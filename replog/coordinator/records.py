@@ -159,7 +159,9 @@ def decode_offset_commit_value(data: bytes | memoryview) -> OffsetCommitValue:
 # ----------------------------------------------------------- group metadata
 
 
-def encode_group_metadata_value(value: GroupMetadataValue, version: int = GROUP_METADATA_VALUE_VERSION) -> bytes:
+def encode_group_metadata_value(
+    value: GroupMetadataValue, version: int = GROUP_METADATA_VALUE_VERSION
+) -> bytes:
     assert 0 <= version <= MAX_VALUE_VERSION, version
     flexible = version >= FIRST_FLEXIBLE_VERSION
     w = Writer()
@@ -227,7 +229,13 @@ def _decode_member(r: Reader, version: int) -> MemberMetadataValue:
     if flexible:
         r.skip_tagged_fields()
     return MemberMetadataValue(
-        member_id, client_id, client_host, session_timeout, subscription, assignment, rebalance_timeout,
+        member_id,
+        client_id,
+        client_host,
+        session_timeout,
+        subscription,
+        assignment,
+        rebalance_timeout,
         group_instance_id,
     )
 

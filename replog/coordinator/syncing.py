@@ -59,13 +59,26 @@ def on_sync(group: ClassicGroup, request: SyncRequest, now_ms: int) -> Outcome:
             # Members the leader left out get an empty assignment, as in Kafka.
             given = dict(request.assignments)
             assignments = {member_id: given.get(member_id, b"") for member_id in group.members}
-            out.writes.append(StoreGroup(group.group_id, group.generation_id, group_record(group, assignments),
-                                         AfterStore.PROPAGATE_ASSIGNMENT))
+            out.writes.append(
+                StoreGroup(
+                    group.group_id,
+                    group.generation_id,
+                    group_record(group, assignments),
+                    AfterStore.PROPAGATE_ASSIGNMENT,
+                )
+            )
     else:
         assert group.is_(S.STABLE), group.state
         group.pending_sync.discard(member.member_id)
-        out.replies.append(SyncResult(request.request_id, ErrorCode.none, group.protocol_type, group.protocol_name,
-                                      member.assignment))
+        out.replies.append(
+            SyncResult(
+                request.request_id,
+                ErrorCode.none,
+                group.protocol_type,
+                group.protocol_name,
+                member.assignment,
+            )
+        )
         schedule_heartbeat(group, member, member.session_timeout_ms, now_ms, out)
     return out
 
@@ -107,8 +120,12 @@ def on_sync_timer(group: ClassicGroup, timer: Timer, now_ms: int, config: GroupC
 
 def store_error_for_client(error: ErrorCode) -> ErrorCode:
     """Kafka's mapping of a failed group write to what members are told (GroupMetadataManager.storeGroup)."""
-    if error in (ErrorCode.unknown_topic_or_partition, ErrorCode.not_enough_replicas,
-                 ErrorCode.not_enough_replicas_after_append, ErrorCode.request_timed_out):
+    if error in (
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.not_enough_replicas,
+        ErrorCode.not_enough_replicas_after_append,
+        ErrorCode.request_timed_out,
+    ):
         return ErrorCode.coordinator_not_available
     if error in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
         return ErrorCode.not_coordinator
@@ -140,7 +157,9 @@ def on_group_stored(
     return out
 
 
-def _answer_static_rejoin(group: ClassicGroup, write: StoreGroup, error: ErrorCode, now_ms: int, out: Outcome) -> None:
+def _answer_static_rejoin(
+    group: ClassicGroup, write: StoreGroup, error: ErrorCode, now_ms: int, out: Outcome
+) -> None:
     rejoin = write.static_rejoin
     assert rejoin is not None
     member = group.members.get(rejoin.new_member_id)
@@ -151,12 +170,27 @@ def _answer_static_rejoin(group: ClassicGroup, write: StoreGroup, error: ErrorCo
     if error != ErrorCode.none:
         # The new id is not in the log: go back to the old one, which a restart would load.
         member.join_request = None
-        update_member(member, rejoin.old_protocols, rejoin.old_rebalance_timeout_ms, rejoin.old_session_timeout_ms,
-                      None, out)
+        update_member(
+            member,
+            rejoin.old_protocols,
+            rejoin.old_rebalance_timeout_ms,
+            rejoin.old_session_timeout_ms,
+            None,
+            out,
+        )
         old = group.replace_static_member(rejoin.instance_id, rejoin.new_member_id, rejoin.old_member_id)
         schedule_heartbeat(group, old, old.session_timeout_ms, now_ms, out)
-        out.replies.append(JoinResult(rejoin.request_id, error, UNKNOWN_MEMBER_ID, group.generation_id,
-                                      group.protocol_type, group.protocol_name, rejoin.leader_before or ""))
+        out.replies.append(
+            JoinResult(
+                rejoin.request_id,
+                error,
+                UNKNOWN_MEMBER_ID,
+                group.generation_id,
+                group.protocol_type,
+                group.protocol_name,
+                rejoin.leader_before or "",
+            )
+        )
         return
     member.join_request = None
     if rejoin.support_skipping_assignment:

@@ -83,8 +83,13 @@ class Shell:
         elif isinstance(write, StoreOffsets):
             for topic, partition, o in write.offsets:
                 key = records.encode_key(records.OffsetCommitKey(write.group_id, topic, partition))
-                value = records.OffsetCommitValue(o.offset, o.metadata, o.commit_timestamp_ms, o.leader_epoch,
-                                                  -1 if o.expire_timestamp_ms is None else o.expire_timestamp_ms)
+                value = records.OffsetCommitValue(
+                    o.offset,
+                    o.metadata,
+                    o.commit_timestamp_ms,
+                    o.leader_epoch,
+                    -1 if o.expire_timestamp_ms is None else o.expire_timestamp_ms,
+                )
                 self.log.append((key, records.encode_offset_commit_value(value)))
         else:
             self.log.extend((records.encode_key(key), None) for key in write.keys)
@@ -124,12 +129,35 @@ class Shell:
         self.requests.append(rid)
         return rid
 
-    def join(self, member_id: str = "", *, group: str = GROUP, instance: str | None = None, protocols=RANGE,
-             protocol_type: str = "consumer", session_ms: int = SESSION_MS, rebalance_ms: int = REBALANCE_MS,
-             client: str = "c", require_known: bool = True, skip_assignment: bool = False) -> int:
+    def join(
+        self,
+        member_id: str = "",
+        *,
+        group: str = GROUP,
+        instance: str | None = None,
+        protocols=RANGE,
+        protocol_type: str = "consumer",
+        session_ms: int = SESSION_MS,
+        rebalance_ms: int = REBALANCE_MS,
+        client: str = "c",
+        require_known: bool = True,
+        skip_assignment: bool = False,
+    ) -> int:
         rid = self._request_id()
-        request = JoinRequest(rid, group, member_id, instance, client, "/127.0.0.1", session_ms, rebalance_ms,
-                              protocol_type, protocols, require_known, skip_assignment)
+        request = JoinRequest(
+            rid,
+            group,
+            member_id,
+            instance,
+            client,
+            "/127.0.0.1",
+            session_ms,
+            rebalance_ms,
+            protocol_type,
+            protocols,
+            require_known,
+            skip_assignment,
+        )
         self.apply(self.coordinator.join(request, self.now, f"u{next(self._uuids)}"))
         return rid
 
@@ -140,17 +168,32 @@ class Shell:
         assert reply.error == ErrorCode.member_id_required, reply
         return reply.member_id, self.join(reply.member_id, **kwargs)
 
-    def sync(self, member_id: str, generation: int, assignments=(), *, group: str = GROUP,
-             instance: str | None = None, protocol_name: str | None = None) -> int:
+    def sync(
+        self,
+        member_id: str,
+        generation: int,
+        assignments=(),
+        *,
+        group: str = GROUP,
+        instance: str | None = None,
+        protocol_name: str | None = None,
+    ) -> int:
         rid = self._request_id()
-        request = SyncRequest(rid, group, generation, member_id, instance, None, protocol_name, tuple(assignments))
+        request = SyncRequest(
+            rid, group, generation, member_id, instance, None, protocol_name, tuple(assignments)
+        )
         self.apply(self.coordinator.sync(request, self.now))
         return rid
 
-    def heartbeat(self, member_id: str, generation: int, *, group: str = GROUP, instance: str | None = None) -> int:
+    def heartbeat(
+        self, member_id: str, generation: int, *, group: str = GROUP, instance: str | None = None
+    ) -> int:
         rid = self._request_id()
-        self.apply(self.coordinator.heartbeat(HeartbeatRequest(rid, group, generation, member_id, instance),
-                                              self.now))
+        self.apply(
+            self.coordinator.heartbeat(
+                HeartbeatRequest(rid, group, generation, member_id, instance), self.now
+            )
+        )
         return rid
 
     def leave(self, *members: LeavingMember, group: str = GROUP) -> int:
@@ -158,8 +201,17 @@ class Shell:
         self.apply(self.coordinator.leave(LeaveRequest(rid, group, members), self.now))
         return rid
 
-    def commit(self, member_id: str, generation: int, offsets: dict, *, group: str = GROUP,
-               instance: str | None = None, retention_ms: int = -1, metadata: str = "") -> int:
+    def commit(
+        self,
+        member_id: str,
+        generation: int,
+        offsets: dict,
+        *,
+        group: str = GROUP,
+        instance: str | None = None,
+        retention_ms: int = -1,
+        metadata: str = "",
+    ) -> int:
         rid = self._request_id()
         partitions = tuple(CommitPartition(t, p, o, 1, metadata) for (t, p), o in offsets.items())
         request = CommitRequest(rid, group, generation, member_id, partitions, instance, retention_ms)

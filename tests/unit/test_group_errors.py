@@ -19,47 +19,104 @@ def stable(size=2, **cfg):
 
 # Each case: (sentence id, action on a Stable two-member group -> request id, expected error)
 CASES_ON_A_STABLE_GROUP = [
-    ("a heartbeat from an unknown member gets UNKNOWN_MEMBER_ID",
-     lambda s, ids: s.heartbeat("stranger", 1), E.unknown_member_id),
-    ("a heartbeat from a stale generation gets ILLEGAL_GENERATION",
-     lambda s, ids: s.heartbeat(ids[1], 0), E.illegal_generation),
-    ("a sync from an unknown member gets UNKNOWN_MEMBER_ID",
-     lambda s, ids: s.sync("stranger", 1), E.unknown_member_id),
-    ("a sync from a stale generation gets ILLEGAL_GENERATION",
-     lambda s, ids: s.sync(ids[1], 7), E.illegal_generation),
-    ("a sync naming another protocol gets INCONSISTENT_GROUP_PROTOCOL",
-     lambda s, ids: s.sync(ids[1], 1, protocol_name="roundrobin"), E.inconsistent_group_protocol),
-    ("a join from an unknown member id gets UNKNOWN_MEMBER_ID",
-     lambda s, ids: s.join("stranger"), E.unknown_member_id),
-    ("a join with another protocol type gets INCONSISTENT_GROUP_PROTOCOL",
-     lambda s, ids: s.join(protocol_type="connect"), E.inconsistent_group_protocol),
-    ("a join sharing no protocol with the group gets INCONSISTENT_GROUP_PROTOCOL",
-     lambda s, ids: s.join(protocols=(("sticky", b""),)), E.inconsistent_group_protocol),
-    ("a join with too short a session timeout gets INVALID_SESSION_TIMEOUT",
-     lambda s, ids: s.join(session_ms=5999), E.invalid_session_timeout),
-    ("a join with too long a session timeout gets INVALID_SESSION_TIMEOUT",
-     lambda s, ids: s.join(session_ms=1_800_001), E.invalid_session_timeout),
-    ("a join with oversized member metadata is refused",
-     lambda s, ids: s.join(protocols=(("range", b"x" * (1 << 20)),)), E.invalid_request),
-    ("a join with the empty group id gets INVALID_GROUP_ID",
-     lambda s, ids: s.join(group=""), E.invalid_group_id),
-    ("a leave from an unknown member gets UNKNOWN_MEMBER_ID",
-     lambda s, ids: s.leave(LeavingMember("stranger")), E.unknown_member_id),
-    ("a leave naming an instance id the group does not know gets UNKNOWN_MEMBER_ID",
-     lambda s, ids: s.leave(LeavingMember(ids[1], "no-such-instance")), E.unknown_member_id),
-    ("a commit from a stale generation gets ILLEGAL_GENERATION",
-     lambda s, ids: s.commit(ids[1], 0, {("t", 0): 5}), E.illegal_generation),
-    ("a commit from an unknown member gets UNKNOWN_MEMBER_ID",
-     lambda s, ids: s.commit("stranger", 1, {("t", 0): 5}), E.unknown_member_id),
-    ("a commit outside group management to a group with members gets UNKNOWN_MEMBER_ID",
-     lambda s, ids: s.commit("", -1, {("t", 0): 5}), E.unknown_member_id),
-    ("a commit with metadata over offset.metadata.max.bytes gets OFFSET_METADATA_TOO_LARGE",
-     lambda s, ids: s.commit(ids[1], 1, {("t", 0): 5}, metadata="m" * 4097), E.offset_metadata_too_large),
+    (
+        "a heartbeat from an unknown member gets UNKNOWN_MEMBER_ID",
+        lambda s, ids: s.heartbeat("stranger", 1),
+        E.unknown_member_id,
+    ),
+    (
+        "a heartbeat from a stale generation gets ILLEGAL_GENERATION",
+        lambda s, ids: s.heartbeat(ids[1], 0),
+        E.illegal_generation,
+    ),
+    (
+        "a sync from an unknown member gets UNKNOWN_MEMBER_ID",
+        lambda s, ids: s.sync("stranger", 1),
+        E.unknown_member_id,
+    ),
+    (
+        "a sync from a stale generation gets ILLEGAL_GENERATION",
+        lambda s, ids: s.sync(ids[1], 7),
+        E.illegal_generation,
+    ),
+    (
+        "a sync naming another protocol gets INCONSISTENT_GROUP_PROTOCOL",
+        lambda s, ids: s.sync(ids[1], 1, protocol_name="roundrobin"),
+        E.inconsistent_group_protocol,
+    ),
+    (
+        "a join from an unknown member id gets UNKNOWN_MEMBER_ID",
+        lambda s, ids: s.join("stranger"),
+        E.unknown_member_id,
+    ),
+    (
+        "a join with another protocol type gets INCONSISTENT_GROUP_PROTOCOL",
+        lambda s, ids: s.join(protocol_type="connect"),
+        E.inconsistent_group_protocol,
+    ),
+    (
+        "a join sharing no protocol with the group gets INCONSISTENT_GROUP_PROTOCOL",
+        lambda s, ids: s.join(protocols=(("sticky", b""),)),
+        E.inconsistent_group_protocol,
+    ),
+    (
+        "a join with too short a session timeout gets INVALID_SESSION_TIMEOUT",
+        lambda s, ids: s.join(session_ms=5999),
+        E.invalid_session_timeout,
+    ),
+    (
+        "a join with too long a session timeout gets INVALID_SESSION_TIMEOUT",
+        lambda s, ids: s.join(session_ms=1_800_001),
+        E.invalid_session_timeout,
+    ),
+    (
+        "a join with oversized member metadata is refused",
+        lambda s, ids: s.join(protocols=(("range", b"x" * (1 << 20)),)),
+        E.invalid_request,
+    ),
+    (
+        "a join with the empty group id gets INVALID_GROUP_ID",
+        lambda s, ids: s.join(group=""),
+        E.invalid_group_id,
+    ),
+    (
+        "a leave from an unknown member gets UNKNOWN_MEMBER_ID",
+        lambda s, ids: s.leave(LeavingMember("stranger")),
+        E.unknown_member_id,
+    ),
+    (
+        "a leave naming an instance id the group does not know gets UNKNOWN_MEMBER_ID",
+        lambda s, ids: s.leave(LeavingMember(ids[1], "no-such-instance")),
+        E.unknown_member_id,
+    ),
+    (
+        "a commit from a stale generation gets ILLEGAL_GENERATION",
+        lambda s, ids: s.commit(ids[1], 0, {("t", 0): 5}),
+        E.illegal_generation,
+    ),
+    (
+        "a commit from an unknown member gets UNKNOWN_MEMBER_ID",
+        lambda s, ids: s.commit("stranger", 1, {("t", 0): 5}),
+        E.unknown_member_id,
+    ),
+    (
+        "a commit outside group management to a group with members gets UNKNOWN_MEMBER_ID",
+        lambda s, ids: s.commit("", -1, {("t", 0): 5}),
+        E.unknown_member_id,
+    ),
+    (
+        "a commit with metadata over offset.metadata.max.bytes gets OFFSET_METADATA_TOO_LARGE",
+        lambda s, ids: s.commit(ids[1], 1, {("t", 0): 5}, metadata="m" * 4097),
+        E.offset_metadata_too_large,
+    ),
 ]
 
 
-@pytest.mark.parametrize(("action", "expected"), [c[1:] for c in CASES_ON_A_STABLE_GROUP],
-                         ids=[c[0] for c in CASES_ON_A_STABLE_GROUP])
+@pytest.mark.parametrize(
+    ("action", "expected"),
+    [c[1:] for c in CASES_ON_A_STABLE_GROUP],
+    ids=[c[0] for c in CASES_ON_A_STABLE_GROUP],
+)
 def test_bad_requests_to_a_stable_group(action, expected):
     shell, ids = stable()
     members_before = set(shell.group.members)
@@ -79,19 +136,34 @@ def error_of(reply):
 
 # Each case: (sentence id, action on a coordinator without the group -> request id, expected error)
 CASES_ON_AN_UNKNOWN_GROUP = [
-    ("a heartbeat for an unknown group gets UNKNOWN_MEMBER_ID",
-     lambda s: s.heartbeat("m", 1, group="nope"), E.unknown_member_id),
-    ("a sync for an unknown group gets UNKNOWN_MEMBER_ID",
-     lambda s: s.sync("m", 1, group="nope"), E.unknown_member_id),
-    ("a join with a member id for an unknown group gets UNKNOWN_MEMBER_ID",
-     lambda s: s.join("m", group="nope"), E.unknown_member_id),
-    ("a commit with a generation for an unknown group gets ILLEGAL_GENERATION",
-     lambda s: s.commit("m", 3, {("t", 0): 1}, group="nope"), E.illegal_generation),
+    (
+        "a heartbeat for an unknown group gets UNKNOWN_MEMBER_ID",
+        lambda s: s.heartbeat("m", 1, group="nope"),
+        E.unknown_member_id,
+    ),
+    (
+        "a sync for an unknown group gets UNKNOWN_MEMBER_ID",
+        lambda s: s.sync("m", 1, group="nope"),
+        E.unknown_member_id,
+    ),
+    (
+        "a join with a member id for an unknown group gets UNKNOWN_MEMBER_ID",
+        lambda s: s.join("m", group="nope"),
+        E.unknown_member_id,
+    ),
+    (
+        "a commit with a generation for an unknown group gets ILLEGAL_GENERATION",
+        lambda s: s.commit("m", 3, {("t", 0): 1}, group="nope"),
+        E.illegal_generation,
+    ),
 ]
 
 
-@pytest.mark.parametrize(("action", "expected"), [c[1:] for c in CASES_ON_AN_UNKNOWN_GROUP],
-                         ids=[c[0] for c in CASES_ON_AN_UNKNOWN_GROUP])
+@pytest.mark.parametrize(
+    ("action", "expected"),
+    [c[1:] for c in CASES_ON_AN_UNKNOWN_GROUP],
+    ids=[c[0] for c in CASES_ON_AN_UNKNOWN_GROUP],
+)
 def test_requests_for_an_unknown_group(action, expected):
     shell = Shell()
     assert error_of(shell.answered(action(shell))) == expected
@@ -197,7 +269,9 @@ def test_a_joined_static_instance_with_a_stale_member_id_is_fenced():
     assert shell.answered(shell.sync("old-id", 1, instance=instance)).error == E.fenced_instance_id
     reply = shell.answered(shell.leave(LeavingMember("old-id", instance)))
     assert reply.members[0][1] == E.fenced_instance_id
-    assert shell.answered(shell.join("old-id", instance=instance, protocols=RANGE)).error == E.fenced_instance_id
+    assert (
+        shell.answered(shell.join("old-id", instance=instance, protocols=RANGE)).error == E.fenced_instance_id
+    )
     assert shell.group.static_members[instance] == current
 
 

@@ -36,9 +36,15 @@ def test_a_stable_group_and_its_offsets_survive_a_failover():
     new = failover(old)
     group, before = new.group, old.group
     assert (group.state, group.generation_id, group.protocol_type, group.protocol_name, group.leader_id) == (
-        S.STABLE, 1, "consumer", "range", leader)
+        S.STABLE,
+        1,
+        "consumer",
+        "range",
+        leader,
+    )
     assert {m: (x.assignment, x.group_instance_id, x.protocols) for m, x in group.members.items()} == {
-        m: (x.assignment, x.group_instance_id, x.protocols) for m, x in before.members.items()}
+        m: (x.assignment, x.group_instance_id, x.protocols) for m, x in before.members.items()
+    }
     assert group.static_members == before.static_members
     assert group.subscribed_topics == {"t"}
     assert new.coordinator.fetch_offsets("g", None) == old.coordinator.fetch_offsets("g", None)
@@ -103,7 +109,9 @@ def test_the_last_record_per_key_wins_and_tombstones_delete():
 
 
 def test_a_group_known_only_through_offsets_loads_empty():
-    loaded, out = load_partition([(key(records.OffsetCommitKey("simple", "t", 0)), commit(9, ts=77))], 0, config())
+    loaded, out = load_partition(
+        [(key(records.OffsetCommitKey("simple", "t", 0)), commit(9, ts=77))], 0, config()
+    )
     group = loaded.groups["simple"]
     assert (group.state, group.protocol_type, group.generation_id) == (S.EMPTY, None, 0)
     assert loaded.offsets.get("simple")[("t", 0)].commit_timestamp_ms == 77
@@ -116,8 +124,20 @@ def test_a_group_known_only_through_offsets_loads_empty():
         [(b"\x00", None)],  # a key cut short
         [(key(records.GroupMetadataKey("g")), b"\x00\x03\x00")],  # a value cut short
         # A group record with members but no protocol could not have been written by a coordinator.
-        [(key(records.GroupMetadataKey("g")), records.encode_group_metadata_value(records.GroupMetadataValue(
-            "consumer", 1, None, "m", (records.MemberMetadataValue("m", "c", "h", 6000, b"", b""),))))],
+        [
+            (
+                key(records.GroupMetadataKey("g")),
+                records.encode_group_metadata_value(
+                    records.GroupMetadataValue(
+                        "consumer",
+                        1,
+                        None,
+                        "m",
+                        (records.MemberMetadataValue("m", "c", "h", 6000, b"", b""),),
+                    )
+                ),
+            )
+        ],
     ],
     ids=["a truncated key", "a truncated value", "members without a protocol"],
 )

@@ -100,11 +100,18 @@ OFFSETS = {("t", 0): offset(0), ("old", 0): offset(0), ("x", 0): offset(0, expir
         (group(S.PREPARING_REBALANCE), 10_000, []),
         (group(S.COMPLETING_REBALANCE), 10_000, []),
     ],
-    ids=["simple commits not yet expired", "simple commits expired after retention",
-         "an empty group within retention of becoming empty", "an empty group past retention",
-         "an empty group without a state timestamp counts from commits",
-         "a stable consumer group keeps subscribed topics", "a stable group of unknown subscription keeps all",
-         "a stable non-consumer group keeps all", "a rebalancing group keeps all", "a completing group keeps all"],
+    ids=[
+        "simple commits not yet expired",
+        "simple commits expired after retention",
+        "an empty group within retention of becoming empty",
+        "an empty group past retention",
+        "an empty group without a state timestamp counts from commits",
+        "a stable consumer group keeps subscribed topics",
+        "a stable group of unknown subscription keeps all",
+        "a stable non-consumer group keeps all",
+        "a rebalancing group keeps all",
+        "a completing group keeps all",
+    ],
 )
 def test_offset_retention(grp, now, expected):
     assert expired_offsets(grp, OFFSETS, now, retention_ms=100) == expected
@@ -160,7 +167,9 @@ def test_delete_groups_removes_an_empty_group_and_its_offsets_but_not_a_live_one
     assert shell.group.state is S.EMPTY
     error, out = shell.coordinator.delete_group("g", shell.now)
     assert error == E.none
-    assert out.writes == [AppendTombstones("g", (records.OffsetCommitKey("g", "t", 0), records.GroupMetadataKey("g")))]
+    assert out.writes == [
+        AppendTombstones("g", (records.OffsetCommitKey("g", "t", 0), records.GroupMetadataKey("g")))
+    ]
     assert "g" not in shell.coordinator.groups and fetched(shell) == {}
 
 
@@ -173,7 +182,9 @@ def test_list_groups_filters_by_state_ignoring_case():
     shell.commit("", -1, {("t", 0): 1}, group="simple")
     listed = shell.coordinator.list_groups()
     assert sorted((g.group_id, g.protocol_type, g.state) for g in listed) == [
-        ("g", "consumer", "Stable"), ("simple", "", "Empty")]
+        ("g", "consumer", "Stable"),
+        ("simple", "", "Empty"),
+    ]
     assert [g.group_id for g in shell.coordinator.list_groups(["STABLE"])] == ["g"]
     assert [g.group_id for g in shell.coordinator.list_groups(["empty", "dead"])] == ["simple"]
 

@@ -236,8 +236,10 @@ def test_a_restarted_static_member_takes_over_its_place_without_a_rebalance():
         (False, "old leader id", False, False),  # before v9: a returning leader must not run the assignor
         (True, "new member id", True, True),  # v9+: told it leads, and to skip the assignment
     ],
-    ids=["a static leader rejoining before v9 is told the old leader id",
-         "a static leader rejoining on v9 is told to skip the assignment"],
+    ids=[
+        "a static leader rejoining before v9 is told the old leader id",
+        "a static leader rejoining on v9 is told to skip the assignment",
+    ],
 )
 def test_a_restarted_static_leader(skip_assignment, expected_leader, expected_skip, sees_members):
     shell = Shell()
@@ -245,7 +247,11 @@ def test_a_restarted_static_leader(skip_assignment, expected_leader, expected_sk
     instance = shell.group.members[leader].group_instance_id
     reply = shell.answered(shell.join(instance=instance, skip_assignment=skip_assignment))
     leader_id = {"old leader id": leader, "new member id": reply.member_id}[expected_leader]
-    assert (reply.leader_id, reply.skip_assignment, bool(reply.members)) == (leader_id, expected_skip, sees_members)
+    assert (reply.leader_id, reply.skip_assignment, bool(reply.members)) == (
+        leader_id,
+        expected_skip,
+        sees_members,
+    )
     assert shell.group.leader_id == reply.member_id
 
 
@@ -318,8 +324,10 @@ def test_an_admin_removes_a_static_member_by_instance_id():
     _, follower = shell.stable_group(2, static=True)
     instance = shell.group.members[follower].group_instance_id
     rid = shell.leave(LeavingMember("", instance), LeavingMember("", "nobody"))
-    assert shell.answered(rid).members == ((LeavingMember("", instance), E.none),
-                                           (LeavingMember("", "nobody"), E.unknown_member_id))
+    assert shell.answered(rid).members == (
+        (LeavingMember("", instance), E.none),
+        (LeavingMember("", "nobody"), E.unknown_member_id),
+    )
     assert follower not in shell.group.members
     assert shell.group.state is S.PREPARING_REBALANCE
 

@@ -9,7 +9,9 @@ from replog.coordinator import records as rec
 from replog.protocol.primitives import DecodeError
 
 MEMBERS = (
-    rec.MemberMetadataValue("m-1", "client-a", "/10.0.0.1", 10000, b"\x00\x01sub", b"\x00\x01asg", 60000, "i-1"),
+    rec.MemberMetadataValue(
+        "m-1", "client-a", "/10.0.0.1", 10000, b"\x00\x01sub", b"\x00\x01asg", 60000, "i-1"
+    ),
     rec.MemberMetadataValue("m-2", "client-b", "/10.0.0.2", 45000, b"", b"", 300000, None),
 )
 GROUP = rec.GroupMetadataValue("consumer", 7, "range", "m-1", MEMBERS, 1_700_000_000_000)
@@ -69,13 +71,25 @@ def test_offset_commit_value_v4_is_flexible():
 def test_group_metadata_value_v3_matches_the_schema_byte_for_byte():
     member = MEMBERS[0]
     member_bytes = (
-        s16("m-1") + s16("i-1") + s16("client-a") + s16("/10.0.0.1")
+        s16("m-1")
+        + s16("i-1")
+        + s16("client-a")
+        + s16("/10.0.0.1")
         + struct.pack(">ii", 60000, 10000)  # rebalanceTimeout (1+), sessionTimeout
-        + struct.pack(">i", 5) + b"\x00\x01sub" + struct.pack(">i", 5) + b"\x00\x01asg"
+        + struct.pack(">i", 5)
+        + b"\x00\x01sub"
+        + struct.pack(">i", 5)
+        + b"\x00\x01asg"
     )
     expected = (
-        struct.pack(">h", 3) + s16("consumer") + struct.pack(">i", 7) + s16("range") + s16("m-1")
-        + struct.pack(">q", 1_700_000_000_000) + struct.pack(">i", 1) + member_bytes
+        struct.pack(">h", 3)
+        + s16("consumer")
+        + struct.pack(">i", 7)
+        + s16("range")
+        + s16("m-1")
+        + struct.pack(">q", 1_700_000_000_000)
+        + struct.pack(">i", 1)
+        + member_bytes
     )
     value = rec.GroupMetadataValue("consumer", 7, "range", "m-1", (member,), 1_700_000_000_000)
     assert rec.encode_group_metadata_value(value) == expected
@@ -84,8 +98,12 @@ def test_group_metadata_value_v3_matches_the_schema_byte_for_byte():
 
 def test_empty_group_metadata_value_has_null_protocol_and_leader():
     expected = (
-        struct.pack(">h", 3) + s16("") + struct.pack(">i", 8) + struct.pack(">hh", -1, -1)
-        + struct.pack(">q", 1_700_000_000_500) + struct.pack(">i", 0)
+        struct.pack(">h", 3)
+        + s16("")
+        + struct.pack(">i", 8)
+        + struct.pack(">hh", -1, -1)
+        + struct.pack(">q", 1_700_000_000_500)
+        + struct.pack(">i", 0)
     )
     assert rec.encode_group_metadata_value(EMPTY_GROUP) == expected
     assert rec.decode_group_metadata_value(expected) == EMPTY_GROUP
@@ -94,12 +112,25 @@ def test_empty_group_metadata_value_has_null_protocol_and_leader():
 def test_group_metadata_value_v4_uses_compact_fields_and_tagged_fields_per_struct():
     member = MEMBERS[1]
     member_bytes = (
-        c("m-2") + b"\x00" + c("client-b") + c("/10.0.0.2") + struct.pack(">ii", 300000, 45000)
-        + b"\x01" + b"\x01" + b"\x00"  # empty subscription, empty assignment, no tagged fields
+        c("m-2")
+        + b"\x00"
+        + c("client-b")
+        + c("/10.0.0.2")
+        + struct.pack(">ii", 300000, 45000)
+        + b"\x01"
+        + b"\x01"
+        + b"\x00"  # empty subscription, empty assignment, no tagged fields
     )
     expected = (
-        struct.pack(">h", 4) + c("consumer") + struct.pack(">i", 7) + c("range") + b"\x00"
-        + struct.pack(">q", -1) + b"\x02" + member_bytes + b"\x00"
+        struct.pack(">h", 4)
+        + c("consumer")
+        + struct.pack(">i", 7)
+        + c("range")
+        + b"\x00"
+        + struct.pack(">q", -1)
+        + b"\x02"
+        + member_bytes
+        + b"\x00"
     )
     value = rec.GroupMetadataValue("consumer", 7, "range", None, (member,))
     assert rec.encode_group_metadata_value(value, 4) == expected
@@ -113,14 +144,21 @@ def dropped_by_version(value: rec.GroupMetadataValue, version: int) -> rec.Group
     """What survives a write at `version`: fields newer than it come back as their defaults."""
     members = tuple(
         rec.MemberMetadataValue(
-            m.member_id, m.client_id, m.client_host, m.session_timeout, m.subscription, m.assignment,
-            m.rebalance_timeout if version >= 1 else -1, m.group_instance_id if version >= 3 else None,
+            m.member_id,
+            m.client_id,
+            m.client_host,
+            m.session_timeout,
+            m.subscription,
+            m.assignment,
+            m.rebalance_timeout if version >= 1 else -1,
+            m.group_instance_id if version >= 3 else None,
         )
         for m in value.members
     )
     timestamp = value.current_state_timestamp if version >= 2 else -1
-    return rec.GroupMetadataValue(value.protocol_type, value.generation, value.protocol, value.leader, members,
-                                  timestamp)
+    return rec.GroupMetadataValue(
+        value.protocol_type, value.generation, value.protocol, value.leader, members, timestamp
+    )
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
@@ -134,7 +172,11 @@ def test_group_metadata_value_round_trips_at_every_version(version, value):
     ("version", "value", "expected"),
     [
         (0, rec.OffsetCommitValue(9, "m", 10, 4), rec.OffsetCommitValue(9, "m", 10)),
-        (1, rec.OffsetCommitValue(9, "m", 10, expire_timestamp=20), rec.OffsetCommitValue(9, "m", 10, -1, 20)),
+        (
+            1,
+            rec.OffsetCommitValue(9, "m", 10, expire_timestamp=20),
+            rec.OffsetCommitValue(9, "m", 10, -1, 20),
+        ),
         (2, rec.OffsetCommitValue(9, "m", 10, 4), rec.OffsetCommitValue(9, "m", 10)),
         (3, rec.OffsetCommitValue(9, "m", 10, 4), rec.OffsetCommitValue(9, "m", 10, 4)),
         (4, rec.OffsetCommitValue(9, "ünï", 10, 4), rec.OffsetCommitValue(9, "ünï", 10, 4)),
@@ -154,7 +196,8 @@ ENCODED = {
     "offset commit key": (rec.encode_key(rec.OffsetCommitKey("grp", "orders", 3)), rec.decode_key),
     "group metadata key": (rec.encode_key(rec.GroupMetadataKey("grp")), rec.decode_key),
     "offset commit value v3": (
-        rec.encode_offset_commit_value(rec.OffsetCommitValue(42, "meta", 1234, 5)), rec.decode_offset_commit_value
+        rec.encode_offset_commit_value(rec.OffsetCommitValue(42, "meta", 1234, 5)),
+        rec.decode_offset_commit_value,
     ),
     "offset commit value v4": (
         rec.encode_offset_commit_value(rec.OffsetCommitValue(42, "meta", 1234, 5), 4),
@@ -203,7 +246,9 @@ def test_a_member_count_larger_than_the_record_is_refused_before_reading():
 
 
 def test_null_member_bytes_are_refused():
-    member = s16("m") + s16("c") + s16("h") + struct.pack(">i", 1) + struct.pack(">i", -1) + struct.pack(">i", 0)
+    member = (
+        s16("m") + s16("c") + s16("h") + struct.pack(">i", 1) + struct.pack(">i", -1) + struct.pack(">i", 0)
+    )
     data = struct.pack(">h", 0) + s16("consumer") + struct.pack(">i", 1) + s16("p") + s16("m")
     data += struct.pack(">i", 1) + member
     with pytest.raises(DecodeError):

@@ -68,18 +68,23 @@ def step(shell: Shell, rng: random.Random, clients: list[Client]) -> None:
                 client.member_id, client.generation = "", -1
     action = rng.random()
     if action < 0.3:
-        client.last_request = shell.join(client.member_id, instance=client.instance,
-                                         skip_assignment=rng.random() < 0.5)
+        client.last_request = shell.join(
+            client.member_id, instance=client.instance, skip_assignment=rng.random() < 0.5
+        )
     elif action < 0.5:
         gen = client.generation
-        assignments = [(m, b"x") for m in shell.coordinator.groups["g"].members] if "g" in shell.coordinator.groups \
+        assignments = (
+            [(m, b"x") for m in shell.coordinator.groups["g"].members]
+            if "g" in shell.coordinator.groups
             else []
+        )
         client.last_request = shell.sync(client.member_id, gen, assignments, instance=client.instance)
     elif action < 0.7:
         client.last_request = shell.heartbeat(client.member_id, client.generation, instance=client.instance)
     elif action < 0.75:
-        client.last_request = shell.commit(client.member_id, client.generation, {("t", 0): rng.randrange(100)},
-                                           instance=client.instance)
+        client.last_request = shell.commit(
+            client.member_id, client.generation, {("t", 0): rng.randrange(100)}, instance=client.instance
+        )
     elif action < 0.8:
         client.last_request = shell.leave(LeavingMember(client.member_id, client.instance))
         client.member_id, client.generation = "", -1

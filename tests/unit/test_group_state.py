@@ -36,7 +36,9 @@ LEGAL_MOVES = {
 
 
 def test_the_transition_table_is_kafkas():
-    assert {(before, after) for after, befores in VALID_PREVIOUS_STATES.items() for before in befores} == LEGAL_MOVES
+    assert {
+        (before, after) for after, befores in VALID_PREVIOUS_STATES.items() for before in befores
+    } == LEGAL_MOVES
 
 
 @pytest.mark.parametrize(
@@ -54,8 +56,16 @@ def test_a_transition_is_made_exactly_when_it_is_legal(before, after):
 
 
 def member(member_id: str, *protocols: str, instance: str | None = None) -> Member:
-    return Member(member_id, instance, "client", "/h", 60000, 10000, "consumer",
-                  tuple((name, name.encode()) for name in protocols))
+    return Member(
+        member_id,
+        instance,
+        "client",
+        "/h",
+        60000,
+        10000,
+        "consumer",
+        tuple((name, name.encode()) for name in protocols),
+    )
 
 
 @pytest.mark.parametrize(
@@ -72,9 +82,15 @@ def member(member_id: str, *protocols: str, instance: str | None = None) -> Memb
         ([("sticky", "range"), ("range", "sticky")], "sticky"),
         ([("a", "b", "c"), ("b", "c", "a"), ("c", "a", "b")], "a"),
     ],
-    ids=["a lone member's protocol", "only common protocols count", "the majority preference wins",
-         "the majority preference wins the other way", "a tie goes to the first member (range)",
-         "a tie goes to the first member (sticky)", "votes split three ways, first member decides"],
+    ids=[
+        "a lone member's protocol",
+        "only common protocols count",
+        "the majority preference wins",
+        "the majority preference wins the other way",
+        "a tie goes to the first member (range)",
+        "a tie goes to the first member (sticky)",
+        "votes split three ways, first member decides",
+    ],
 )
 def test_protocol_selection(preferences, expected):
     group = ClassicGroup("g")
@@ -174,11 +190,19 @@ def test_a_consumer_group_knows_its_topics_only_when_every_member_parses():
 
 def test_config_defaults_are_kafkas_and_read_from_property_names():
     default = GroupCoordinatorConfig()
-    assert (default.group_initial_rebalance_delay_ms, default.group_min_session_timeout_ms,
-            default.group_max_session_timeout_ms, default.group_max_size) == (3000, 6000, 1_800_000, 2**31 - 1)
-    assert (default.offsets_retention_minutes, default.offsets_topic_num_partitions,
-            default.offsets_topic_replication_factor, default.offsets_topic_segment_bytes,
-            default.offsets_commit_timeout_ms) == (10080, 50, 3, 104_857_600, 5000)
+    assert (
+        default.group_initial_rebalance_delay_ms,
+        default.group_min_session_timeout_ms,
+        default.group_max_session_timeout_ms,
+        default.group_max_size,
+    ) == (3000, 6000, 1_800_000, 2**31 - 1)
+    assert (
+        default.offsets_retention_minutes,
+        default.offsets_topic_num_partitions,
+        default.offsets_topic_replication_factor,
+        default.offsets_topic_segment_bytes,
+        default.offsets_commit_timeout_ms,
+    ) == (10080, 50, 3, 104_857_600, 5000)
     parsed = GroupCoordinatorConfig.from_properties(
         {"group.max.size": "5", "offsets.topic.num.partitions": "3", "log.dirs": "/x"}
     )

@@ -48,30 +48,66 @@ def leader_rejoins(shell, leader, follower):
 TABLE = [
     # (id, state, action, expected answer, state afterwards)
     ("a heartbeat while stable is fine", "stable", heartbeat, E.none, S.STABLE),
-    ("a heartbeat while preparing says rejoin", "preparing", heartbeat, E.rebalance_in_progress,
-     S.PREPARING_REBALANCE),
+    (
+        "a heartbeat while preparing says rejoin",
+        "preparing",
+        heartbeat,
+        E.rebalance_in_progress,
+        S.PREPARING_REBALANCE,
+    ),
     ("a heartbeat while completing is fine", "completing", heartbeat, E.none, S.COMPLETING_REBALANCE),
     ("a sync while stable gets the assignment at once", "stable", sync, E.none, S.STABLE),
     ("a sync while preparing says rejoin", "preparing", sync, E.rebalance_in_progress, S.PREPARING_REBALANCE),
-    ("a follower's sync while completing waits for the leader", "completing", sync, PARKED,
-     S.COMPLETING_REBALANCE),
+    (
+        "a follower's sync while completing waits for the leader",
+        "completing",
+        sync,
+        PARKED,
+        S.COMPLETING_REBALANCE,
+    ),
     ("a commit while stable is taken", "stable", commit, E.none, S.STABLE),
     ("a commit while preparing is still taken", "preparing", commit, E.none, S.PREPARING_REBALANCE),
-    ("a commit while completing says rejoin", "completing", commit, E.rebalance_in_progress,
-     S.COMPLETING_REBALANCE),
-    ("a follower rejoining a stable group unchanged gets the generation back", "stable", follower_rejoins,
-     E.none, S.STABLE),
-    ("a follower rejoining while preparing completes the join", "preparing", follower_rejoins, E.none,
-     S.COMPLETING_REBALANCE),
-    ("a follower rejoining while completing gets the generation back", "completing", follower_rejoins, E.none,
-     S.COMPLETING_REBALANCE),
-    ("a leader rejoining a stable group starts a rebalance", "stable", leader_rejoins, PARKED,
-     S.PREPARING_REBALANCE),
+    (
+        "a commit while completing says rejoin",
+        "completing",
+        commit,
+        E.rebalance_in_progress,
+        S.COMPLETING_REBALANCE,
+    ),
+    (
+        "a follower rejoining a stable group unchanged gets the generation back",
+        "stable",
+        follower_rejoins,
+        E.none,
+        S.STABLE,
+    ),
+    (
+        "a follower rejoining while preparing completes the join",
+        "preparing",
+        follower_rejoins,
+        E.none,
+        S.COMPLETING_REBALANCE,
+    ),
+    (
+        "a follower rejoining while completing gets the generation back",
+        "completing",
+        follower_rejoins,
+        E.none,
+        S.COMPLETING_REBALANCE,
+    ),
+    (
+        "a leader rejoining a stable group starts a rebalance",
+        "stable",
+        leader_rejoins,
+        PARKED,
+        S.PREPARING_REBALANCE,
+    ),
 ]
 
 
-@pytest.mark.parametrize(("state", "action", "expected", "after"), [row[1:] for row in TABLE],
-                         ids=[row[0] for row in TABLE])
+@pytest.mark.parametrize(
+    ("state", "action", "expected", "after"), [row[1:] for row in TABLE], ids=[row[0] for row in TABLE]
+)
 def test_requests_from_members_in_each_state(state, action, expected, after):
     shell, leader, follower = group_in(state)
     rid = action(shell, leader, follower)
