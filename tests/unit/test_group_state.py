@@ -1,10 +1,14 @@
 """The classic group's state and bookkeeping (coordinator/group.py): the legal state transitions, protocol
 selection, leader choice, the consumer subscription, and the config's Kafka names."""
 
+import importlib
+import io
 import itertools
 import struct
 
 import pytest
+from kio.serial import entity_writer
+from kio.static.primitive import i32
 
 from replog.coordinator.config import GroupCoordinatorConfig
 from replog.coordinator.consumer_protocol import subscription_topics
@@ -165,6 +169,24 @@ def subscription(version: int, *topics: str, tail: bytes = b"") -> bytes:
 )
 def test_consumer_subscription_topics(data, expected):
     assert subscription_topics(data) == expected
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_consumer_subscription_topics_of_what_kios_encoder_writes(version):
+    """kio generates its codec from Kafka's ConsumerProtocolSubscription.json; the client puts the int16
+    version in front (ConsumerProtocol.serializeSubscription)."""
+    module = importlib.import_module(f"kio.schema.consumer_protocol_subscription.v{version}.data")
+    fields = {"topics": ("orders", "payments"), "user_data": b"\x01\x02"}
+    if version >= 1:
+        fields["owned_partitions"] = (module.TopicPartition(topic="orders", partitions=(i32(0), i32(3))),)
+    if version >= 2:
+        fields["generation_id"] = i32(12)
+    if version >= 3:
+        fields["rack_id"] = "rack-a"
+    entity = module.ConsumerProtocolSubscription(**fields)
+    out = io.BytesIO()
+    entity_writer(type(entity))(out, entity)
+    assert subscription_topics(struct.pack(">h", version) + out.getvalue()) == ["orders", "payments"]
 
 
 @pytest.mark.parametrize("data", [b"", b"\x00", subscription(0, "abc")[:-1], struct.pack(">hi", 0, 99)])
