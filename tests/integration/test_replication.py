@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from replog.broker.inter_broker import open_inter_broker_connection
+from replog.client.cluster import metadata_request
 from replog.client.connection import Connection
 from replog.client.errors import KafkaError
+from replog.harness.broker_process import BrokerProcess
 from replog.harness.local_cluster import LocalCluster
 from replog.protocol.apis import ApiKey, response_header_version
 from replog.protocol.control import (
@@ -191,6 +193,26 @@ def assert_no_acknowledged_record_lost(acked, read) -> None:
     assert offsets == list(range(len(offsets))), "offsets are not dense"
 
 
+async def wait_for_leader_seen_by(broker: BrokerProcess, topic: str, partition: int, *, leader: int,
+                                  timeout_s: float = 20.0) -> None:
+    """Until this very broker (one connection to it, no other) answers Metadata naming `leader`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    connection = Connection("127.0.0.1", broker.port)
+    await connection.connect()
+    try:
+        await connection.negotiate_versions()
+        while True:
+            answer = await connection.send(ApiKey.METADATA, metadata_request([topic], False))
+            seen = {p.partition_index: p.leader_id for t in answer.topics for p in t.partitions}
+            if seen.get(partition) == leader:
+                return
+            assert loop.time() < deadline, f"broker at {broker.port} still names leader {seen.get(partition)}"
+            await asyncio.sleep(0.05)
+    finally:
+        connection.close()
+
+
 async def test_leader_cut_off_from_the_controller_is_deposed_and_truncates_its_divergent_tail(cluster):
     """KIP-101's divergence: a leader that cannot reach the controller is fenced and replaced, but clients
     still reach it, and it still believes it leads, so it appends records (acks=1) that no other replica
@@ -205,6 +227,10 @@ async def test_leader_cut_off_from_the_controller_is_deposed_and_truncates_its_d
     await cluster.wait_for(lambda: cluster.controller.registration(topic, 0).leader == 2, 20.0,
                            "the controller to fence broker 1 and elect 2")
     new_bootstrap = f"{cluster.brokers[2].bootstrap},{cluster.brokers[3].bootstrap}"
+    # The controller's decision reaches brokers 2 and 3 asynchronously: a client that asked them first
+    # would be sent to the zombie, and the "new epoch" records would land there too.
+    for broker_id in (2, 3):
+        await wait_for_leader_seen_by(cluster.brokers[broker_id], topic, 0, leader=2)
     await asyncio.to_thread(produce, new_bootstrap, topic, values("new-epoch", 30))
     # The zombie still leads epoch 0 in its own eyes; acks=1 needs nobody else, so it appends.
     stale = await asyncio.to_thread(produce, old_leader.bootstrap, topic, values("zombie", 50), acks="1")
