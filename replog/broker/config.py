@@ -127,7 +127,7 @@ class BrokerConfig:
     shutdown_drain_timeout_ms: int = 10_000
     # host:port of the controller; unset means a single node that is its own controller
     controller_bootstrap_servers: str | None = None
-    inter_broker_secret: str | None = None  # SASL/PLAIN password of the inter-broker principal (broker/auth.py)
+    inter_broker_secret: str | None = None  # SASL/PLAIN password of the inter-broker principal (server/auth.py)
     broker_heartbeat_interval_ms: int = 2000
     controlled_shutdown_enable: bool = True  # SIGTERM first moves this broker's leaderships away
     broker_rack: str | None = None

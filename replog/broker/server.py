@@ -21,14 +21,14 @@ from replog.log.log_manager import LogManager
 from replog.metrics.service import MetricsService
 from replog.protocol.apis import response_header_version
 from replog.protocol.headers import decode_response_header
+from replog.server.api_versions import unsupported_version_body
+from replog.server.connection import BrokerConnection, ConnectionHolder
+from replog.server.dispatch import Dispatcher
+from replog.server.inter_broker import open_inter_broker_connection
 
 from .alter_partition import AlterPartitionManager
 from .config import BrokerConfig, load_config, report_unknown_keys
-from .connection import BrokerConnection, ConnectionHolder
-from .dispatch import Dispatcher
 from .handlers import BROKER_APIS, build_handlers
-from .handlers.api_versions import unsupported_version_body
-from .inter_broker import open_inter_broker_connection
 from .lifecycle import BrokerIdentity, BrokerLifecycleManager
 from .local_controller import LocalController
 from .metadata import BrokerEndpoint, MetadataImage, TopicMetadata

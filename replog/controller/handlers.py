@@ -14,9 +14,9 @@ import logging
 
 from kio.schema.errors import ErrorCode
 
-from replog.broker.handlers import api_versions, sasl_authenticate, sasl_handshake
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
+from replog.server import api_versions, sasl_authenticate, sasl_handshake
 
 from .cluster import ControllerError, alter_partition_error
 from .propagation import PropagationError

@@ -27,13 +27,13 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from replog.broker.connection import BrokerConnection, ConnectionHolder
-from replog.broker.dispatch import Dispatcher
-from replog.broker.inter_broker import open_inter_broker_connection
 from replog.client.connection import Connection
 from replog.log.partition_log import TopicPartition, parse_topic_partition
 from replog.metrics.config import MetricsConfig
 from replog.metrics.service import MetricsService
+from replog.server.connection import BrokerConnection, ConnectionHolder
+from replog.server.dispatch import Dispatcher
+from replog.server.inter_broker import open_inter_broker_connection
 
 from . import records
 from .assignment import assign_replicas
@@ -63,7 +63,7 @@ def monotonic_ms() -> int:
 
 @dataclass(frozen=True, slots=True)
 class ControllerConfig:
-    inter_broker_secret: str  # SASL/PLAIN password shared with the brokers (broker/auth.py)
+    inter_broker_secret: str  # SASL/PLAIN password shared with the brokers (server/auth.py)
     metadata_log_dir: Path
     controller_id: int = 3000
     cluster_id: str = "replog-cluster"

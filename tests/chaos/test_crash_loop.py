@@ -8,7 +8,6 @@ import types
 import pytest
 
 from replog import cli
-from replog.broker.dispatch import is_awaitable
 from replog.broker.handlers import metadata as metadata_handler
 from replog.broker.metadata import MetadataImage, PartitionMetadata, TopicMetadata
 from replog.chaos import crash_loop
@@ -21,6 +20,7 @@ from replog.log.partition_log import PartitionLog
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_response, encode_request
 from replog.protocol.records import build_batch
+from replog.server.dispatch import is_awaitable
 from tests.conditions import wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")

@@ -6,11 +6,11 @@ import asyncio
 import struct
 import tracemalloc
 
-from replog.broker.connection import BrokerConnection, ConnectionHolder
-from replog.broker.dispatch import Dispatcher
 from replog.protocol.apis import ApiKey
 from replog.protocol.frames import STAGING_BYTES, FrameDecoder, size_prefix
 from replog.protocol.headers import encode_request_header
+from replog.server.connection import BrokerConnection, ConnectionHolder
+from replog.server.dispatch import Dispatcher
 
 LIMIT = 100 * 1024 * 1024  # socket.request.max.bytes' default
 

@@ -22,8 +22,6 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replog.broker.auth import Session
-from replog.broker.dispatch import CloseConnection, Dispatcher
 from replog.broker.handlers import BROKER_APIS, leader_and_isr
 from replog.protocol import control
 from replog.protocol.apis import ApiKey
@@ -37,6 +35,8 @@ from replog.protocol.records import (
     decode_records,
     iter_batches,
 )
+from replog.server.auth import Session
+from replog.server.dispatch import CloseConnection, Dispatcher
 from tests.fuzz.corpus import (
     ADVERTISED_VERSIONS,
     HOSTILE_LENGTHS,

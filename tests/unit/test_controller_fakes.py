@@ -13,14 +13,14 @@ import types
 
 from kio.schema.errors import ErrorCode
 
-from replog.broker.connection import BrokerConnection
-from replog.broker.dispatch import CloseConnection, Dispatcher
-from replog.broker.handlers import api_versions, sasl_authenticate, sasl_handshake
-from replog.broker.inter_broker import open_inter_broker_connection
 from replog.client.connection import Connection
 from replog.protocol import control
 from replog.protocol.apis import ApiKey, response_header_version
 from replog.protocol.headers import decode_response_header
+from replog.server import api_versions, sasl_authenticate, sasl_handshake
+from replog.server.connection import BrokerConnection
+from replog.server.dispatch import CloseConnection, Dispatcher
+from replog.server.inter_broker import open_inter_broker_connection
 
 from ..conditions import wait_until
 

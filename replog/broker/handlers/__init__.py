@@ -3,9 +3,9 @@
 import functools
 
 from replog.protocol.apis import ApiKey
+from replog.server import api_versions, sasl_authenticate, sasl_handshake
 
 from . import (
-    api_versions,
     create_topics,
     delete_topics,
     fetch,
@@ -15,8 +15,6 @@ from . import (
     metadata,
     offset_for_leader_epoch,
     produce,
-    sasl_authenticate,
-    sasl_handshake,
     stop_replica,
     update_metadata,
 )

@@ -1,4 +1,4 @@
-"""SaslHandshake (key 17), v1: agree on a SASL mechanism; only PLAIN is offered (see broker/auth.py).
+"""SaslHandshake (key 17), v1: agree on a SASL mechanism; only PLAIN is offered (see server/auth.py).
 
 v0 (raw SASL tokens outside Kafka framing) is not offered, so clients always follow with SaslAuthenticate.
 """
@@ -8,8 +8,8 @@ from kio.schema.errors import ErrorCode
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
 
-from ..auth import PLAIN, SaslState
-from ..dispatch import CloseConnection
+from .auth import PLAIN, SaslState
+from .dispatch import CloseConnection
 
 
 def handle(ctx, broker) -> list:

@@ -11,8 +11,8 @@ from kio.schema.errors import ErrorCode
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
 
-from ..auth import SaslState, authenticate_plain
-from ..dispatch import CloseConnection
+from .auth import SaslState, authenticate_plain
+from .dispatch import CloseConnection
 
 
 def handle(ctx, broker) -> list:
