@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from .broker.config import read_properties
 from .client import Admin, BrokerInfo, KafkaError
 from .protocol.apis import ApiKey
 from .protocol.frames import size_prefix
 from .protocol.headers import encode_request_header
+from .server.properties import read_properties
 
 HOST = "127.0.0.1"
 CLUSTER_FILE = "cluster.json"

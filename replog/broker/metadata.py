@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 
 from replog.log.config import LogConfig
 from replog.protocol.control import UpdateMetadataRequest
-
-from .config import Listener
+from replog.server.properties import Listener
 
 UPDATE_METADATA_FULL = 2  # KIP-866's Type: the request lists every topic
 LEADER_DURING_DELETE = -2  # Kafka's LeaderAndIsr.LeaderDuringDelete: the partition is being deleted

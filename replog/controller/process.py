@@ -14,8 +14,8 @@ import signal
 import sys
 from pathlib import Path
 
-from replog.broker.config import parse_bool, parse_listeners, read_properties
 from replog.metrics.config import split_metrics_config
+from replog.server.properties import parse_bool, parse_listeners, read_properties
 
 from .server import ClusterController, ControllerConfig
 

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from replog.broker.config import parse_properties
 from replog.client.cluster import BrokerInfo
 from replog.cluster_control import (
     CLUSTER_FILE,
@@ -35,6 +34,7 @@ from replog.cluster_control import (
     stop_nodes,
     write_atomically,
 )
+from replog.server.properties import parse_properties
 
 SECRET = "ab" * 16
 
