@@ -5,11 +5,12 @@ import logging
 from kio.schema.errors import ErrorCode
 
 from replog.client.errors import KafkaError
+from replog.log.topic_config import topic_config_error
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
+from replog.protocol.topics import topic_name_error
 
 from ..local_controller import TopicCreationError
-from ..metadata import topic_config_error, topic_name_error
 
 log = logging.getLogger(__name__)
 

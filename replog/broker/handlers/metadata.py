@@ -10,9 +10,10 @@ from kio.schema.errors import ErrorCode
 
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
+from replog.protocol.topics import topic_name_error
 
 from ..local_controller import TopicCreationError
-from ..metadata import TopicMetadata, topic_name_error
+from ..metadata import TopicMetadata
 
 # A broker in a cluster knows no topic until the controller's first UpdateMetadata (after every restart).
 # Answering before it would tell clients that every topic is unknown, and librdkafka then fails the messages
