@@ -22,9 +22,10 @@ from replog.metrics.service import MetricsService
 from replog.protocol.apis import response_header_version
 from replog.protocol.headers import decode_response_header
 from replog.server.api_versions import unsupported_version_body
-from replog.server.connection import BrokerConnection, ConnectionHolder
+from replog.server.connection import ConnectionHolder
 from replog.server.dispatch import Dispatcher
 from replog.server.inter_broker import open_inter_broker_connection
+from replog.server.listener import listen, listening_port
 
 from .alter_partition import AlterPartitionManager
 from .config import BrokerConfig, load_config, report_unknown_keys
@@ -45,13 +46,12 @@ def clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class Broker(ConnectionHolder):
+class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.image = MetadataImage(config.cluster_id, config.node_id)
         self.image.brokers[config.node_id] = BrokerEndpoint.from_listener(config.node_id, config.advertised)
-        self.connections: set[BrokerConnection] = set()
-        self.shutting_down = False
+        self.connections = ConnectionHolder(config.max_connections)
         self.stop_requested = asyncio.Event()  # set when the broker must stop on its own (every log dir failed)
         self._server: asyncio.AbstractServer | None = None
         self._periodic: list[asyncio.Task] = []
@@ -95,12 +95,11 @@ class Broker(ConnectionHolder):
         dispatcher = Dispatcher(build_handlers(self), functools.partial(unsupported_version_body, BROKER_APIS),
                                 observe_request=self.metrics.observe_request)
         listener = config.listeners[0]
-        self._server = await asyncio.get_running_loop().create_server(
-            lambda: BrokerConnection(self, dispatcher, max_frame_bytes=config.socket_request_max_bytes,
-                                     max_inflight=config.max_inflight_requests_per_connection,
-                                     use_sendfile=config.fetch_sendfile_enable,
-                                     idle_timeout_ms=config.connections_max_idle_ms),
-            listener.host, listener.port, reuse_address=True, backlog=1024)
+        self._server = await listen(listener.host, listener.port, self.connections, dispatcher,
+                                    max_frame_bytes=config.socket_request_max_bytes,
+                                    max_inflight=config.max_inflight_requests_per_connection,
+                                    use_sendfile=config.fetch_sendfile_enable,
+                                    idle_timeout_ms=config.connections_max_idle_ms, backlog=1024)
         self._periodic = [
             asyncio.create_task(self._every(config.replica_high_watermark_checkpoint_interval_ms,
                                             self.log_manager.checkpoint_high_watermarks)),
@@ -202,7 +201,7 @@ class Broker(ConnectionHolder):
 
     @property
     def port(self) -> int:
-        return self._server.sockets[0].getsockname()[1]
+        return listening_port(self._server)
 
     # topic administration (single node: the local controller decides, the replica manager acts)
     def create_topic(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str], *,
@@ -268,10 +267,8 @@ class Broker(ConnectionHolder):
         if self.lifecycle is not None and self.config.controlled_shutdown_enable:
             # Still serving: clients keep producing to our leaderships until the controller moves them.
             await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_MAX_WAIT_MS)
-        self.shutting_down = True
         self._server.close()
-        for connection in list(self.connections):
-            connection.stop_reading()
+        self.connections.stop_reading()
         # Fetchers stop, and parked operations answer now with what they have, so in-flight responses drain.
         await self.replica_manager.shutdown()
         if self.alter_partition_manager is not None:
@@ -280,13 +277,8 @@ class Broker(ConnectionHolder):
             await self.lifecycle.stop()
         if self._controller_connection is not None:
             self._controller_connection.close()
-        drains = [asyncio.ensure_future(c.idle.wait()) for c in self.connections]
-        if drains:
-            await asyncio.wait(drains, timeout=self.config.shutdown_drain_timeout_ms / 1000)
-        for task in drains:
-            task.cancel()
-        for connection in list(self.connections):
-            connection.close()
+        await self.connections.drain(self.config.shutdown_drain_timeout_ms / 1000)
+        self.connections.close_all()
         for task in self._periodic:
             task.cancel()
         await self.metrics_service.stop()  # a last snapshot: the state the logs are closed with

@@ -16,7 +16,8 @@ from kio.schema.errors import ErrorCode
 
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
-from replog.server import api_versions, sasl_authenticate, sasl_handshake
+from replog.server import api_versions
+from replog.server.handlers import shared_handlers
 
 from .cluster import ControllerError, alter_partition_error
 from .propagation import PropagationError
@@ -155,13 +156,10 @@ async def handle_delete_topics(ctx, controller) -> list:
     return [encode_response(ApiKey.DELETE_TOPICS, ctx.api_version, {"throttle_time": 0, "responses": results})]
 
 
-def build_handlers(controller) -> dict:
-    """`controller` must have `config.inter_broker_secret` (read by the SASL handlers) and the methods the
-    handlers call (ClusterController)."""
+def build_handlers(controller, inter_broker_secret: str) -> dict:
+    """`controller` has the methods the handlers call (ClusterController)."""
     handlers = {
-        ApiKey.API_VERSIONS: functools.partial(api_versions.handle, broker=controller, served=CONTROLLER_APIS),
-        ApiKey.SASL_HANDSHAKE: functools.partial(sasl_handshake.handle, broker=controller),
-        ApiKey.SASL_AUTHENTICATE: functools.partial(sasl_authenticate.handle, broker=controller),
+        **shared_handlers(CONTROLLER_APIS, inter_broker_secret),
         ApiKey.ALTER_PARTITION: functools.partial(handle_alter_partition, controller=controller),
         ApiKey.BROKER_REGISTRATION: functools.partial(handle_broker_registration, controller=controller),
         ApiKey.BROKER_HEARTBEAT: functools.partial(handle_broker_heartbeat, controller=controller),

@@ -2,7 +2,7 @@
 
 Frames go through the real Dispatcher (size-checked ids, version gate, SASL state, header decoding) into
 handlers that only decode the body with the codec the broker's handler uses. The one error allowed out is
-CloseConnection, which BrokerConnection answers by closing the socket; anything else would reach its
+CloseConnection, which ServerConnection answers by closing the socket; anything else would reach its
 "internal error" branch. Memory: tracemalloc bounds Python allocations per input, and VmPeak catches the
 native reservations kio makes, which tracemalloc cannot see.
 
@@ -113,7 +113,7 @@ DISPATCHER = Dispatcher(BODY_DECODERS, lambda: [])
 
 
 def dispatch_to_completion(dispatcher: Dispatcher, frame: bytearray) -> None:
-    """dispatch, then drive a returned coroutine (which BrokerConnection would run as a task) to its end."""
+    """dispatch, then drive a returned coroutine (which ServerConnection would run as a task) to its end."""
     result = dispatcher.dispatch(frame, "fuzz", lambda: None, Session())
     if asyncio.iscoroutine(result):
         try:

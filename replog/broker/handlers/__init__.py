@@ -3,7 +3,7 @@
 import functools
 
 from replog.protocol.apis import ApiKey
-from replog.server import api_versions, sasl_authenticate, sasl_handshake
+from replog.server.handlers import shared_handlers
 
 from . import (
     create_topics,
@@ -28,16 +28,14 @@ _MODULES = {
     ApiKey.DELETE_TOPICS: delete_topics,
     ApiKey.INIT_PRODUCER_ID: init_producer_id,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
-    ApiKey.SASL_HANDSHAKE: sasl_handshake,
-    ApiKey.SASL_AUTHENTICATE: sasl_authenticate,
     ApiKey.LEADER_AND_ISR: leader_and_isr,
     ApiKey.UPDATE_METADATA: update_metadata,
     ApiKey.STOP_REPLICA: stop_replica,
 }
-BROKER_APIS = frozenset(_MODULES) | {ApiKey.API_VERSIONS}
+BROKER_APIS = frozenset(_MODULES) | {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
 
 
 def build_handlers(broker) -> dict:
     handlers = {key: functools.partial(module.handle, broker=broker) for key, module in _MODULES.items()}
-    handlers[ApiKey.API_VERSIONS] = functools.partial(api_versions.handle, broker=broker, served=BROKER_APIS)
+    handlers.update(shared_handlers(BROKER_APIS, broker.config.inter_broker_secret))
     return handlers
