@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from replog.broker.alter_partition import _RETRY_WHOLE_REQUEST
-from replog.broker.handlers.fetch import FetchParams, FetchPartitionParams, read_all
+from replog.broker.delayed_fetch import read_all
+from replog.broker.fetch_params import FetchParams, FetchPartitionParams
 from replog.broker.handlers.list_offsets import _list_offset
 from replog.broker.handlers.offset_for_leader_epoch import _end_offset
 from replog.broker.partition import Partition, PendingIsrChange

@@ -7,8 +7,9 @@ from types import SimpleNamespace
 import pytest
 from kio.schema.errors import ErrorCode
 
-from replog.broker.handlers.fetch import DelayedFetch, FetchParams, FetchPartitionParams
-from replog.broker.handlers.produce import DelayedProduce
+from replog.broker.delayed_fetch import DelayedFetch
+from replog.broker.delayed_produce import DelayedProduce
+from replog.broker.fetch_params import FetchParams, FetchPartitionParams
 from replog.broker.replica_manager import FollowerFetch, ReplicaManager
 from replog.log.config import LogConfig
 from replog.log.log_manager import LogManager

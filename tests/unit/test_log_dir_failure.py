@@ -8,7 +8,7 @@ import uuid
 import pytest
 from kio.schema.errors import ErrorCode
 
-from replog.broker.handlers.produce import DelayedProduce
+from replog.broker.delayed_produce import DelayedProduce
 from replog.broker.replica_manager import CONSUMER, ReplicaManager
 from replog.log.config import LogConfig
 from replog.log.errors import StorageError

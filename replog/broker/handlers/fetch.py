@@ -9,11 +9,9 @@ partitions and is woken by appends and HW moves, re-reading everything when it c
 """
 
 import asyncio
-from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from replog.log.errors import OffsetOutOfRangeError
 from replog.protocol.apis import ApiKey
 from replog.protocol.fetch import (
     FetchPartitionResult,
@@ -24,37 +22,10 @@ from replog.protocol.fetch import (
 )
 from replog.protocol.messages import decode_request, millis
 
-from ..purgatory import DelayedOperation
-from ..replica_manager import CONSUMER, FollowerFetch
+from ..delayed_fetch import DelayedFetch, read_all
+from ..fetch_params import FetchParams, FetchPartitionParams
 
 CONSUMER_REPLICA_IDS = (-1, -2)  # -1 consumer, -2 debugging consumer
-
-
-@dataclass(slots=True)
-class FetchPartitionParams:
-    topic: str
-    partition: int
-    fetch_offset: int
-    current_leader_epoch: int
-    last_fetched_epoch: int
-    log_start_offset: int
-    max_bytes: int
-
-    def fetcher(self, replica_id: int) -> FollowerFetch:
-        return FollowerFetch(replica_id, self.log_start_offset) if replica_id >= 0 else CONSUMER
-
-
-@dataclass(slots=True)
-class FetchParams:
-    replica_id: int
-    max_wait_ms: int
-    min_bytes: int
-    max_bytes: int
-    partitions: list[FetchPartitionParams]
-
-    @property
-    def from_follower(self) -> bool:
-        return self.replica_id >= 0
 
 
 def handle(ctx, broker):
@@ -83,26 +54,6 @@ def handle(ctx, broker):
     return _respond_later(broker, op.future, ctx.api_version, params)
 
 
-def read_all(broker, params: FetchParams) -> tuple[list[FetchPartitionResult], int, bool]:
-    """(results, bytes read, whether to answer now: an error or a diverging epoch)."""
-    results, total, respond_now = [], 0, False
-    for p in params.partitions:
-        budget = params.max_bytes - total
-        read = broker.replica_manager.read_partition(
-            p.topic, p.partition, p.fetch_offset, current_leader_epoch=p.current_leader_epoch,
-            last_fetched_epoch=p.last_fetched_epoch, max_bytes=max(0, min(budget, p.max_bytes)),
-            fetcher=p.fetcher(params.replica_id), min_one_batch=total == 0)
-        file_slice = read.result.slice if read.result is not None else None
-        # Kafka sends an empty record set, never null: librdkafka rejects a null one as malformed.
-        result = FetchPartitionResult(p.partition, read.error_code, read.high_watermark, read.high_watermark,
-                                      read.log_start_offset, records=file_slice if file_slice is not None else b"",
-                                      diverging_epoch=read.diverging_epoch)
-        total += file_slice.length if file_slice is not None else 0
-        respond_now = respond_now or read.error_code != ErrorCode.none or read.diverging_epoch is not None
-        results.append(result)
-    return results, total, respond_now
-
-
 def _all_errors(params: FetchParams, code: ErrorCode) -> list[FetchPartitionResult]:
     return [FetchPartitionResult(p.partition, code, records=b"") for p in params.partitions]
 
@@ -128,49 +79,3 @@ def _respond(broker, version: int, params: FetchParams, results: list[FetchParti
 
 async def _respond_later(broker, future: asyncio.Future, version: int, params: FetchParams) -> list:
     return _respond(broker, version, params, await future)
-
-
-class DelayedFetch(DelayedOperation):
-    """Completes early on Kafka's conditions (facts §5) without reading data: leadership lost or partition
-    gone (A-C), fenced epoch (E), fetch offset past the end or on an older segment (F), min_bytes of data
-    available, counted from log positions (G), or a diverging epoch (H). Then it reads afresh."""
-
-    def __init__(self, broker, params: FetchParams) -> None:
-        super().__init__(params.max_wait_ms)
-        self._broker = broker
-        self._params = params
-        self.future = asyncio.get_running_loop().create_future()
-
-    def try_complete(self) -> bool:
-        accumulated = 0
-        for p in self._params.partitions:
-            partition = self._broker.replica_manager.get_partition(p.topic, p.partition)
-            if partition is None or not partition.is_leader:
-                return self.force_complete()
-            if partition.check_leader_epoch(p.current_leader_epoch) != ErrorCode.none:
-                return self.force_complete()
-            if self._diverges(partition, p):
-                return self.force_complete()
-            end_offset = partition.end_offset_for_fetch(self._params.from_follower)
-            if p.fetch_offset > end_offset:
-                return self.force_complete()
-            if p.fetch_offset == end_offset:
-                continue
-            start = partition.log.position_of(p.fetch_offset)
-            available = start.bytes_until(partition.log.position_of(end_offset))
-            if available is None:
-                return self.force_complete()  # the end is on a later segment
-            accumulated += min(available, p.max_bytes)
-        return accumulated >= self._params.min_bytes and self.force_complete()
-
-    @staticmethod
-    def _diverges(partition, p: FetchPartitionParams) -> bool:
-        try:
-            return partition.diverging_epoch(p.fetch_offset, p.last_fetched_epoch) is not None
-        except OffsetOutOfRangeError:
-            return True
-
-    def on_complete(self) -> None:
-        results, _, _ = read_all(self._broker, self._params)
-        if not self.future.done():
-            self.future.set_result(results)
