@@ -12,12 +12,12 @@ from .fetch_params import FetchParams, FetchPartitionParams
 from .purgatory import DelayedOperation
 
 
-def read_all(broker, params: FetchParams) -> tuple[list[FetchPartitionResult], int, bool]:
+def read_all(replica_manager, params: FetchParams) -> tuple[list[FetchPartitionResult], int, bool]:
     """(results, bytes read, whether to answer now: an error or a diverging epoch)."""
     results, total, respond_now = [], 0, False
     for p in params.partitions:
         budget = params.max_bytes - total
-        read = broker.replica_manager.read_partition(
+        read = replica_manager.read_partition(
             p.topic, p.partition, p.fetch_offset, current_leader_epoch=p.current_leader_epoch,
             last_fetched_epoch=p.last_fetched_epoch, max_bytes=max(0, min(budget, p.max_bytes)),
             fetcher=p.fetcher(params.replica_id), min_one_batch=total == 0)
@@ -37,16 +37,16 @@ class DelayedFetch(DelayedOperation):
     gone (A-C), fenced epoch (E), fetch offset past the end or on an older segment (F), min_bytes of data
     available, counted from log positions (G), or a diverging epoch (H). Then it reads afresh."""
 
-    def __init__(self, broker, params: FetchParams) -> None:
+    def __init__(self, replica_manager, params: FetchParams) -> None:
         super().__init__(params.max_wait_ms)
-        self._broker = broker
+        self._replica_manager = replica_manager
         self._params = params
         self.future = asyncio.get_running_loop().create_future()
 
     def try_complete(self) -> bool:
         accumulated = 0
         for p in self._params.partitions:
-            partition = self._broker.replica_manager.get_partition(p.topic, p.partition)
+            partition = self._replica_manager.get_partition(p.topic, p.partition)
             if partition is None or not partition.is_leader:
                 return self.force_complete()
             if partition.check_leader_epoch(p.current_leader_epoch) != ErrorCode.none:
@@ -73,6 +73,6 @@ class DelayedFetch(DelayedOperation):
             return True
 
     def on_complete(self) -> None:
-        results, _, _ = read_all(self._broker, self._params)
+        results, _, _ = read_all(self._replica_manager, self._params)
         if not self.future.done():
             self.future.set_result(results)

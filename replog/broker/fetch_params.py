@@ -1,8 +1,21 @@
-"""What a Fetch request asks for, decoded: by whom, how long to wait, how many bytes, which partitions."""
+"""What a Fetch asks for, decoded: who fetches, how long to wait, how many bytes, which partitions."""
 
 from dataclasses import dataclass
 
-from .replica_manager import CONSUMER, FollowerFetch
+
+@dataclass(frozen=True, slots=True)
+class FollowerFetch:
+    """Who is fetching: a follower broker (replica_id >= 0) reads to the LEO and reports its progress."""
+
+    replica_id: int
+    log_start_offset: int = -1
+
+    @property
+    def is_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+CONSUMER = FollowerFetch(-1)
 
 
 @dataclass(slots=True)

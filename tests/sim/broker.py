@@ -372,7 +372,7 @@ class SimBroker:
                                  -1 if p.last_fetched_epoch is None else p.last_fetched_epoch,
                                  p.log_start_offset, p.max_bytes)
             for tp, p in partitions.items()])
-        results, _, _ = read_all(self, params)
+        results, _, _ = read_all(self.replica_manager, params)
         answers = {}
         for tp, result in zip(partitions, results, strict=True):
             # On the wire the slice becomes bytes: copy it now, as the socket write would.

@@ -8,9 +8,10 @@ import pytest
 from kio.schema.errors import ErrorCode
 from prometheus_client import CollectorRegistry, generate_latest
 
+from replog.broker.fetch_params import FollowerFetch
 from replog.broker.metrics import BrokerCollector, BrokerMetrics, broker_snapshot, request_name
 from replog.broker.partition import IsrChangeKind
-from replog.broker.replica_manager import FollowerFetch, ReplicaManager
+from replog.broker.replica_manager import ReplicaManager
 from replog.log.config import LogConfig
 from replog.log.log_manager import LogManager
 from replog.log.partition_log import TopicPartition

@@ -4,8 +4,8 @@ One path serves both, as in Kafka: a fetch with a replica id is a follower repli
 so only an authenticated broker may send one), which reports its LEO to the leader with every request.
 KIP-74 limits: the response's max_bytes and each partition's max bytes, except that the first partition
 with data returns at least one whole batch. The response is sent at once if max_wait <= 0, min_bytes is
-met, any partition has an error or a diverging epoch (facts §5); otherwise a DelayedFetch parks on the
-partitions and is woken by appends and HW moves, re-reading everything when it completes.
+met, any partition has an error or a diverging epoch (facts §5); otherwise the replica manager parks a
+DelayedFetch on the partitions, woken by appends and HW moves, which re-reads everything when it completes.
 """
 
 import asyncio
@@ -22,10 +22,8 @@ from replog.protocol.fetch import (
 )
 from replog.protocol.messages import decode_request, millis
 
-from ..delayed_fetch import DelayedFetch, read_all
 from ..fetch_params import FetchParams, FetchPartitionParams
-
-CONSUMER_REPLICA_IDS = (-1, -2)  # -1 consumer, -2 debugging consumer
+from ..metrics import BrokerMetrics
 
 
 def handle(ctx, broker):
@@ -45,13 +43,11 @@ def handle(ctx, broker):
     if params.from_follower and not ctx.session.cluster_action:
         # Only brokers replicate: a client claiming a replica id would read past the HW.
         return _encode(ctx.api_version, params, _all_errors(params, ErrorCode.cluster_authorization_failed))
-    results, readable_bytes, respond_now = read_all(broker, params)
-    if params.max_wait_ms <= 0 or not params.partitions or readable_bytes >= params.min_bytes or respond_now:
-        return _respond(broker, ctx.api_version, params, results)
-    op = DelayedFetch(broker, params)
-    keys = [(p.topic, p.partition) for p in params.partitions]
-    broker.replica_manager.fetch_purgatory.try_complete_else_watch(op, keys)
-    return _respond_later(broker, op.future, ctx.api_version, params)
+    results = broker.replica_manager.fetch_messages(params)
+    metrics = broker.replica_manager.metrics
+    if isinstance(results, list):
+        return _respond(metrics, ctx.api_version, params, results)
+    return _respond_later(metrics, results, ctx.api_version, params)
 
 
 def _all_errors(params: FetchParams, code: ErrorCode) -> list[FetchPartitionResult]:
@@ -67,9 +63,8 @@ def _encode(version: int, params: FetchParams, results: list[FetchPartitionResul
     return encode_fetch_response(version, FetchResponseData(topics=topics))
 
 
-def _respond(broker, version: int, params: FetchParams, results: list[FetchPartitionResult]) -> list:
+def _respond(metrics: BrokerMetrics, version: int, params: FetchParams, results: list[FetchPartitionResult]) -> list:
     """Encode the answer, counting the record bytes it carries (BytesOut / ReplicationBytesOut)."""
-    metrics = broker.replica_manager.metrics
     for p, result in zip(params.partitions, results, strict=True):
         nbytes = part_length(result.records)
         if nbytes:
@@ -77,5 +72,5 @@ def _respond(broker, version: int, params: FetchParams, results: list[FetchParti
     return _encode(version, params, results)
 
 
-async def _respond_later(broker, future: asyncio.Future, version: int, params: FetchParams) -> list:
-    return _respond(broker, version, params, await future)
+async def _respond_later(metrics: BrokerMetrics, future: asyncio.Future, version: int, params: FetchParams) -> list:
+    return _respond(metrics, version, params, await future)
