@@ -23,13 +23,14 @@ from replog.protocol.apis import response_header_version
 from replog.protocol.headers import decode_response_header
 from replog.server.api_versions import unsupported_version_body
 from replog.server.connection import ConnectionHolder
-from replog.server.dispatch import Dispatcher
+from replog.server.dispatch import Dispatcher, Handler, RequestContext
 from replog.server.inter_broker import open_inter_broker_connection
 from replog.server.listener import listen, listening_port
 
 from .alter_partition import AlterPartitionManager
 from .config import BrokerConfig, load_config, report_unknown_keys
 from .handlers import BROKER_APIS, build_handlers
+from .handlers.context import ControlPlane, TopicAdmin, TopicDefaults
 from .lifecycle import BrokerIdentity, BrokerLifecycleManager
 from .local_controller import LocalController
 from .metadata import BrokerEndpoint, MetadataImage, TopicMetadata
@@ -92,7 +93,7 @@ class Broker:
             snapshot=lambda now_ms: broker_snapshot(self.metrics, self.replica_manager, now_ms))
         self.metrics.dumper = self.metrics_service.dumper
         await self.metrics_service.start()
-        dispatcher = Dispatcher(build_handlers(self), functools.partial(unsupported_version_body, BROKER_APIS),
+        dispatcher = Dispatcher(self._build_handlers(), functools.partial(unsupported_version_body, BROKER_APIS),
                                 observe_request=self.metrics.observe_request)
         listener = config.listeners[0]
         self._server = await listen(listener.host, listener.port, self.connections, dispatcher,
@@ -115,6 +116,17 @@ class Broker:
             self.lifecycle = self._build_lifecycle_manager()
             self.lifecycle.start()
         log.info("replog broker %d listening on %s:%d", config.node_id, listener.host, self.port)
+
+    def _build_handlers(self) -> dict[int, Handler]:
+        config = self.config
+        defaults = TopicDefaults(config.num_partitions, config.default_replication_factor, config.log_config(),
+                                 auto_create=config.auto_create_topics_enable)
+        topics = TopicAdmin(self.image, defaults, self.create_topic, self.delete_topic,
+                            forward_to_controller=self.forward_to_controller if self.in_cluster else None,
+                            has_metadata=self.has_metadata)
+        control = ControlPlane(self.replica_manager, self.image, registration=self)
+        return build_handlers(self.replica_manager, topics, control, self.controller.allocate_producer_id,
+                              config.inter_broker_secret)
 
     def _build_lifecycle_manager(self) -> BrokerLifecycleManager:
         config = self.config
@@ -148,7 +160,7 @@ class Broker:
         isBrokerEpochStale); -1 means the sender does not check."""
         return self.lifecycle is not None and broker_epoch != -1 and broker_epoch < self.lifecycle.broker_epoch
 
-    async def forward_to_controller(self, ctx) -> bytes:
+    async def forward_to_controller(self, ctx: RequestContext) -> bytes:
         """Send a client's request on to the controller unchanged and return the response body (KIP-590)."""
         if self._controller_connection is None or self._controller_connection.closed:
             host, port = self.config.controller_address

@@ -261,7 +261,7 @@ LEADER_AND_ISR_V7_NULL_LIVE_LEADERS = bytes.fromhex(
 
 def test_captured_malformed_body_of_an_async_handler_closes_the_connection():
     """Through the real LeaderAndIsr handler: it fails decoding before it touches the broker."""
-    dispatcher = Dispatcher({ApiKey.LEADER_AND_ISR: functools.partial(leader_and_isr.handle, broker=None)},
+    dispatcher = Dispatcher({ApiKey.LEADER_AND_ISR: functools.partial(leader_and_isr.handle, control=None)},
                             lambda: [])
     with pytest.raises(CloseConnection, match="null LiveLeaders"):
         dispatch_to_completion(dispatcher, bytearray(LEADER_AND_ISR_V7_NULL_LIVE_LEADERS))

@@ -358,12 +358,12 @@ class SimBroker:
         elif call.kind == "epochs":
             answers = {}
             for tp, (current_epoch, epoch) in call.args[0].items():
-                found = _end_offset(self, tp.topic, tp.partition, current_epoch, epoch)
+                found = _end_offset(self.replica_manager, tp.topic, tp.partition, current_epoch, epoch)
                 answers[tp] = EpochEndOffset(found["error_code"], found["leader_epoch"], found["end_offset"])
             reply(answers)
         else:
             tp, current_epoch, timestamp = call.args
-            found = _list_offset(self, tp.topic, tp.partition, timestamp, current_epoch, from_follower=True)
+            found = _list_offset(self.replica_manager, tp.topic, tp.partition, timestamp, current_epoch, from_follower=True)
             reply(ListedOffset(found["error_code"], found["offset"]))
 
     def _serve_fetch(self, replica_id: int, partitions: dict[TopicPartition, FetchRequestPartition]) -> dict:

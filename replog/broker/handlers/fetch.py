@@ -21,12 +21,14 @@ from replog.protocol.fetch import (
     part_length,
 )
 from replog.protocol.messages import decode_request, millis
+from replog.server.dispatch import RequestContext
 
 from ..fetch_params import FetchParams, FetchPartitionParams
 from ..metrics import BrokerMetrics
+from ..replica_manager import ReplicaManager
 
 
-def handle(ctx, broker):
+def handle(ctx: RequestContext, replicas: ReplicaManager):
     request = decode_request(ApiKey.FETCH, ctx.api_version, ctx.frame, ctx.body_offset)
     params = FetchParams(
         replica_id=request.replica_id,
@@ -43,11 +45,10 @@ def handle(ctx, broker):
     if params.from_follower and not ctx.session.cluster_action:
         # Only brokers replicate: a client claiming a replica id would read past the HW.
         return _encode(ctx.api_version, params, _all_errors(params, ErrorCode.cluster_authorization_failed))
-    results = broker.replica_manager.fetch_messages(params)
-    metrics = broker.replica_manager.metrics
+    results = replicas.fetch_messages(params)
     if isinstance(results, list):
-        return _respond(metrics, ctx.api_version, params, results)
-    return _respond_later(metrics, results, ctx.api_version, params)
+        return _respond(replicas.metrics, ctx.api_version, params, results)
+    return _respond_later(replicas.metrics, results, ctx.api_version, params)
 
 
 def _all_errors(params: FetchParams, code: ErrorCode) -> list[FetchPartitionResult]:

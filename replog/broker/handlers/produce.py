@@ -12,11 +12,12 @@ from kio.schema.errors import ErrorCode
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import encode_response
 from replog.protocol.produce import decode_produce_request
+from replog.server.dispatch import RequestContext
 
-from ..replica_manager import VALID_ACKS, AppendResults, PartitionAppendResult
+from ..replica_manager import VALID_ACKS, AppendResults, PartitionAppendResult, ReplicaManager
 
 
-def handle(ctx, broker):
+def handle(ctx: RequestContext, replicas: ReplicaManager):
     request = decode_produce_request(ctx.api_version, ctx.frame, ctx.body_offset)
     entries = [(topic.name, p.index, p.records) for topic in request.topics for p in topic.partitions]
     if request.transactional_id is not None and request.acks in VALID_ACKS:
@@ -25,7 +26,7 @@ def handle(ctx, broker):
                                                   error_message="transactions are not supported")
             for topic, index, _ in entries}
     else:
-        results = broker.replica_manager.append_records(entries, request.acks, request.timeout_ms)
+        results = replicas.append_records(entries, request.acks, request.timeout_ms)
     if request.acks == 0:
         assert isinstance(results, dict)  # acks=0 never waits
         if any(r.error_code != ErrorCode.none for r in results.values()):
