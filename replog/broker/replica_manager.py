@@ -185,7 +185,7 @@ class ReplicaManager:
                 for state in topic.partition_states:
                     error = storage_errors.get(TopicPartition(topic.topic_name, state.partition_index))
                     if error is None:
-                        error = self._apply_partition_state_or_storage_error(
+                        error = self.apply_partition_state(
                             topic.topic_name, topic.topic_id, state, leaders, topic.configs, new_followers)
                     errors[(topic.topic_id, state.partition_index)] = error
                     if time.monotonic() - slice_started > STATE_CHANGE_SLICE_S:
@@ -236,9 +236,10 @@ class ReplicaManager:
                 self.log_manager.adopt_new_log(new, result)
         return errors
 
-    def _apply_partition_state_or_storage_error(self, topic: str, topic_id, state: LeaderAndIsrPartitionState,
-                                                leaders: dict, configs: dict[str, str],
-                                                new_followers: dict) -> ErrorCode:
+    def apply_partition_state(self, topic: str, topic_id, state: LeaderAndIsrPartitionState, leaders: dict,
+                              configs: dict[str, str], new_followers: dict) -> ErrorCode:
+        """One partition of a LeaderAndIsr: lead or follow it; the error to answer for it. A partition this
+        broker starts to follow lands in new_followers, for the fetcher manager."""
         # A failed checkpoint write, no file descriptors left, a log on disk with another topic id: this
         # partition stays as it was and the controller hears why; the rest of the request still applies.
         try:

@@ -28,8 +28,8 @@ from kio.schema.errors import ErrorCode
 from replog.broker.alter_partition import _RETRY_WHOLE_REQUEST
 from replog.broker.delayed_fetch import read_all
 from replog.broker.fetch_params import FetchParams, FetchPartitionParams
-from replog.broker.handlers.list_offsets import _list_offset
-from replog.broker.handlers.offset_for_leader_epoch import _end_offset
+from replog.broker.handlers.list_offsets import list_offset
+from replog.broker.handlers.offset_for_leader_epoch import epoch_end_offset
 from replog.broker.partition import Partition, PendingIsrChange
 from replog.broker.replica_manager import ReplicaManager
 from replog.controller.registry import PartitionRegistration
@@ -287,7 +287,7 @@ class SimBroker:
         state = LeaderAndIsrPartitionState(
             registration.topic, registration.partition, 0, registration.leader, registration.leader_epoch,
             list(registration.isr), registration.partition_epoch, list(registration.replicas))
-        error = manager._apply_partition_state_or_storage_error(tp.topic, topic_id, state, {}, configs, {})
+        error = manager.apply_partition_state(tp.topic, topic_id, state, {}, configs, {})
         partition = manager.partitions.get(tp)
         if error != ErrorCode.none or partition is None:
             return error
@@ -358,12 +358,12 @@ class SimBroker:
         elif call.kind == "epochs":
             answers = {}
             for tp, (current_epoch, epoch) in call.args[0].items():
-                found = _end_offset(self.replica_manager, tp.topic, tp.partition, current_epoch, epoch)
+                found = epoch_end_offset(self.replica_manager, tp.topic, tp.partition, current_epoch, epoch)
                 answers[tp] = EpochEndOffset(found["error_code"], found["leader_epoch"], found["end_offset"])
             reply(answers)
         else:
             tp, current_epoch, timestamp = call.args
-            found = _list_offset(self.replica_manager, tp.topic, tp.partition, timestamp, current_epoch, from_follower=True)
+            found = list_offset(self.replica_manager, tp.topic, tp.partition, timestamp, current_epoch, from_follower=True)
             reply(ListedOffset(found["error_code"], found["offset"]))
 
     def _serve_fetch(self, replica_id: int, partitions: dict[TopicPartition, FetchRequestPartition]) -> dict:

@@ -59,7 +59,7 @@ def _broker(lifecycle):
 
 async def test_leader_and_isr_waits_for_the_registration():
     lifecycle = types.SimpleNamespace(registered=asyncio.Event())
-    waiting = asyncio.ensure_future(leader_and_isr._registered(_broker(lifecycle)))
+    waiting = asyncio.ensure_future(leader_and_isr.wait_until_registered(_broker(lifecycle)))
     await asyncio.sleep(0)
     assert not waiting.done()
     lifecycle.registered.set()
@@ -68,8 +68,9 @@ async def test_leader_and_isr_waits_for_the_registration():
 
 async def test_leader_and_isr_before_a_registration_that_never_comes_is_refused(monkeypatch):
     monkeypatch.setattr(leader_and_isr, "REGISTRATION_WAIT_S", 0.01)
-    assert not await leader_and_isr._registered(_broker(types.SimpleNamespace(registered=asyncio.Event())))
+    never = _broker(types.SimpleNamespace(registered=asyncio.Event()))
+    assert not await leader_and_isr.wait_until_registered(never)
 
 
 async def test_a_single_node_has_no_registration_to_wait_for():
-    assert await leader_and_isr._registered(_broker(None))
+    assert await leader_and_isr.wait_until_registered(_broker(None))

@@ -25,7 +25,7 @@ from .context import ControlPlane, Registration
 REGISTRATION_WAIT_S = 10.0
 
 
-async def _registered(registration: Registration) -> bool:
+async def wait_until_registered(registration: Registration) -> bool:
     """Whether this process has registered with the controller, waiting for it if need be.
 
     Only then can a request queued for this broker's previous process (an older broker epoch) be told from
@@ -50,7 +50,7 @@ async def handle(ctx: RequestContext, control: ControlPlane) -> list:
     request = decode_leader_and_isr_request(ctx.frame, ctx.body_offset)
     if not ctx.session.cluster_action:
         error, per_partition = ErrorCode.cluster_authorization_failed, {}
-    elif (not await _registered(control.registration)
+    elif (not await wait_until_registered(control.registration)
           or control.registration.is_stale_broker_epoch(request.broker_epoch)):
         error, per_partition = ErrorCode.stale_broker_epoch, {}
     else:

@@ -19,8 +19,8 @@ def handle(ctx: RequestContext, replicas: ReplicaManager) -> list:
     topics = []
     for t in request.topics:
         partitions = [
-            _list_offset(replicas, t.name, p.partition_index, p.timestamp, getattr(p, "current_leader_epoch", -1),
-                         from_follower=request.replica_id >= 0)
+            list_offset(replicas, t.name, p.partition_index, p.timestamp, getattr(p, "current_leader_epoch", -1),
+                        from_follower=request.replica_id >= 0)
             for p in t.partitions
         ]
         topics.append({"name": t.name, "partitions": partitions})
@@ -28,8 +28,9 @@ def handle(ctx: RequestContext, replicas: ReplicaManager) -> list:
     return [encode_response(ApiKey.LIST_OFFSETS, ctx.api_version, body)]
 
 
-def _list_offset(replicas: ReplicaManager, topic: str, index: int, timestamp: int, current_leader_epoch: int, *,
-                 from_follower: bool) -> dict:
+def list_offset(replicas: ReplicaManager, topic: str, index: int, timestamp: int, current_leader_epoch: int, *,
+                from_follower: bool) -> dict:
+    """One partition's answer."""
     partition = replicas.get_partition(topic, index)
     error = _partition_error(partition, current_leader_epoch)
     if error != ErrorCode.none:

@@ -20,7 +20,7 @@ def handle(ctx: RequestContext, replicas: ReplicaManager) -> list:
     topics = []
     for t in request.topics:
         partitions = [_denied(p.partition) if denied else
-                      _end_offset(replicas, t.topic, p.partition, p.current_leader_epoch, p.leader_epoch)
+                      epoch_end_offset(replicas, t.topic, p.partition, p.current_leader_epoch, p.leader_epoch)
                       for p in t.partitions]
         topics.append({"topic": t.topic, "partitions": partitions})
     body = {"throttle_time": 0, "topics": topics}
@@ -32,7 +32,9 @@ def _denied(index: int) -> dict:
             "end_offset": -1}
 
 
-def _end_offset(replicas: ReplicaManager, topic: str, index: int, current_leader_epoch: int, leader_epoch: int) -> dict:
+def epoch_end_offset(replicas: ReplicaManager, topic: str, index: int, current_leader_epoch: int,
+                     leader_epoch: int) -> dict:
+    """One partition's answer."""
     partition = replicas.get_partition(topic, index)
     if partition is None:
         error = ErrorCode.unknown_topic_or_partition
