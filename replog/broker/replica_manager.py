@@ -1,6 +1,7 @@
-"""The broker's partitions: leadership changes, appends, reads, ISR upkeep, and delayed-operation wake-ups.
+"""The broker's partitions: leadership changes, appends, reads, ISR upkeep, and delayed operations.
 
-Handlers parse and encode; this module decides. Leadership arrives from the controller (LeaderAndIsr,
+Handlers parse and encode; this module decides, and parks the requests that must wait (an acks=all append
+in the produce purgatory, a fetch short of min_bytes in the fetch purgatory). Leadership arrives from the controller (LeaderAndIsr,
 StopReplica) or, on a single node without a controller, from the local metadata image. Wake-up rule
 (facts §5): any append or follower fetch wakes delayed fetches on that partition; a high-watermark move or
 a leadership change also wakes delayed produces.
@@ -56,6 +57,7 @@ class PartitionAppendResult:
 
 
 AppendResults = dict[tuple[str, int], PartitionAppendResult]
+FetchResults = list[FetchPartitionResult]  # in the order of the request's partitions
 VALID_ACKS = (-1, 0, 1)
 
 
@@ -395,7 +397,7 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ fetch
 
-    def fetch_messages(self, params: FetchParams) -> list[FetchPartitionResult] | asyncio.Future[list[FetchPartitionResult]]:
+    def fetch_messages(self, params: FetchParams) -> FetchResults | asyncio.Future[FetchResults]:
         """Kafka's fetchMessages: the read results at once if max_wait <= 0, min_bytes is met, or a partition
         has an error or a diverging epoch (facts §5); else a future of them, from a DelayedFetch parked on the
         partitions, woken by appends and HW moves, that reads everything afresh when it completes."""

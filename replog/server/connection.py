@@ -215,7 +215,7 @@ class ConnectionHolder:
     closed ones, and takes them through a staged shutdown (stop reading, drain, close)."""
 
     def __init__(self, max_connections: int) -> None:
-        assert max_connections > 0
+        assert max_connections >= 0  # 0 refuses every connection
         self.max_connections = max_connections
         self.connections: set[ServerConnection] = set()
         self.shutting_down = False
