@@ -6,39 +6,12 @@ Unknown keys are reported (not fatal, as in Kafka, which logs them); malformed v
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from replog.log.config import LogConfig
 from replog.metrics.config import MetricsConfig, split_metrics_config
+from replog.server.properties import Listener, parse_bool, parse_listeners, read_properties
 
 _HOUR_MS = 3600 * 1000
-
-
-@dataclass(frozen=True)
-class Listener:
-    name: str
-    host: str
-    port: int
-
-
-def parse_listeners(value: str) -> list[Listener]:
-    listeners = []
-    for item in filter(None, (part.strip() for part in value.split(","))):
-        parsed = urlsplit(item)
-        if not parsed.scheme or parsed.port is None:
-            raise ValueError(f"listener {item!r} is not of the form NAME://host:port")
-        listeners.append(Listener(parsed.scheme.upper(), parsed.hostname or "0.0.0.0", parsed.port))
-    if not listeners:
-        raise ValueError("no listeners configured")
-    return listeners
-
-
-def parse_bool(value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered not in ("true", "false"):
-        raise ValueError(f"expected true or false, got {value!r}")
-    return lowered == "true"
-
 
 # key -> (attribute, parser). Aliases map several Kafka keys onto one attribute.
 _KEYS: dict[str, tuple[str, object]] = {
@@ -127,7 +100,7 @@ class BrokerConfig:
     shutdown_drain_timeout_ms: int = 10_000
     # host:port of the controller; unset means a single node that is its own controller
     controller_bootstrap_servers: str | None = None
-    inter_broker_secret: str | None = None  # SASL/PLAIN password of the inter-broker principal (broker/auth.py)
+    inter_broker_secret: str | None = None  # SASL/PLAIN password of the inter-broker principal (server/auth.py)
     broker_heartbeat_interval_ms: int = 2000
     controlled_shutdown_enable: bool = True  # SIGTERM first moves this broker's leaderships away
     broker_rack: str | None = None
@@ -189,31 +162,6 @@ class BrokerConfig:
                 raise ValueError("controller.quorum.bootstrap.servers must be host:port")
             if not self.inter_broker_secret:
                 raise ValueError("a broker with a controller needs inter.broker.secret to replicate")
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Java .properties subset: key=value or key:value lines, # and ! comments."""
-    props = {}
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if sep <= 0:
-            raise ValueError(f"line {lineno}: expected key=value, got {raw!r}")
-        props[line[:sep].strip()] = line[sep + 1 :].strip()
-    return props
-
-
-def read_properties(path: str | Path | None, overrides: list[str]) -> dict[str, str]:
-    """A properties file (if any) with `key=value` overrides applied on top, as Kafka's scripts take them."""
-    props = parse_properties(Path(path).read_text()) if path else {}
-    for item in overrides:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--override expects key=value, got {item!r}")
-        props[key.strip()] = value.strip()
-    return props
 
 
 def load_config(path: str | Path | None, overrides: list[str]) -> BrokerConfig:

@@ -1,55 +1,10 @@
 """The cluster metadata a broker acts on: brokers, topics, partition leadership and topic configs."""
 
-import re
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from replog.log.config import LogConfig
-from replog.protocol.control import UpdateMetadataRequest
-
-from .config import Listener
-
-UPDATE_METADATA_FULL = 2  # KIP-866's Type: the request lists every topic
-LEADER_DURING_DELETE = -2  # Kafka's LeaderAndIsr.LeaderDuringDelete: the partition is being deleted
-
-MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
-
-# Topic configs replog understands (Kafka's names); anything else is INVALID_CONFIG.
-TOPIC_CONFIG_KEYS = frozenset({
-    "segment.bytes", "segment.ms", "retention.ms", "retention.bytes", "max.message.bytes",
-    "index.interval.bytes", "min.insync.replicas", "unclean.leader.election.enable", "cleanup.policy",
-    "compression.type", "message.timestamp.type",
-})
-
-
-def topic_config_error(configs: Mapping[str, str], base: LogConfig | None = None) -> str | None:
-    """Why topic configs are unacceptable (checked by CreateTopics and by the controller), or None."""
-    unknown = sorted(set(configs) - TOPIC_CONFIG_KEYS)
-    if unknown:
-        return f"unknown topic configs: {', '.join(unknown)}"
-    if configs.get("cleanup.policy", "delete") != "delete":
-        return "only cleanup.policy=delete is supported"
-    try:
-        LogConfig.from_topic_configs(configs, base)
-        min_isr = int(configs.get("min.insync.replicas", "1"))
-    except ValueError as e:
-        return str(e)
-    if min_isr < 1:
-        return "min.insync.replicas must be at least 1"
-    return None
-
-
-def topic_name_error(name: str) -> str | None:
-    """Why a topic name is illegal (Kafka's Topic.validate rules), or None."""
-    if not name or name in (".", ".."):
-        return f"topic name {name!r} is illegal"
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        return f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters"
-    if not _LEGAL_TOPIC_NAME.match(name):
-        return f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'"
-    return None
+from replog.protocol.control import LEADER_DURING_DELETE, UPDATE_METADATA_FULL, UpdateMetadataRequest
+from replog.server.properties import Listener
 
 
 @dataclass(slots=True)

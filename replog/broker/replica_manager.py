@@ -1,6 +1,7 @@
-"""The broker's partitions: leadership changes, appends, reads, ISR upkeep, and delayed-operation wake-ups.
+"""The broker's partitions: leadership changes, appends, reads, ISR upkeep, and delayed operations.
 
-Handlers parse and encode; this module decides. Leadership arrives from the controller (LeaderAndIsr,
+Handlers parse and encode; this module decides, and parks the requests that must wait (an acks=all append
+in the produce purgatory, a fetch short of min_bytes in the fetch purgatory). Leadership arrives from the controller (LeaderAndIsr,
 StopReplica) or, on a single node without a controller, from the local metadata image. Wake-up rule
 (facts §5): any append or follower fetch wakes delayed fetches on that partition; a high-watermark move or
 a leadership change also wakes delayed produces.
@@ -9,7 +10,7 @@ a leadership change also wakes delayed produces.
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,8 +26,12 @@ from replog.protocol.control import (
     LeaderAndIsrRequest,
     StopReplicaRequest,
 )
+from replog.protocol.fetch import FetchPartitionResult
 from replog.protocol.records import CorruptRecordError, InvalidRecordError
 
+from .delayed_fetch import DelayedFetch, read_all
+from .delayed_produce import DelayedProduce
+from .fetch_params import FetchParams, FollowerFetch
 from .metadata import MetadataImage
 from .metrics import BrokerMetrics
 from .partition import AlterIsr, LeadershipState, Partition, PartitionError, PendingIsrChange
@@ -52,6 +57,11 @@ class PartitionAppendResult:
     error_message: str | None = None
 
 
+AppendResults = dict[tuple[str, int], PartitionAppendResult]
+FetchResults = list[FetchPartitionResult]  # in the order of the request's partitions
+VALID_ACKS = (-1, 0, 1)
+
+
 @dataclass(slots=True)
 class PartitionReadResult:
     error_code: ErrorCode
@@ -60,20 +70,6 @@ class PartitionReadResult:
     log_start_offset: int = -1
     diverging_epoch: tuple[int, int] | None = None
 
-
-@dataclass(frozen=True, slots=True)
-class FollowerFetch:
-    """Who is fetching: a follower broker (replica_id >= 0) reads to the LEO and reports its progress."""
-
-    replica_id: int
-    log_start_offset: int = -1
-
-    @property
-    def is_follower(self) -> bool:
-        return self.replica_id >= 0
-
-
-CONSUMER = FollowerFetch(-1)
 
 # Everything the log and record layers raise carries the Kafka error code it travels as.
 _APPEND_ERRORS = (PartitionError, LogError, CorruptRecordError, InvalidRecordError)
@@ -361,6 +357,26 @@ class ReplicaManager:
 
     # ---------------------------------------------------------------- produce
 
+    def append_records(self, entries: Iterable[tuple[str, int, memoryview | None]], required_acks: int,
+                       timeout_ms: int) -> AppendResults | asyncio.Future[AppendResults]:
+        """Kafka's appendRecords: append each (topic, partition, records) as leader, in order. Returns the
+        results by partition; for acks=all with anything appended, a future of them instead, resolved once
+        the HW passes every appended partition's last offset, or timeout_ms passes (a DelayedProduce)."""
+        results: AppendResults = {}
+        for topic, index, records in entries:
+            if required_acks not in VALID_ACKS:
+                results[(topic, index)] = PartitionAppendResult(ErrorCode.invalid_required_acks)
+            else:
+                results[(topic, index)] = self.append_to_partition(topic, index, records, required_acks)
+        # A duplicate (a retried batch) waits like a new append: the original may not be committed yet, and
+        # Kafka's ReplicaManager.appendRecords waits for the HW to pass its offsets all the same.
+        appended = {k: r for k, r in results.items() if r.error_code == ErrorCode.none}
+        if required_acks == -1 and appended:
+            op = DelayedProduce(self, timeout_ms, results, appended)
+            self.produce_purgatory.try_complete_else_watch(op, appended.keys())
+            return op.future
+        return results
+
     def append_to_partition(self, topic: str, index: int, records: memoryview | None,
                             required_acks: int) -> PartitionAppendResult:
         try:
@@ -380,6 +396,17 @@ class ReplicaManager:
         return PartitionAppendResult(ErrorCode.none, info)
 
     # ------------------------------------------------------------------ fetch
+
+    def fetch_messages(self, params: FetchParams) -> FetchResults | asyncio.Future[FetchResults]:
+        """Kafka's fetchMessages: the read results at once if max_wait <= 0, min_bytes is met, or a partition
+        has an error or a diverging epoch (facts §5); else a future of them, from a DelayedFetch parked on the
+        partitions, woken by appends and HW moves, that reads everything afresh when it completes."""
+        results, fetch_offsets, readable_bytes, respond_now = read_all(self, params)
+        if params.max_wait_ms <= 0 or not params.partitions or readable_bytes >= params.min_bytes or respond_now:
+            return results
+        op = DelayedFetch(self, params, fetch_offsets)
+        self.fetch_purgatory.try_complete_else_watch(op, [(p.topic, p.partition) for p in params.partitions])
+        return op.future
 
     def read_partition(self, topic: str, index: int, fetch_offset: int, *, current_leader_epoch: int,
                        last_fetched_epoch: int, max_bytes: int, fetcher: FollowerFetch,

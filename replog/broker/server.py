@@ -21,15 +21,17 @@ from replog.log.log_manager import LogManager
 from replog.metrics.service import MetricsService
 from replog.protocol.apis import response_header_version
 from replog.protocol.headers import decode_response_header
-from replog.server.listener_socket import listen_address, write_ready_file
+from replog.server.api_versions import unsupported_version_body
+from replog.server.connection import ConnectionHolder
+from replog.server.dispatch import Dispatcher, Handler, RequestContext
+from replog.server.inter_broker import open_inter_broker_connection
+from replog.server.listener import listen, listening_port
+from replog.server.listener_socket import write_ready_file
 
 from .alter_partition import AlterPartitionManager
 from .config import BrokerConfig, load_config, report_unknown_keys
-from .connection import BrokerConnection, ConnectionHolder
-from .dispatch import Dispatcher
 from .handlers import BROKER_APIS, build_handlers
-from .handlers.api_versions import unsupported_version_body
-from .inter_broker import open_inter_broker_connection
+from .handlers.context import ControlPlane, TopicAdmin, TopicDefaults
 from .lifecycle import BrokerIdentity, BrokerLifecycleManager
 from .local_controller import LocalController
 from .metadata import BrokerEndpoint, MetadataImage, TopicMetadata
@@ -46,13 +48,12 @@ def clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class Broker(ConnectionHolder):
+class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.image = MetadataImage(config.cluster_id, config.node_id)
         self.image.brokers[config.node_id] = BrokerEndpoint.from_listener(config.node_id, config.advertised)
-        self.connections: set[BrokerConnection] = set()
-        self.shutting_down = False
+        self.connections = ConnectionHolder(config.max_connections)
         self.stop_requested = asyncio.Event()  # set when the broker must stop on its own (every log dir failed)
         self._server: asyncio.AbstractServer | None = None
         self._periodic: list[asyncio.Task] = []
@@ -93,15 +94,14 @@ class Broker(ConnectionHolder):
             snapshot=lambda now_ms: broker_snapshot(self.metrics, self.replica_manager, now_ms))
         self.metrics.dumper = self.metrics_service.dumper
         await self.metrics_service.start()
-        dispatcher = Dispatcher(build_handlers(self), functools.partial(unsupported_version_body, BROKER_APIS),
+        dispatcher = Dispatcher(self._build_handlers(), functools.partial(unsupported_version_body, BROKER_APIS),
                                 observe_request=self.metrics.observe_request)
         listener = config.listeners[0]
-        self._server = await asyncio.get_running_loop().create_server(
-            lambda: BrokerConnection(self, dispatcher, max_frame_bytes=config.socket_request_max_bytes,
-                                     max_inflight=config.max_inflight_requests_per_connection,
-                                     use_sendfile=config.fetch_sendfile_enable,
-                                     idle_timeout_ms=config.connections_max_idle_ms),
-            **listen_address(listener.host, listener.port), reuse_address=True, backlog=1024)
+        self._server = await listen(listener.host, listener.port, self.connections, dispatcher,
+                                    max_frame_bytes=config.socket_request_max_bytes,
+                                    max_inflight=config.max_inflight_requests_per_connection,
+                                    use_sendfile=config.fetch_sendfile_enable,
+                                    idle_timeout_ms=config.connections_max_idle_ms, backlog=1024)
         if config.advertised.port == 0:  # listening on port 0: advertise the port the OS picked
             self.image.brokers[config.node_id] = BrokerEndpoint(config.node_id, config.advertised.host, self.port)
         self._periodic = [
@@ -119,6 +119,17 @@ class Broker(ConnectionHolder):
             self.lifecycle = self._build_lifecycle_manager()
             self.lifecycle.start()
         log.info("replog broker %d listening on %s:%d", config.node_id, listener.host, self.port)
+
+    def _build_handlers(self) -> dict[int, Handler]:
+        config = self.config
+        defaults = TopicDefaults(config.num_partitions, config.default_replication_factor, config.log_config(),
+                                 auto_create=config.auto_create_topics_enable)
+        topics = TopicAdmin(self.image, defaults, self.create_topic, self.delete_topic,
+                            forward_to_controller=self.forward_to_controller if self.in_cluster else None,
+                            has_metadata=self.has_metadata)
+        control = ControlPlane(self.replica_manager, self.image, registration=self)
+        return build_handlers(self.replica_manager, topics, control, self.controller.allocate_producer_id,
+                              config.inter_broker_secret)
 
     def _build_lifecycle_manager(self) -> BrokerLifecycleManager:
         config = self.config
@@ -152,7 +163,7 @@ class Broker(ConnectionHolder):
         isBrokerEpochStale); -1 means the sender does not check."""
         return self.lifecycle is not None and broker_epoch != -1 and broker_epoch < self.lifecycle.broker_epoch
 
-    async def forward_to_controller(self, ctx) -> bytes:
+    async def forward_to_controller(self, ctx: RequestContext) -> bytes:
         """Send a client's request on to the controller unchanged and return the response body (KIP-590)."""
         if self._controller_connection is None or self._controller_connection.closed:
             host, port = self.config.controller_address
@@ -205,7 +216,7 @@ class Broker(ConnectionHolder):
 
     @property
     def port(self) -> int:
-        return self._server.sockets[0].getsockname()[1]
+        return listening_port(self._server)
 
     # topic administration (single node: the local controller decides, the replica manager acts)
     def create_topic(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str], *,
@@ -271,10 +282,8 @@ class Broker(ConnectionHolder):
         if self.lifecycle is not None and self.config.controlled_shutdown_enable:
             # Still serving: clients keep producing to our leaderships until the controller moves them.
             await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_MAX_WAIT_MS)
-        self.shutting_down = True
         self._server.close()
-        for connection in list(self.connections):
-            connection.stop_reading()
+        self.connections.stop_reading()
         # Fetchers stop, and parked operations answer now with what they have, so in-flight responses drain.
         await self.replica_manager.shutdown()
         if self.alter_partition_manager is not None:
@@ -283,13 +292,8 @@ class Broker(ConnectionHolder):
             await self.lifecycle.stop()
         if self._controller_connection is not None:
             self._controller_connection.close()
-        drains = [asyncio.ensure_future(c.idle.wait()) for c in self.connections]
-        if drains:
-            await asyncio.wait(drains, timeout=self.config.shutdown_drain_timeout_ms / 1000)
-        for task in drains:
-            task.cancel()
-        for connection in list(self.connections):
-            connection.close()
+        await self.connections.drain(self.config.shutdown_drain_timeout_ms / 1000)
+        self.connections.close_all()
         for task in self._periodic:
             task.cancel()
         await self.metrics_service.stop()  # a last snapshot: the state the logs are closed with

@@ -10,11 +10,11 @@ from collections.abc import Iterable
 
 from kio.schema.errors import ErrorCode
 
-from replog.broker.metadata import UPDATE_METADATA_FULL
 from replog.protocol.apis import ApiKey, response_header_version
 from replog.protocol.control import (
     LEADER_AND_ISR_VERSION,
     STOP_REPLICA_VERSION,
+    UPDATE_METADATA_FULL,
     UPDATE_METADATA_VERSION,
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,

@@ -14,8 +14,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from replog.broker.metadata import topic_config_error, topic_name_error
 from replog.log.partition_log import TopicPartition
+from replog.log.topic_config import topic_config_error
+from replog.protocol.topics import topic_name_error
 
 from .registry import (
     MAX_REPLICATION_FACTOR,

@@ -11,15 +11,23 @@ ControllerApis authorizes CLUSTER_ACTION); anyone else gets CLUSTER_AUTHORIZATIO
 
 import functools
 import logging
+import uuid
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from replog.broker.handlers import api_versions, sasl_authenticate, sasl_handshake
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
+from replog.server import api_versions
+from replog.server.dispatch import Handler, RequestContext
+from replog.server.handlers import shared_handlers
 
-from .cluster import ControllerError, alter_partition_error
+from .cluster import ClusterMetadata, ControllerError, TopicRegistration, alter_partition_error
 from .propagation import PropagationError
+
+if TYPE_CHECKING:  # server.py builds these handlers, so it imports this module
+    from .server import HeartbeatAnswer
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +37,29 @@ CONTROLLER_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.
 CONFIG_SOURCE_TOPIC = 1  # DescribeConfigs' TOPIC_CONFIG source, as CreateTopics v5+ reports configs
 
 
-def handle_alter_partition(ctx, controller) -> list:
+class ControllerApis(Protocol):
+    """What the handlers ask of the controller (ClusterController implements it)."""
+
+    @property
+    def metadata(self) -> ClusterMetadata: ...
+
+    def alter_partition(self, request: Any, version: int) -> dict[str, Any]: ...
+
+    def register_broker(self, broker_id: int, incarnation_id: uuid.UUID, host: str, port: int,
+                        rack: str | None = None, cluster_id: str | None = None) -> int: ...
+
+    def broker_heartbeat(self, broker_id: int, broker_epoch: int, *, want_fence: bool, want_shutdown: bool,
+                         offline_log_dirs: Collection[uuid.UUID] = ()) -> "HeartbeatAnswer": ...
+
+    async def create_topic(self, name: str, assignment: Mapping[int, Sequence[int]] | None = None,
+                           configs: Mapping[str, str] | None = None, *, partitions: int | None = None,
+                           replication_factor: int | None = None,
+                           validate_only: bool = False) -> TopicRegistration: ...
+
+    async def delete_topic(self, name: str) -> TopicRegistration: ...
+
+
+def handle_alter_partition(ctx: RequestContext, controller: ControllerApis) -> list:
     request = decode_request(ApiKey.ALTER_PARTITION, ctx.api_version, ctx.frame, ctx.body_offset)
     if not ctx.session.cluster_action:
         body = alter_partition_error(ErrorCode.cluster_authorization_failed)
@@ -38,7 +68,7 @@ def handle_alter_partition(ctx, controller) -> list:
     return [encode_response(ApiKey.ALTER_PARTITION, ctx.api_version, body)]
 
 
-def handle_broker_registration(ctx, controller) -> list:
+def handle_broker_registration(ctx: RequestContext, controller: ControllerApis) -> list:
     request = decode_request(ApiKey.BROKER_REGISTRATION, ctx.api_version, ctx.frame, ctx.body_offset)
     body = {"throttle_time": 0, "error_code": ErrorCode.none, "broker_epoch": -1}
     listener = request.listeners[0] if request.listeners else None
@@ -57,7 +87,7 @@ def handle_broker_registration(ctx, controller) -> list:
     return [encode_response(ApiKey.BROKER_REGISTRATION, ctx.api_version, body)]
 
 
-def handle_broker_heartbeat(ctx, controller) -> list:
+def handle_broker_heartbeat(ctx: RequestContext, controller: ControllerApis) -> list:
     request = decode_request(ApiKey.BROKER_HEARTBEAT, ctx.api_version, ctx.frame, ctx.body_offset)
     body = {"throttle_time": 0, "error_code": ErrorCode.none, "is_caught_up": False, "is_fenced": True,
             "should_shut_down": False}
@@ -78,7 +108,7 @@ def handle_broker_heartbeat(ctx, controller) -> list:
     return [encode_response(ApiKey.BROKER_HEARTBEAT, ctx.api_version, body)]
 
 
-async def handle_create_topics(ctx, controller) -> list:
+async def handle_create_topics(ctx: RequestContext, controller: ControllerApis) -> list:
     request = decode_request(ApiKey.CREATE_TOPICS, ctx.api_version, ctx.frame, ctx.body_offset)
     results = []
     seen: set[str] = set()
@@ -94,7 +124,7 @@ async def handle_create_topics(ctx, controller) -> list:
     return [encode_response(ApiKey.CREATE_TOPICS, ctx.api_version, body)]
 
 
-async def _create_topic(controller, topic, validate_only: bool) -> dict:
+async def _create_topic(controller: ControllerApis, topic, validate_only: bool) -> dict:
     configs = {c.name: c.value for c in topic.configs if c.value is not None}
     assignment = None
     if topic.assignments:
@@ -128,7 +158,7 @@ def _create_error(name: str, code: ErrorCode, message: str) -> dict:
             "num_partitions": -1, "replication_factor": -1, "configs": None}
 
 
-async def handle_delete_topics(ctx, controller) -> list:
+async def handle_delete_topics(ctx: RequestContext, controller: ControllerApis) -> list:
     request = decode_request(ApiKey.DELETE_TOPICS, ctx.api_version, ctx.frame, ctx.body_offset)
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
@@ -155,13 +185,9 @@ async def handle_delete_topics(ctx, controller) -> list:
     return [encode_response(ApiKey.DELETE_TOPICS, ctx.api_version, {"throttle_time": 0, "responses": results})]
 
 
-def build_handlers(controller) -> dict:
-    """`controller` must have `config.inter_broker_secret` (read by the SASL handlers) and the methods the
-    handlers call (ClusterController)."""
-    handlers = {
-        ApiKey.API_VERSIONS: functools.partial(api_versions.handle, broker=controller, served=CONTROLLER_APIS),
-        ApiKey.SASL_HANDSHAKE: functools.partial(sasl_handshake.handle, broker=controller),
-        ApiKey.SASL_AUTHENTICATE: functools.partial(sasl_authenticate.handle, broker=controller),
+def build_handlers(controller: ControllerApis, inter_broker_secret: str) -> dict[int, Handler]:
+    handlers: dict[int, Handler] = {
+        **shared_handlers(CONTROLLER_APIS, inter_broker_secret),
         ApiKey.ALTER_PARTITION: functools.partial(handle_alter_partition, controller=controller),
         ApiKey.BROKER_REGISTRATION: functools.partial(handle_broker_registration, controller=controller),
         ApiKey.BROKER_HEARTBEAT: functools.partial(handle_broker_heartbeat, controller=controller),

@@ -14,9 +14,9 @@ import signal
 import sys
 from pathlib import Path
 
-from replog.broker.config import parse_bool, parse_listeners, read_properties
 from replog.metrics.config import split_metrics_config
 from replog.server.listener_socket import write_ready_file
+from replog.server.properties import parse_bool, parse_listeners, read_properties
 
 from .server import ClusterController, ControllerConfig
 

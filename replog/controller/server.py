@@ -27,14 +27,14 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from replog.broker.connection import BrokerConnection, ConnectionHolder
-from replog.broker.dispatch import Dispatcher
-from replog.broker.inter_broker import open_inter_broker_connection
 from replog.client.connection import Connection
 from replog.log.partition_log import TopicPartition, parse_topic_partition
 from replog.metrics.config import MetricsConfig
 from replog.metrics.service import MetricsService
-from replog.server.listener_socket import listen_address
+from replog.server.connection import ConnectionHolder
+from replog.server.dispatch import Dispatcher
+from replog.server.inter_broker import open_inter_broker_connection
+from replog.server.listener import listen, listening_port
 
 from . import records
 from .assignment import assign_replicas
@@ -64,7 +64,7 @@ def monotonic_ms() -> int:
 
 @dataclass(frozen=True, slots=True)
 class ControllerConfig:
-    inter_broker_secret: str  # SASL/PLAIN password shared with the brokers (broker/auth.py)
+    inter_broker_secret: str  # SASL/PLAIN password shared with the brokers (server/auth.py)
     metadata_log_dir: Path
     controller_id: int = 3000
     cluster_id: str = "replog-cluster"
@@ -102,12 +102,12 @@ class HeartbeatAnswer:
     should_shut_down: bool
 
 
-class ClusterController(ConnectionHolder):
+class ClusterController:
     def __init__(self, config: ControllerConfig, *, connect: ConnectFactory | None = None,
                  clock_ms=monotonic_ms) -> None:
         """connect(host, port) opens an authenticated connection to a broker (default: SASL/PLAIN with the
         inter-broker secret); clock_ms is the monotonic clock of broker sessions."""
-        self.config = config  # the SASL handlers read config.inter_broker_secret
+        self.config = config
         self.clock_ms = clock_ms
         self.controller_epoch = FIRST_CONTROLLER_EPOCH
         self.metadata = ClusterMetadata()
@@ -119,8 +119,7 @@ class ClusterController(ConnectionHolder):
         self.channel = ControllerChannel(connect or self._open_broker_connection, config.channel)
         self.propagator = Propagator(self.channel, self.metadata, config.controller_id,
                                      lambda: self.controller_epoch, config.propagation_timeout_ms)
-        self.connections: set[BrokerConnection] = set()
-        self.shutting_down = False
+        self.connections = ConnectionHolder(config.max_connections)
         self._log: MetadataLog | None = None
         self._server: asyncio.AbstractServer | None = None
         self._tasks: list[asyncio.Task] = []
@@ -140,7 +139,7 @@ class ClusterController(ConnectionHolder):
     @property
     def port(self) -> int:
         assert self._server is not None, "not started"
-        return self._server.sockets[0].getsockname()[1]
+        return listening_port(self._server)
 
     async def start(self) -> None:
         assert self._server is None
@@ -157,11 +156,10 @@ class ClusterController(ConnectionHolder):
             collector=ControllerCollector(self),
             snapshot=lambda now_ms: controller_snapshot(self.metadata, self.controller_epoch))
         await self.metrics_service.start()
-        dispatcher = Dispatcher(build_handlers(self), unsupported_version_body)
-        self._server = await asyncio.get_running_loop().create_server(
-            lambda: BrokerConnection(self, dispatcher, max_frame_bytes=config.max_frame_bytes,
-                                     max_inflight=config.max_inflight_requests_per_connection, use_sendfile=False),
-            **listen_address(config.host, config.port), reuse_address=True)
+        dispatcher = Dispatcher(build_handlers(self, config.inter_broker_secret), unsupported_version_body)
+        self._server = await listen(config.host, config.port, self.connections, dispatcher,
+                                    max_frame_bytes=config.max_frame_bytes,
+                                    max_inflight=config.max_inflight_requests_per_connection, use_sendfile=False)
         self._tasks = [asyncio.create_task(self._push_metadata_when_needed(), name="controller-metadata"),
                        asyncio.create_task(self._fence_silent_brokers(), name="controller-fencing")]
         if config.auto_leader_rebalance_enable:
@@ -187,11 +185,9 @@ class ClusterController(ConnectionHolder):
                                   fenced=broker.fenced, now_ms=now)
 
     async def stop(self) -> None:
-        self.shutting_down = True
         if self._server is not None:
             self._server.close()
-        for connection in list(self.connections):
-            connection.close()
+        self.connections.close_all()
         for task in self._tasks + list(self._in_flight):
             task.cancel()
         await asyncio.gather(*self._tasks, *self._in_flight, return_exceptions=True)

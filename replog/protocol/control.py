@@ -22,6 +22,9 @@ LEADER_AND_ISR_VERSION = 7
 STOP_REPLICA_VERSION = 4
 UPDATE_METADATA_VERSION = 8
 
+UPDATE_METADATA_FULL = 2  # KIP-866's Type: the request lists every topic
+LEADER_DURING_DELETE = -2  # Kafka's LeaderAndIsr.LeaderDuringDelete: the partition is being deleted
+
 # UpdateMetadata v8 carries Type as tagged field 0 of the request (the other two APIs have no tagged fields).
 _TAG_UPDATE_METADATA_TYPE = 0
 # replog's extension: a LeaderAndIsr topic state carries the topic's configs (min.insync.replicas,

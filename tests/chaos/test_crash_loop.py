@@ -8,8 +8,8 @@ import types
 import pytest
 
 from replog import cli
-from replog.broker.dispatch import is_awaitable
 from replog.broker.handlers import metadata as metadata_handler
+from replog.broker.handlers.context import TopicAdmin, TopicDefaults
 from replog.broker.metadata import MetadataImage, PartitionMetadata, TopicMetadata
 from replog.chaos import crash_loop
 from replog.chaos.checker import ANOMALY_CLASSES
@@ -21,6 +21,7 @@ from replog.log.partition_log import PartitionLog
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_response, encode_request
 from replog.protocol.records import build_batch
+from replog.server.dispatch import is_awaitable
 from tests.conditions import wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -107,21 +108,25 @@ def _metadata_request(topic: str) -> _Context:
     return _Context(api_version=12, frame=body, body_offset=0)
 
 
+def _not_in_this_test(*args, **kwargs):
+    raise AssertionError("Metadata must not create, delete or forward topics here")
+
+
 async def test_a_restarted_broker_answers_metadata_only_once_it_has_the_controllers_metadata():
     """Found by the crash loop (seed 2): a restarted broker answered Metadata before the controller's first
     UpdateMetadata, saying the topic did not exist; librdkafka then failed 236 queued acks=all messages
     and refused new ones ("Unknown topic")."""
     image = MetadataImage("cluster", 0)
-    broker = types.SimpleNamespace(in_cluster=True, has_metadata=asyncio.Event(), image=image,
-                                   config=types.SimpleNamespace(auto_create_topics_enable=False))
-    answer = metadata_handler.handle(_metadata_request("crash"), broker)
+    topics = TopicAdmin(image, TopicDefaults(1, 1, LogConfig(), auto_create=False), _not_in_this_test,
+                        _not_in_this_test, forward_to_controller=_not_in_this_test, has_metadata=asyncio.Event())
+    answer = metadata_handler.handle(_metadata_request("crash"), topics)
     assert is_awaitable(answer), "answered at once, before the broker knew any topic"
     pending = asyncio.ensure_future(answer)
     for _ in range(10):  # an absence has nothing to wait on: hand the loop over a few times
         await asyncio.sleep(0)
     assert not pending.done()
     image.topics["crash"] = TopicMetadata("crash", None, {0: PartitionMetadata(1, 3, 0, [1], [1], [])})
-    broker.has_metadata.set()
+    topics.has_metadata.set()
     response = decode_response(ApiKey.METADATA, 12, b"".join(await asyncio.wait_for(pending, 5)), 0)
     assert [(t.name, t.error_code) for t in response.topics] == [("crash", 0)]
 

@@ -1,16 +1,17 @@
 """In-process checks of the two limits added for hostile peers: the frame decoder's memory follows the bytes
-received rather than the size prefix, and a BrokerConnection closes after connections.max.idle.ms of quiet
+received rather than the size prefix, and a ServerConnection closes after connections.max.idle.ms of quiet
 unless it owes the peer an answer."""
 
 import asyncio
 import struct
 import tracemalloc
 
-from replog.broker.connection import BrokerConnection, ConnectionHolder
-from replog.broker.dispatch import Dispatcher
 from replog.protocol.apis import ApiKey
 from replog.protocol.frames import STAGING_BYTES, FrameDecoder, size_prefix
 from replog.protocol.headers import encode_request_header
+from replog.server.connection import ConnectionHolder
+from replog.server.dispatch import Dispatcher
+from replog.server.listener import listen
 
 LIMIT = 100 * 1024 * 1024  # socket.request.max.bytes' default
 
@@ -39,19 +40,11 @@ def test_a_large_frame_grows_with_its_bytes_and_arrives_whole():
     assert decoder.next_frame() == payload
 
 
-class Holder(ConnectionHolder):
-    def __init__(self) -> None:
-        self.connections = set()
-        self.shutting_down = False
-        self.config = type("Config", (), {"max_connections": 10})
-
-
-async def serve(idle_timeout_ms: int, handlers: dict) -> tuple[asyncio.AbstractServer, Holder]:
-    holder = Holder()
+async def serve(idle_timeout_ms: int, handlers: dict) -> tuple[asyncio.AbstractServer, ConnectionHolder]:
+    holder = ConnectionHolder(max_connections=10)
     dispatcher = Dispatcher(handlers, lambda: [])
-    server = await asyncio.get_running_loop().create_server(
-        lambda: BrokerConnection(holder, dispatcher, max_frame_bytes=1 << 20, max_inflight=4, use_sendfile=False,
-                                 idle_timeout_ms=idle_timeout_ms), "127.0.0.1", 0)
+    server = await listen("127.0.0.1", 0, holder, dispatcher, max_frame_bytes=1 << 20, max_inflight=4,
+                          use_sendfile=False, idle_timeout_ms=idle_timeout_ms)
     return server, holder
 
 

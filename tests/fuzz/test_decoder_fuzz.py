@@ -2,7 +2,7 @@
 
 Frames go through the real Dispatcher (size-checked ids, version gate, SASL state, header decoding) into
 handlers that only decode the body with the codec the broker's handler uses. The one error allowed out is
-CloseConnection, which BrokerConnection answers by closing the socket; anything else would reach its
+CloseConnection, which ServerConnection answers by closing the socket; anything else would reach its
 "internal error" branch. Memory: tracemalloc bounds Python allocations per input, and VmPeak catches the
 native reservations kio makes, which tracemalloc cannot see.
 
@@ -22,8 +22,6 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replog.broker.auth import Session
-from replog.broker.dispatch import CloseConnection, Dispatcher
 from replog.broker.handlers import BROKER_APIS, leader_and_isr
 from replog.protocol import control
 from replog.protocol.apis import ApiKey
@@ -37,6 +35,8 @@ from replog.protocol.records import (
     decode_records,
     iter_batches,
 )
+from replog.server.auth import Session
+from replog.server.dispatch import CloseConnection, Dispatcher
 from tests.fuzz.corpus import (
     ADVERTISED_VERSIONS,
     HOSTILE_LENGTHS,
@@ -113,7 +113,7 @@ DISPATCHER = Dispatcher(BODY_DECODERS, lambda: [])
 
 
 def dispatch_to_completion(dispatcher: Dispatcher, frame: bytearray) -> None:
-    """dispatch, then drive a returned coroutine (which BrokerConnection would run as a task) to its end."""
+    """dispatch, then drive a returned coroutine (which ServerConnection would run as a task) to its end."""
     result = dispatcher.dispatch(frame, "fuzz", lambda: None, Session())
     if asyncio.iscoroutine(result):
         try:
@@ -261,7 +261,7 @@ LEADER_AND_ISR_V7_NULL_LIVE_LEADERS = bytes.fromhex(
 
 def test_captured_malformed_body_of_an_async_handler_closes_the_connection():
     """Through the real LeaderAndIsr handler: it fails decoding before it touches the broker."""
-    dispatcher = Dispatcher({ApiKey.LEADER_AND_ISR: functools.partial(leader_and_isr.handle, broker=None)},
+    dispatcher = Dispatcher({ApiKey.LEADER_AND_ISR: functools.partial(leader_and_isr.handle, control=None)},
                             lambda: [])
     with pytest.raises(CloseConnection, match="null LiveLeaders"):
         dispatch_to_completion(dispatcher, bytearray(LEADER_AND_ISR_V7_NULL_LIVE_LEADERS))

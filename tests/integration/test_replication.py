@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from replog.broker.inter_broker import open_inter_broker_connection
 from replog.client.cluster import metadata_request
 from replog.client.connection import Connection
 from replog.client.errors import KafkaError
@@ -29,6 +28,7 @@ from replog.protocol.control import (
     encode_leader_and_isr_request,
 )
 from replog.protocol.headers import decode_response_header
+from replog.server.inter_broker import open_inter_broker_connection
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 

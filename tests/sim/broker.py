@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from replog.broker.alter_partition import RETRY_WHOLE_REQUEST
-from replog.broker.handlers.fetch import FetchParams, FetchPartitionParams, read_all
+from replog.broker.delayed_fetch import read_all
+from replog.broker.fetch_params import FetchParams, FetchPartitionParams
 from replog.broker.handlers.list_offsets import list_offset
 from replog.broker.handlers.offset_for_leader_epoch import epoch_end_offset
 from replog.broker.partition import Partition, PendingIsrChange
@@ -353,12 +354,12 @@ class SimBroker:
         elif call.kind == "epochs":
             answers = {}
             for tp, (current_epoch, epoch) in call.args[0].items():
-                found = epoch_end_offset(self, tp.topic, tp.partition, current_epoch, epoch)
+                found = epoch_end_offset(self.replica_manager, tp.topic, tp.partition, current_epoch, epoch)
                 answers[tp] = EpochEndOffset(found["error_code"], found["leader_epoch"], found["end_offset"])
             reply(answers)
         else:
             tp, current_epoch, timestamp = call.args
-            found = list_offset(self, tp.topic, tp.partition, timestamp, current_epoch, from_follower=True)
+            found = list_offset(self.replica_manager, tp.topic, tp.partition, timestamp, current_epoch, from_follower=True)
             reply(ListedOffset(found["error_code"], found["offset"]))
 
     def _serve_fetch(self, replica_id: int, partitions: dict[TopicPartition, FetchRequestPartition]) -> dict:
@@ -367,7 +368,7 @@ class SimBroker:
                                  -1 if p.last_fetched_epoch is None else p.last_fetched_epoch,
                                  p.log_start_offset, p.max_bytes)
             for tp, p in partitions.items()])
-        results, _, _, _ = read_all(self, params)
+        results, _, _, _ = read_all(self.replica_manager, params)
         answers = {}
         for tp, result in zip(partitions, results, strict=True):
             # On the wire the slice becomes bytes: copy it now, as the socket write would.

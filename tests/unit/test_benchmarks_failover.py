@@ -70,7 +70,7 @@ def test_log_problems_counts_levels_and_keeps_distinct_messages_once():
             "2026-11-22 10:00:01,001 WARNING replog.fetcher: fetch from 127.0.0.1:33023 failed",
             "2026-11-22 10:00:02,001 WARNING replog.fetcher: fetch from 127.0.0.1:33023 failed",
             "2026-11-22 10:00:03,001 WARNING replog.fetcher: fetch from 127.0.0.1:40000 failed",
-            "2026-11-22 10:00:04,001 ERROR replog.broker.connection: handler crashed",
+            "2026-11-22 10:00:04,001 ERROR replog.server.connection: handler crashed",
             "Traceback (most recent call last):",
             '  File "x.py", line 1, in <module>',
         ]
@@ -79,7 +79,7 @@ def test_log_problems_counts_levels_and_keeps_distinct_messages_once():
     assert problems["counts"] == {"WARNING": 3, "ERROR": 1, "Traceback": 1}
     assert problems["first"] == [
         "WARNING replog.fetcher: fetch from 127.0.0.1:33023 failed",
-        "ERROR replog.broker.connection: handler crashed",
+        "ERROR replog.server.connection: handler crashed",
     ]
     assert log_problems("", samples=1) == {"counts": {}, "first": []}
 

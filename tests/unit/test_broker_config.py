@@ -2,7 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from replog.broker.config import config_from_properties, load_config, parse_properties
+from replog.broker.config import config_from_properties, load_config
+from replog.server.properties import parse_properties
 
 
 def test_properties_file_and_overrides(tmp_path: Path):

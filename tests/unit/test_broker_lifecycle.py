@@ -7,11 +7,11 @@ import shutil
 
 import pytest
 
-from replog.broker.inter_broker import open_inter_broker_connection
 from replog.broker.lifecycle import BrokerIdentity, BrokerLifecycleManager
 from replog.controller.channel import ChannelConfig
 from replog.controller.server import ClusterController, ControllerConfig
 from replog.protocol.apis import ApiKey
+from replog.server.inter_broker import open_inter_broker_connection
 
 from ..conditions import wait_until
 from .test_controller_fakes import HOST, SECRET, FakeBroker

@@ -8,8 +8,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 from prometheus_client import CollectorRegistry, generate_latest
 
+from replog.broker.fetch_params import FollowerFetch
 from replog.broker.metrics import BrokerCollector, BrokerMetrics, broker_snapshot, request_name
-from replog.broker.replica_manager import FollowerFetch, ReplicaManager
+from replog.broker.replica_manager import ReplicaManager
 from replog.broker.replication_rules import IsrChangeKind
 from replog.log.config import LogConfig
 from replog.log.log_manager import LogManager

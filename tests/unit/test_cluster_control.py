@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from replog.broker.config import parse_properties
 from replog.client.cluster import BrokerInfo
 from replog.cluster_control import (
     CLUSTER_FILE,
@@ -29,6 +28,7 @@ from replog.cluster_control import (
     stop_nodes,
 )
 from replog.harness.processes import StopOutcome, is_running_as, process_cmdline
+from replog.server.properties import parse_properties
 
 SECRET = "ab" * 16
 

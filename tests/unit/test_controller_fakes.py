@@ -1,31 +1,32 @@
 """FakeBroker: an in-process stand-in for a broker on the controller's side of the wire, shared by the
 controller tests, and the tests of the fake itself.
 
-It runs the broker's own listener machinery (BrokerConnection, Dispatcher, the ApiVersions and SASL
-handlers) with tiny LeaderAndIsr / UpdateMetadata / StopReplica handlers that record what they accept and
+It runs the servers' own listener machinery (server/: ServerConnection, Dispatcher, the ApiVersions and
+SASL handlers) with tiny LeaderAndIsr / UpdateMetadata / StopReplica handlers that record what they accept and
 answer with whatever errors a test asks for. It applies no epoch rules: that is the real broker's job.
 """
 
 import asyncio
-import functools
 import itertools
-import types
 
 from kio.schema.errors import ErrorCode
 
-from replog.broker.connection import BrokerConnection
-from replog.broker.dispatch import CloseConnection, Dispatcher
-from replog.broker.handlers import api_versions, sasl_authenticate, sasl_handshake
-from replog.broker.inter_broker import open_inter_broker_connection
 from replog.client.connection import Connection
 from replog.protocol import control
 from replog.protocol.apis import ApiKey, response_header_version
 from replog.protocol.headers import decode_response_header
+from replog.server import api_versions
+from replog.server.connection import ConnectionHolder, ServerConnection
+from replog.server.dispatch import CloseConnection, Dispatcher
+from replog.server.handlers import shared_handlers
+from replog.server.inter_broker import open_inter_broker_connection
+from replog.server.listener import listen, listening_port
 
 from ..conditions import wait_until
 
 SECRET = "s3cret-for-tests"
 HOST = "127.0.0.1"
+MAX_CONNECTIONS = 1_000
 FAKE_BROKER_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
                               ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA, ApiKey.STOP_REPLICA})
 
@@ -38,9 +39,8 @@ async def connect_as_controller(host: str, port: int, *, request_timeout_ms: int
 class FakeBroker:
     def __init__(self, broker_id: int, *, secret: str = SECRET) -> None:
         self.broker_id = broker_id
-        self.config = types.SimpleNamespace(inter_broker_secret=secret)  # read by the SASL handlers
-        self.connections: set[BrokerConnection] = set()
-        self.shutting_down = False
+        self.secret = secret
+        self.holder = ConnectionHolder(MAX_CONNECTIONS)
         self.received: list[tuple[ApiKey, object]] = []  # accepted requests, decoded, in arrival order
         self.dropped: list[tuple[ApiKey, object]] = []  # requests answered by closing the connection
         self.drop_next: dict[ApiKey, int] = {}  # close the connection instead of answering the next n
@@ -55,41 +55,31 @@ class FakeBroker:
     async def start(self, port: int = 0) -> "FakeBroker":
         assert self._server is None
         handlers = {
-            ApiKey.API_VERSIONS: functools.partial(api_versions.handle, broker=self, served=FAKE_BROKER_APIS),
-            ApiKey.SASL_HANDSHAKE: functools.partial(sasl_handshake.handle, broker=self),
-            ApiKey.SASL_AUTHENTICATE: functools.partial(sasl_authenticate.handle, broker=self),
+            **shared_handlers(FAKE_BROKER_APIS, self.secret),
             ApiKey.LEADER_AND_ISR: self._leader_and_isr,
             ApiKey.UPDATE_METADATA: self._update_metadata,
             ApiKey.STOP_REPLICA: self._stop_replica,
         }
         dispatcher = Dispatcher(handlers, lambda: api_versions.unsupported_version_body(FAKE_BROKER_APIS))
-        self.shutting_down = False
-        self._server = await asyncio.get_running_loop().create_server(
-            lambda: BrokerConnection(self, dispatcher, max_frame_bytes=1 << 20, max_inflight=8, use_sendfile=False),
-            HOST, port, reuse_address=True)
-        self.port = self._server.sockets[0].getsockname()[1]
+        self.holder = ConnectionHolder(MAX_CONNECTIONS)
+        self._server = await listen(HOST, port, self.holder, dispatcher, max_frame_bytes=1 << 20, max_inflight=8,
+                                    use_sendfile=False)
+        self.port = listening_port(self._server)
         return self
 
     async def stop(self) -> None:
         """Close the listener and every connection, as a crashed broker would. Idempotent."""
         if self._server is None:
             return
-        self.shutting_down = True
         self._server.close()
-        for connection in list(self.connections):
-            connection.close()
+        self.holder.close_all()
         await self._server.wait_closed()
         self._server = None
         await wait_until(lambda: not self.connections, f"broker {self.broker_id}'s connections to close")
 
-    def connection_opened(self, connection: BrokerConnection) -> None:
-        if self.shutting_down:
-            connection.close()
-            return
-        self.connections.add(connection)
-
-    def connection_closed(self, connection: BrokerConnection) -> None:
-        self.connections.discard(connection)
+    @property
+    def connections(self) -> set[ServerConnection]:
+        return self.holder.connections
 
     def requests(self, api_key: ApiKey) -> list:
         return [request for key, request in self.received if key == api_key]

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from kio.schema.errors import ErrorCode
 
-from replog.broker.inter_broker import open_inter_broker_connection
 from replog.client.connection import Connection
 from replog.client.errors import KafkaError
 from replog.controller.broker_requests import EPOCH_DURING_DELETE
@@ -28,6 +27,7 @@ from replog.controller.server import (
 )
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_request
+from replog.server.inter_broker import open_inter_broker_connection
 
 from .test_controller_fakes import HOST, SECRET, FakeBroker, FakeClock, connect_as_controller, wait_until
 

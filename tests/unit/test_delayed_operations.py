@@ -3,14 +3,14 @@ parked request through the event that causes it, with no timer involved (facts Â
 
 import errno
 import uuid
-from types import SimpleNamespace
 
 import pytest
 from kio.schema.errors import ErrorCode
 
-from replog.broker.handlers.fetch import DelayedFetch, FetchParams, FetchPartitionParams
-from replog.broker.handlers.produce import DelayedProduce
-from replog.broker.replica_manager import FollowerFetch, ReplicaManager
+from replog.broker.delayed_fetch import DelayedFetch
+from replog.broker.delayed_produce import DelayedProduce
+from replog.broker.fetch_params import FetchParams, FetchPartitionParams, FollowerFetch
+from replog.broker.replica_manager import ReplicaManager
 from replog.log.config import LogConfig
 from replog.log.log_manager import LogManager
 from replog.log.offset_metadata import LogOffsetMetadata
@@ -76,7 +76,7 @@ def park_fetch(manager: ReplicaManager, fetch_offset: int, *, replica_id: int = 
                current_leader_epoch: int = 3, last_fetched_epoch: int = -1) -> DelayedFetch:
     params = FetchParams(replica_id, PARKED_MS, min_bytes, 1 << 20, [
         FetchPartitionParams("t", 0, fetch_offset, current_leader_epoch, last_fetched_epoch, 0, 1 << 20)])
-    op = DelayedFetch(SimpleNamespace(replica_manager=manager), params, [fetch_offset_metadata(manager, fetch_offset)])
+    op = DelayedFetch(manager, params, [fetch_offset_metadata(manager, fetch_offset)])
     assert not manager.fetch_purgatory.try_complete_else_watch(op, [("t", 0)])
     return op
 
@@ -142,7 +142,7 @@ async def test_diverging_epoch_completes_at_once(replicas):
     await lead(replicas, leader_epoch=4, isr=[LOCAL, FOLLOWER])
     append(replicas, 2)
     params = FetchParams(FOLLOWER, PARKED_MS, 1, 1 << 20, [FetchPartitionParams("t", 0, 3, 4, 3, 0, 1 << 20)])
-    op = DelayedFetch(SimpleNamespace(replica_manager=replicas), params, [fetch_offset_metadata(replicas, 3)])
+    op = DelayedFetch(replicas, params, [fetch_offset_metadata(replicas, 3)])
     assert replicas.fetch_purgatory.try_complete_else_watch(op, [("t", 0)])
     assert fetched(op).diverging_epoch == (3, 2)
 

@@ -8,8 +8,9 @@ import uuid
 import pytest
 from kio.schema.errors import ErrorCode
 
-from replog.broker.handlers.produce import DelayedProduce
-from replog.broker.replica_manager import CONSUMER, ReplicaManager
+from replog.broker.delayed_produce import DelayedProduce
+from replog.broker.fetch_params import CONSUMER
+from replog.broker.replica_manager import ReplicaManager
 from replog.log.config import LogConfig
 from replog.log.errors import StorageError
 from replog.log.log_manager import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT, LogManager

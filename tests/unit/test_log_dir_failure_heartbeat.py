@@ -6,8 +6,8 @@ import uuid
 
 from kio.schema.errors import ErrorCode
 
-from replog.broker.inter_broker import open_inter_broker_connection
 from replog.broker.lifecycle import BrokerIdentity, BrokerLifecycleManager
+from replog.server.inter_broker import open_inter_broker_connection
 
 from ..conditions import wait_until
 from .test_broker_lifecycle import controller, fake_brokers  # noqa: F401  (fixtures)

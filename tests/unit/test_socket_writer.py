@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from replog.broker.writer import SliceTruncatedError, SocketWriter
+from replog.server.writer import SliceTruncatedError, SocketWriter
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,14 @@
-"""One module per API; `build_handlers` binds each to the broker it serves."""
+"""One module per API; `build_handlers` binds each to the context it acts on (handlers/context.py)."""
 
 import functools
+from collections.abc import Callable
 
 from replog.protocol.apis import ApiKey
+from replog.server.dispatch import Handler
+from replog.server.handlers import shared_handlers
 
+from ..replica_manager import ReplicaManager
 from . import (
-    api_versions,
     create_topics,
     delete_topics,
     fetch,
@@ -15,31 +18,39 @@ from . import (
     metadata,
     offset_for_leader_epoch,
     produce,
-    sasl_authenticate,
-    sasl_handshake,
     stop_replica,
     update_metadata,
 )
+from .context import ControlPlane, TopicAdmin
 
-_MODULES = {
-    ApiKey.METADATA: metadata,
+_REPLICA_APIS = {
     ApiKey.PRODUCE: produce,
     ApiKey.FETCH: fetch,
     ApiKey.LIST_OFFSETS: list_offsets,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
+}
+_TOPIC_APIS = {
+    ApiKey.METADATA: metadata,
     ApiKey.CREATE_TOPICS: create_topics,
     ApiKey.DELETE_TOPICS: delete_topics,
-    ApiKey.INIT_PRODUCER_ID: init_producer_id,
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
-    ApiKey.SASL_HANDSHAKE: sasl_handshake,
-    ApiKey.SASL_AUTHENTICATE: sasl_authenticate,
+}
+_CONTROL_APIS = {
     ApiKey.LEADER_AND_ISR: leader_and_isr,
     ApiKey.UPDATE_METADATA: update_metadata,
     ApiKey.STOP_REPLICA: stop_replica,
 }
-BROKER_APIS = frozenset(_MODULES) | {ApiKey.API_VERSIONS}
+BROKER_APIS = frozenset(_REPLICA_APIS) | frozenset(_TOPIC_APIS) | frozenset(_CONTROL_APIS) | {
+    ApiKey.INIT_PRODUCER_ID, ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
 
 
-def build_handlers(broker) -> dict:
-    handlers = {key: functools.partial(module.handle, broker=broker) for key, module in _MODULES.items()}
-    handlers[ApiKey.API_VERSIONS] = functools.partial(api_versions.handle, broker=broker, served=BROKER_APIS)
+def build_handlers(replicas: ReplicaManager, topics: TopicAdmin, control: ControlPlane,
+                   allocate_producer_id: Callable[[], int], inter_broker_secret: str | None) -> dict[int, Handler]:
+    handlers: dict[int, Handler] = {
+        **{key: functools.partial(module.handle, replicas=replicas) for key, module in _REPLICA_APIS.items()},
+        **{key: functools.partial(module.handle, topics=topics) for key, module in _TOPIC_APIS.items()},
+        **{key: functools.partial(module.handle, control=control) for key, module in _CONTROL_APIS.items()},
+        ApiKey.INIT_PRODUCER_ID: functools.partial(init_producer_id.handle, allocate_producer_id=allocate_producer_id),
+        **shared_handlers(BROKER_APIS, inter_broker_secret),
+    }
+    assert set(handlers) == BROKER_APIS
     return handlers

@@ -5,11 +5,14 @@ import logging
 from kio.schema.errors import ErrorCode
 
 from replog.client.errors import KafkaError
+from replog.log.topic_config import topic_config_error
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
+from replog.protocol.topics import topic_name_error
+from replog.server.dispatch import RequestContext
 
 from ..local_controller import TopicCreationError
-from ..metadata import topic_config_error, topic_name_error
+from .context import TopicAdmin
 
 log = logging.getLogger(__name__)
 
@@ -20,23 +23,23 @@ CONFIG_SOURCE_TOPIC = 1  # DescribeConfigs' TOPIC_CONFIG source
 MAX_PARTITIONS_PER_REQUEST = 10_000
 
 
-async def _forward(ctx, broker, request) -> list:
+async def _forward(ctx: RequestContext, topics: TopicAdmin, request) -> list:
     try:
-        return [await broker.forward_to_controller(ctx)]
+        return [await topics.forward_to_controller(ctx)]
     except (KafkaError, OSError) as e:
         log.warning("forwarding CreateTopics to the controller failed: %s", e)
         results = [_error(t.name, ErrorCode.request_timed_out, f"controller unreachable: {e}") for t in request.topics]
         return [encode_response(ApiKey.CREATE_TOPICS, ctx.api_version, {"throttle_time": 0, "topics": results})]
 
 
-def handle(ctx, broker):
+def handle(ctx: RequestContext, topics: TopicAdmin):
     request = decode_request(ApiKey.CREATE_TOPICS, ctx.api_version, ctx.frame, ctx.body_offset)
-    if _requested_partitions(request, broker.config.num_partitions) > MAX_PARTITIONS_PER_REQUEST:
+    if _requested_partitions(request, topics.defaults.num_partitions) > MAX_PARTITIONS_PER_REQUEST:
         results = [_error(t.name, ErrorCode.policy_violation, "Excessively large number of partitions per request.")
                    for t in request.topics]
         return [encode_response(ApiKey.CREATE_TOPICS, ctx.api_version, {"throttle_time": 0, "topics": results})]
-    if broker.in_cluster:
-        return _forward(ctx, broker, request)
+    if topics.in_cluster:
+        return _forward(ctx, topics, request)
     seen: set[str] = set()
     results = []
     for topic in request.topics:
@@ -44,7 +47,7 @@ def handle(ctx, broker):
             results.append(_error(topic.name, ErrorCode.invalid_request, "topic named twice in one request"))
             continue
         seen.add(topic.name)
-        results.append(_create(broker, topic, request.validate_only))
+        results.append(_create(topics, topic, request.validate_only))
     body = {"throttle_time": 0, "topics": results}
     return [encode_response(ApiKey.CREATE_TOPICS, ctx.api_version, body)]
 
@@ -62,21 +65,21 @@ def _requested_partitions(request, default_partitions: int) -> int:
     return total
 
 
-def _create(broker, topic, validate_only: bool) -> dict:
+def _create(topics: TopicAdmin, topic, validate_only: bool) -> dict:
     invalid = topic_name_error(topic.name)
     if invalid is not None:
         return _error(topic.name, ErrorCode.invalid_topic_exception, invalid)
     if topic.assignments:
         return _error(topic.name, ErrorCode.invalid_request, "manual replica assignment is not supported yet")
     configs = {c.name: c.value for c in topic.configs if c.value is not None}
-    config_error = topic_config_error(configs, broker.config.log_config())
+    defaults = topics.defaults
+    config_error = topic_config_error(configs, defaults.log_config)
     if config_error is not None:
         return _error(topic.name, ErrorCode.invalid_config, config_error)
-    partitions = broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
-    replication = broker.config.default_replication_factor if topic.replication_factor == -1 \
-        else topic.replication_factor
+    partitions = defaults.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+    replication = defaults.replication_factor if topic.replication_factor == -1 else topic.replication_factor
     try:
-        created = broker.create_topic(topic.name, partitions, replication, configs, validate_only=validate_only)
+        created = topics.create_topic(topic.name, partitions, replication, configs, validate_only=validate_only)
     except TopicCreationError as e:
         return _error(topic.name, e.error_code, str(e))
     return {

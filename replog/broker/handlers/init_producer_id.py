@@ -4,15 +4,19 @@ A producer that passes its current id and epoch (v3+, KIP-360) gets the epoch bu
 sequences after a fatal error; the epoch wrapping past int16 gets a fresh id instead.
 """
 
+from collections.abc import Callable
+
 from kio.schema.errors import ErrorCode
 
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
+from replog.server.dispatch import RequestContext
 
 MAX_PRODUCER_EPOCH = 32767
 
 
-def handle(ctx, broker) -> list:
+def handle(ctx: RequestContext, allocate_producer_id: Callable[[], int]) -> list:
+    """allocate_producer_id: a producer id no other producer has (the local controller's allocator)."""
     request = decode_request(ApiKey.INIT_PRODUCER_ID, ctx.api_version, ctx.frame, ctx.body_offset)
     if request.transactional_id is not None:
         body = {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed,
@@ -23,6 +27,6 @@ def handle(ctx, broker) -> list:
     if producer_id >= 0 and 0 <= epoch < MAX_PRODUCER_EPOCH - 1:
         epoch += 1
     else:
-        producer_id, epoch = broker.controller.allocate_producer_id(), 0
+        producer_id, epoch = allocate_producer_id(), 0
     body = {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": producer_id, "producer_epoch": epoch}
     return [encode_response(ApiKey.INIT_PRODUCER_ID, ctx.api_version, body)]

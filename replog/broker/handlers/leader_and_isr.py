@@ -15,6 +15,9 @@ from replog.protocol.control import (
     decode_leader_and_isr_request,
     encode_leader_and_isr_response,
 )
+from replog.server.dispatch import RequestContext
+
+from .context import ControlPlane, Registration
 
 # How long a LeaderAndIsr that arrives before this process has registered waits for the registration (a
 # previous process's session must expire first, broker.session.timeout.ms). On timeout it is refused as
@@ -22,7 +25,7 @@ from replog.protocol.control import (
 REGISTRATION_WAIT_S = 10.0
 
 
-async def wait_until_registered(broker) -> bool:
+async def wait_until_registered(registration: Registration) -> bool:
     """Whether this process has registered with the controller, waiting for it if need be.
 
     Only then can a request queued for this broker's previous process (an older broker epoch) be told from
@@ -32,7 +35,7 @@ async def wait_until_registered(broker) -> bool:
     records were lost (tests/sim, seed 399). Kafka never serves controller requests before registering; its
     broker epoch check (KIP-380) relies on that.
     """
-    lifecycle = broker.lifecycle
+    lifecycle = registration.lifecycle
     if lifecycle is None:
         return True  # a single node, run by no controller
     try:
@@ -43,15 +46,16 @@ async def wait_until_registered(broker) -> bool:
     return True
 
 
-async def handle(ctx, broker) -> list:
+async def handle(ctx: RequestContext, control: ControlPlane) -> list:
     request = decode_leader_and_isr_request(ctx.frame, ctx.body_offset)
     if not ctx.session.cluster_action:
         error, per_partition = ErrorCode.cluster_authorization_failed, {}
-    elif not await wait_until_registered(broker) or broker.is_stale_broker_epoch(request.broker_epoch):
+    elif (not await wait_until_registered(control.registration)
+          or control.registration.is_stale_broker_epoch(request.broker_epoch)):
         error, per_partition = ErrorCode.stale_broker_epoch, {}
     else:
         # Shielded: a closed controller connection must not leave the request half applied.
-        error, per_partition = await asyncio.shield(broker.replica_manager.become_leader_or_follower(request))
+        error, per_partition = await asyncio.shield(control.replicas.become_leader_or_follower(request))
     topics = []
     for topic in request.topic_states:
         partition_errors = [

@@ -4,20 +4,22 @@ from kio.schema.errors import ErrorCode
 
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
+from replog.server.dispatch import RequestContext
 
 from ..partition import Partition
+from ..replica_manager import ReplicaManager
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 
 
-def handle(ctx, broker) -> list:
+def handle(ctx: RequestContext, replicas: ReplicaManager) -> list:
     request = decode_request(ApiKey.LIST_OFFSETS, ctx.api_version, ctx.frame, ctx.body_offset)
     topics = []
     for t in request.topics:
         partitions = [
-            list_offset(broker, t.name, p.partition_index, p.timestamp, getattr(p, "current_leader_epoch", -1),
+            list_offset(replicas, t.name, p.partition_index, p.timestamp, getattr(p, "current_leader_epoch", -1),
                         from_follower=request.replica_id >= 0)
             for p in t.partitions
         ]
@@ -26,10 +28,10 @@ def handle(ctx, broker) -> list:
     return [encode_response(ApiKey.LIST_OFFSETS, ctx.api_version, body)]
 
 
-def list_offset(broker, topic: str, index: int, timestamp: int, current_leader_epoch: int, *,
+def list_offset(replicas: ReplicaManager, topic: str, index: int, timestamp: int, current_leader_epoch: int, *,
                 from_follower: bool) -> dict:
     """One partition's answer."""
-    partition = broker.replica_manager.get_partition(topic, index)
+    partition = replicas.get_partition(topic, index)
     error = _partition_error(partition, current_leader_epoch)
     if error != ErrorCode.none:
         return {"partition_index": index, "error_code": error, "timestamp": -1, "offset": -1}

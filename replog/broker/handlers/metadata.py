@@ -10,9 +10,12 @@ from kio.schema.errors import ErrorCode
 
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
+from replog.protocol.topics import topic_name_error
+from replog.server.dispatch import RequestContext
 
 from ..local_controller import TopicCreationError
-from ..metadata import TopicMetadata, topic_name_error
+from ..metadata import MetadataImage, TopicMetadata
+from .context import TopicAdmin
 
 # A broker in a cluster knows no topic until the controller's first UpdateMetadata (after every restart).
 # Answering before it would tell clients that every topic is unknown, and librdkafka then fails the messages
@@ -22,63 +25,63 @@ from ..metadata import TopicMetadata, topic_name_error
 FIRST_METADATA_WAIT_S = 10.0
 
 
-def handle(ctx, broker):
+def handle(ctx: RequestContext, topics: TopicAdmin):
     request = decode_request(ApiKey.METADATA, ctx.api_version, ctx.frame, ctx.body_offset)
-    if broker.in_cluster and not broker.has_metadata.is_set():
-        return _after_first_metadata(ctx, broker, request)
-    return _respond(ctx, broker, request)
+    if topics.in_cluster and not topics.has_metadata.is_set():
+        return _after_first_metadata(ctx, topics, request)
+    return _respond(ctx, topics, request)
 
 
-async def _after_first_metadata(ctx, broker, request) -> list:
+async def _after_first_metadata(ctx: RequestContext, topics: TopicAdmin, request) -> list:
     try:
-        await asyncio.wait_for(broker.has_metadata.wait(), FIRST_METADATA_WAIT_S)
+        await asyncio.wait_for(topics.has_metadata.wait(), FIRST_METADATA_WAIT_S)
     except TimeoutError:
         pass  # answer with what is known
-    return _respond(ctx, broker, request)
+    return _respond(ctx, topics, request)
 
 
-def _respond(ctx, broker, request) -> list:
-    image = broker.image
+def _respond(ctx: RequestContext, topics: TopicAdmin, request) -> list:
+    image = topics.image
     allow_auto_create = ctx.api_version < 4 or request.allow_auto_topic_creation
     if request.topics is None:
         names = sorted(image.topics)
     else:
         names = [t.name for t in request.topics if t.name is not None]
-    topics = [_describe_topic(broker, name, allow_auto_create) for name in names]
+    described = [_describe_topic(topics, name, allow_auto_create) for name in names]
     body = {
         "throttle_time": 0,
         "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
                     for b in image.brokers.values()],
         "cluster_id": image.cluster_id,
         "controller_id": image.controller_id,
-        "topics": topics,
+        "topics": described,
     }
     return [encode_response(ApiKey.METADATA, ctx.api_version, body)]
 
 
-def _describe_topic(broker, name: str, allow_auto_create: bool) -> dict:
-    topic = broker.image.topics.get(name)
+def _describe_topic(topics: TopicAdmin, name: str, allow_auto_create: bool) -> dict:
+    topic = topics.image.topics.get(name)
     if topic is None:
         invalid = topic_name_error(name)
         if invalid is not None:
             return _topic_error(name, ErrorCode.invalid_topic_exception)
         # In a cluster only the controller creates topics (forwarding auto-creation to it is not built yet).
-        if not (allow_auto_create and broker.config.auto_create_topics_enable and not broker.in_cluster):
+        defaults = topics.defaults
+        if not (allow_auto_create and defaults.auto_create and not topics.in_cluster):
             return _topic_error(name, ErrorCode.unknown_topic_or_partition)
         try:
-            topic = broker.create_topic(name, broker.config.num_partitions,
-                                        broker.config.default_replication_factor, {})
+            topic = topics.create_topic(name, defaults.num_partitions, defaults.replication_factor, {})
         except TopicCreationError as e:
             return _topic_error(name, e.error_code)
-    return _topic_entry(broker, topic)
+    return _topic_entry(topics.image, topic)
 
 
 def _topic_error(name: str, code: ErrorCode) -> dict:
     return {"error_code": code, "name": name, "topic_id": None, "is_internal": False, "partitions": []}
 
 
-def _topic_entry(broker, topic: TopicMetadata) -> dict:
-    live = broker.image.brokers
+def _topic_entry(image: MetadataImage, topic: TopicMetadata) -> dict:
+    live = image.brokers
     partitions = []
     for index in sorted(topic.partitions):
         p = topic.partitions[index]

@@ -8,16 +8,19 @@ from kio.schema.errors import ErrorCode
 
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
+from replog.server.dispatch import RequestContext
+
+from ..replica_manager import ReplicaManager
 
 
-def handle(ctx, broker) -> list:
+def handle(ctx: RequestContext, replicas: ReplicaManager) -> list:
     request = decode_request(ApiKey.OFFSET_FOR_LEADER_EPOCH, ctx.api_version, ctx.frame, ctx.body_offset)
     # A replica id marks a follower (v3+); like a follower fetch, that is a cluster action (KafkaApis).
     denied = getattr(request, "replica_id", -2) >= 0 and not ctx.session.cluster_action
     topics = []
     for t in request.topics:
         partitions = [_denied(p.partition) if denied else
-                      epoch_end_offset(broker, t.topic, p.partition, p.current_leader_epoch, p.leader_epoch)
+                      epoch_end_offset(replicas, t.topic, p.partition, p.current_leader_epoch, p.leader_epoch)
                       for p in t.partitions]
         topics.append({"topic": t.topic, "partitions": partitions})
     body = {"throttle_time": 0, "topics": topics}
@@ -29,9 +32,10 @@ def _denied(index: int) -> dict:
             "end_offset": -1}
 
 
-def epoch_end_offset(broker, topic: str, index: int, current_leader_epoch: int, leader_epoch: int) -> dict:
+def epoch_end_offset(replicas: ReplicaManager, topic: str, index: int, current_leader_epoch: int,
+                     leader_epoch: int) -> dict:
     """One partition's answer."""
-    partition = broker.replica_manager.get_partition(topic, index)
+    partition = replicas.get_partition(topic, index)
     if partition is None:
         error = ErrorCode.unknown_topic_or_partition
     elif not partition.is_leader:

@@ -1,8 +1,8 @@
 """Produce (key 0), v3-9: append each partition's batches as leader; answer per acks.
 
 acks=0 sends no response (an error closes the connection so the client refreshes metadata, like Kafka);
-acks=1 answers after the local append; acks=all parks a DelayedProduce until the high watermark passes
-every appended partition's last offset, or the request timeout.
+acks=1 answers after the local append; for acks=all the replica manager parks a DelayedProduce until the
+high watermark passes every appended partition's last offset, or the request timeout.
 """
 
 import asyncio
@@ -12,46 +12,36 @@ from kio.schema.errors import ErrorCode
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import encode_response
 from replog.protocol.produce import decode_produce_request
+from replog.server.dispatch import RequestContext
 
-from ..purgatory import DelayedOperation
-from ..replica_manager import PartitionAppendResult
-
-VALID_ACKS = (-1, 0, 1)
+from ..replica_manager import VALID_ACKS, AppendResults, PartitionAppendResult, ReplicaManager
 
 
-def handle(ctx, broker):
+def handle(ctx: RequestContext, replicas: ReplicaManager):
     request = decode_produce_request(ctx.api_version, ctx.frame, ctx.body_offset)
-    results: dict[tuple[str, int], PartitionAppendResult] = {}
-    for topic in request.topics:
-        for p in topic.partitions:
-            key = (topic.name, p.index)
-            if request.acks not in VALID_ACKS:
-                results[key] = PartitionAppendResult(ErrorCode.invalid_required_acks)
-            elif request.transactional_id is not None:
-                results[key] = PartitionAppendResult(ErrorCode.transactional_id_authorization_failed,
-                                                     error_message="transactions are not supported")
-            else:
-                results[key] = broker.replica_manager.append_to_partition(topic.name, p.index, p.records,
-                                                                          request.acks)
+    entries = [(topic.name, p.index, p.records) for topic in request.topics for p in topic.partitions]
+    if request.transactional_id is not None and request.acks in VALID_ACKS:
+        results: AppendResults | asyncio.Future[AppendResults] = {
+            (topic, index): PartitionAppendResult(ErrorCode.transactional_id_authorization_failed,
+                                                  error_message="transactions are not supported")
+            for topic, index, _ in entries}
+    else:
+        results = replicas.append_records(entries, request.acks, request.timeout_ms)
     if request.acks == 0:
+        assert isinstance(results, dict)  # acks=0 never waits
         if any(r.error_code != ErrorCode.none for r in results.values()):
             ctx.close_connection()
         return None
-    # A duplicate (a retried batch) waits like a new append: the original may not be committed yet, and
-    # Kafka's ReplicaManager.appendRecords waits for the HW to pass its offsets all the same.
-    appended = {k: r for k, r in results.items() if r.error_code == ErrorCode.none}
-    if request.acks == -1 and appended:
-        op = DelayedProduce(broker.replica_manager, request.timeout_ms, results, appended)
-        broker.replica_manager.produce_purgatory.try_complete_else_watch(op, appended.keys())
-        return _encode_later(op.future, ctx.api_version)
-    return [_encode(ctx.api_version, results)]
+    if isinstance(results, dict):
+        return [_encode(ctx.api_version, results)]
+    return _encode_later(results, ctx.api_version)
 
 
 async def _encode_later(future: asyncio.Future, version: int) -> list:
     return [_encode(version, await future)]
 
 
-def _encode(version: int, results: dict[tuple[str, int], PartitionAppendResult]) -> bytes:
+def _encode(version: int, results: AppendResults) -> bytes:
     by_topic: dict[str, list[dict]] = {}
     for (topic, index), r in results.items():
         info = r.info
@@ -67,33 +57,3 @@ def _encode(version: int, results: dict[tuple[str, int], PartitionAppendResult])
     body = {"responses": [{"name": t, "partition_responses": ps} for t, ps in by_topic.items()],
             "throttle_time": 0}
     return encode_response(ApiKey.PRODUCE, version, body)
-
-
-class DelayedProduce(DelayedOperation):
-    """Waits until every appended partition's HW reaches its last offset + 1 (facts §3)."""
-
-    def __init__(self, replica_manager, timeout_ms: int, results: dict, appended: dict) -> None:
-        super().__init__(max(0, timeout_ms))
-        self._replica_manager = replica_manager
-        self._results = results
-        # Until its condition is met, each partition's answer is a timeout (Kafka's DelayedProduce).
-        self._pending = {key: r.info.last_offset + 1 for key, r in appended.items()}
-        for key in self._pending:
-            results[key].error_code = ErrorCode.request_timed_out
-        self.future = asyncio.get_running_loop().create_future()
-
-    def try_complete(self) -> bool:
-        for key, required_offset in list(self._pending.items()):
-            partition = self._replica_manager.get_partition(*key)
-            if partition is None:
-                done, error = True, ErrorCode.unknown_topic_or_partition
-            else:
-                done, error = partition.check_enough_replicas_reach_offset(required_offset)
-            if done:
-                self._results[key].error_code = error
-                del self._pending[key]
-        return not self._pending and self.force_complete()
-
-    def on_complete(self) -> None:
-        if not self.future.done():
-            self.future.set_result(self._results)

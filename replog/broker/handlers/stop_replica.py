@@ -13,17 +13,20 @@ from replog.protocol.control import (
     decode_stop_replica_request,
     encode_stop_replica_response,
 )
+from replog.server.dispatch import RequestContext
+
+from .context import ControlPlane
 
 
-async def handle(ctx, broker) -> list:
+async def handle(ctx: RequestContext, control: ControlPlane) -> list:
     request = decode_stop_replica_request(ctx.frame, ctx.body_offset)
     if not ctx.session.cluster_action:
         error, per_partition = ErrorCode.cluster_authorization_failed, {}
-    elif broker.is_stale_broker_epoch(request.broker_epoch):
+    elif control.registration.is_stale_broker_epoch(request.broker_epoch):
         error, per_partition = ErrorCode.stale_broker_epoch, {}
     else:
         # Shielded: a closed controller connection must not leave the request half applied.
-        error, per_partition = await asyncio.shield(broker.replica_manager.stop_replicas(request))
+        error, per_partition = await asyncio.shield(control.replicas.stop_replicas(request))
     partition_errors = [
         StopReplicaPartitionError(topic.topic_name, p.partition_index,
                                   per_partition.get((topic.topic_name, p.partition_index), error))

@@ -12,19 +12,22 @@ from replog.protocol.control import (
     decode_update_metadata_request,
     encode_update_metadata_response,
 )
+from replog.server.dispatch import RequestContext
+
+from .context import ControlPlane
 
 
-def handle(ctx, broker) -> list:
+def handle(ctx: RequestContext, control: ControlPlane) -> list:
     request = decode_update_metadata_request(ctx.frame, ctx.body_offset)
     if not ctx.session.cluster_action:
         error = ErrorCode.cluster_authorization_failed
-    elif broker.is_stale_broker_epoch(request.broker_epoch):
+    elif control.registration.is_stale_broker_epoch(request.broker_epoch):
         error = ErrorCode.stale_broker_epoch
-    elif request.controller_epoch < broker.replica_manager.controller_epoch:
+    elif request.controller_epoch < control.replicas.controller_epoch:
         error = ErrorCode.stale_controller_epoch
     else:
-        broker.replica_manager.controller_epoch = request.controller_epoch
-        broker.image.apply_update_metadata(request)
-        broker.metadata_applied(request.broker_epoch)
+        control.replicas.controller_epoch = request.controller_epoch
+        control.image.apply_update_metadata(request)
+        control.registration.metadata_applied(request.broker_epoch)
         error = ErrorCode.none
     return [encode_update_metadata_response(UpdateMetadataResponse(error))]

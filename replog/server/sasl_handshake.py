@@ -1,4 +1,4 @@
-"""SaslHandshake (key 17), v1: agree on a SASL mechanism; only PLAIN is offered (see broker/auth.py).
+"""SaslHandshake (key 17), v1: agree on a SASL mechanism; only PLAIN is offered (see auth.py).
 
 v0 (raw SASL tokens outside Kafka framing) is not offered, so clients always follow with SaslAuthenticate.
 """
@@ -8,11 +8,11 @@ from kio.schema.errors import ErrorCode
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
 
-from ..auth import PLAIN, SaslState
-from ..dispatch import CloseConnection
+from .auth import PLAIN, SaslState
+from .dispatch import CloseConnection, RequestContext
 
 
-def handle(ctx, broker) -> list:
+def handle(ctx: RequestContext) -> list:
     request = decode_request(ApiKey.SASL_HANDSHAKE, ctx.api_version, ctx.frame, ctx.body_offset)
     if ctx.session.sasl_state is not SaslState.NONE:
         raise CloseConnection("SaslHandshake repeated on an authenticated connection")

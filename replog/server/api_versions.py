@@ -10,13 +10,15 @@ from kio.schema.errors import ErrorCode
 from replog.protocol.apis import SUPPORTED_APIS, ApiKey
 from replog.protocol.messages import decode_request, encode_response
 
+from .dispatch import RequestContext
+
 
 def _api_keys(served: Iterable[int]) -> list[dict]:
     specs = (SUPPORTED_APIS[key] for key in sorted(served))
     return [{"api_key": s.key, "min_version": s.min_version, "max_version": s.max_version} for s in specs]
 
 
-def handle(ctx, broker, served: frozenset[int]) -> list:
+def handle(ctx: RequestContext, served: frozenset[int]) -> list:
     decode_request(ApiKey.API_VERSIONS, ctx.api_version, ctx.frame, ctx.body_offset)
     body = {"error_code": ErrorCode.none, "api_keys": _api_keys(served), "throttle_time": 0}
     return [encode_response(ApiKey.API_VERSIONS, ctx.api_version, body)]

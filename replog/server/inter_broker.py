@@ -1,5 +1,5 @@
 """Connections from this broker to other nodes (leaders it follows, the controller), authenticated as the
-inter-broker principal so they may perform cluster actions (see broker/auth.py)."""
+inter-broker principal so they may perform cluster actions (see auth.py)."""
 
 from replog.client.connection import Connection
 from replog.client.errors import KafkaError

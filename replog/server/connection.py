@@ -33,10 +33,10 @@ class _Slot:
         self.done = False
 
 
-class BrokerConnection(asyncio.BufferedProtocol):
-    def __init__(self, server, dispatcher: Dispatcher, *, max_frame_bytes: int, max_inflight: int,
+class ServerConnection(asyncio.BufferedProtocol):
+    def __init__(self, holder: "ConnectionHolder", dispatcher: Dispatcher, *, max_frame_bytes: int, max_inflight: int,
                  use_sendfile: bool, idle_timeout_ms: int | None = None) -> None:
-        self._server = server
+        self._holder = holder
         self._dispatcher = dispatcher
         self._decoder = FrameDecoder(max_frame_bytes)
         self._max_inflight = max_inflight
@@ -67,7 +67,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
             self._loop, sock.fileno(), use_sendfile=self._use_sendfile,
             on_error=self._on_write_error, on_drained=self._maybe_resume_reading,
         )
-        self._server.connection_opened(self)
+        self._holder.connection_opened(self)
         if self._idle_timeout_s is not None and not self._closed:
             self._last_active = self._loop.time()
             self._idle_check = self._loop.call_later(self._idle_timeout_s, self._close_if_idle)
@@ -97,7 +97,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
             self._writer.close()
         self._slots.clear()
         self.idle.set()
-        self._server.connection_closed(self)
+        self._holder.connection_closed(self)
 
     # request flow
     def _process_frames(self) -> None:
@@ -161,7 +161,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
         should_pause = (
             len(self._slots) >= self._max_inflight
             or self._writer.buffered_bytes > WRITE_HIGH_WATER_BYTES
-            or self._server.shutting_down
+            or self._holder.shutting_down
         )
         if should_pause and not self._reading_paused and not self._closed:
             self._transport.pause_reading()
@@ -201,7 +201,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
         self._transport.abort()
 
     def close(self) -> None:
-        self._abort("closed by the broker")
+        self._abort("closed by the server")
 
     def stop_reading(self) -> None:
         """Graceful shutdown: take no new requests; in-flight ones still get their responses."""
@@ -211,18 +211,40 @@ class BrokerConnection(asyncio.BufferedProtocol):
 
 
 class ConnectionHolder:
-    """The server side BrokerConnection reports to: it admits connections up to config.max_connections
-    (none while shutting down) and forgets closed ones. Servers set `connections`, `shutting_down`, `config`."""
+    """The connections a server holds: admits them up to max_connections (none while shutting down), forgets
+    closed ones, and takes them through a staged shutdown (stop reading, drain, close)."""
 
-    connections: set[BrokerConnection]
-    shutting_down: bool
+    def __init__(self, max_connections: int) -> None:
+        assert max_connections >= 0  # 0 refuses every connection
+        self.max_connections = max_connections
+        self.connections: set[ServerConnection] = set()
+        self.shutting_down = False
 
-    def connection_opened(self, connection: BrokerConnection) -> None:
-        if self.shutting_down or len(self.connections) >= self.config.max_connections:
+    def connection_opened(self, connection: ServerConnection) -> None:
+        if self.shutting_down or len(self.connections) >= self.max_connections:
             log.warning("refusing connection from %s: %d connections open", connection.peer, len(self.connections))
             connection.close()
             return
         self.connections.add(connection)
 
-    def connection_closed(self, connection: BrokerConnection) -> None:
+    def connection_closed(self, connection: ServerConnection) -> None:
         self.connections.discard(connection)
+
+    def stop_reading(self) -> None:
+        """Shutdown, first stage: refuse new connections and new requests; in-flight ones still finish."""
+        self.shutting_down = True
+        for connection in list(self.connections):
+            connection.stop_reading()
+
+    async def drain(self, timeout_s: float) -> None:
+        """Wait, at most timeout_s, until every connection has answered the requests it had in flight."""
+        drains = [asyncio.ensure_future(c.idle.wait()) for c in self.connections]
+        if drains:
+            await asyncio.wait(drains, timeout=timeout_s)
+        for task in drains:
+            task.cancel()
+
+    def close_all(self) -> None:
+        self.shutting_down = True
+        for connection in list(self.connections):
+            connection.close()

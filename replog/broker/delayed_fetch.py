@@ -1,0 +1,85 @@
+"""DelayedFetch: a Fetch parked until enough data is available or its max wait passes (facts §5), and the read
+it answers with."""
+
+import asyncio
+
+from kio.schema.errors import ErrorCode
+
+from replog.log.errors import OffsetOutOfRangeError
+from replog.log.offset_metadata import LogOffsetMetadata
+from replog.protocol.fetch import FetchPartitionResult
+
+from .delayed_fetch_rules import ParkedPartition, delayed_fetch_can_complete
+from .fetch_params import FetchParams, FetchPartitionParams
+from .purgatory import DelayedOperation
+
+
+def read_all(
+    replica_manager, params: FetchParams
+) -> tuple[list[FetchPartitionResult], list[LogOffsetMetadata | None], int, bool]:
+    """(results, where each partition's read started (None if it did not read), bytes read, whether to
+    answer now: an error or a diverging epoch)."""
+    results, fetch_offsets, total, respond_now = [], [], 0, False
+    for p in params.partitions:
+        budget = params.max_bytes - total
+        read = replica_manager.read_partition(
+            p.topic, p.partition, p.fetch_offset, current_leader_epoch=p.current_leader_epoch,
+            last_fetched_epoch=p.last_fetched_epoch, max_bytes=max(0, min(budget, p.max_bytes)),
+            fetcher=p.fetcher(params.replica_id), min_one_batch=total == 0)
+        file_slice = read.result.slice if read.result is not None else None
+        # Kafka sends an empty record set, never null: librdkafka rejects a null one as malformed.
+        result = FetchPartitionResult(p.partition, read.error_code, read.high_watermark, read.high_watermark,
+                                      read.log_start_offset, records=file_slice if file_slice is not None else b"",
+                                      diverging_epoch=read.diverging_epoch)
+        total += file_slice.length if file_slice is not None else 0
+        respond_now = respond_now or read.error_code != ErrorCode.none or read.diverging_epoch is not None
+        results.append(result)
+        fetch_offsets.append(read.result.fetch_offset_metadata if read.result is not None else None)
+    return results, fetch_offsets, total, respond_now
+
+
+class DelayedFetch(DelayedOperation):
+    """Completes early on Kafka's conditions (facts §5) without reading data: leadership lost or partition
+    gone (A-C), fenced epoch (E), fetch offset past the end or on an older segment (F), min_bytes of data
+    available, counted from log positions (G), or a diverging epoch (H). Then it reads afresh."""
+
+    def __init__(self, replica_manager, params: FetchParams, fetch_offsets: list[LogOffsetMetadata | None]) -> None:
+        super().__init__(params.max_wait_ms)
+        assert len(fetch_offsets) == len(params.partitions)
+        assert None not in fetch_offsets, "a partition that did not read answers at once, it never parks"
+        self._replica_manager = replica_manager
+        self._params = params
+        self._fetch_offsets = fetch_offsets
+        self.future = asyncio.get_running_loop().create_future()
+
+    def try_complete(self) -> bool:
+        # Cached state only (see delayed_fetch_rules): a wake-up from an append cannot fail on the disk.
+        parked = [self._parked(p, fetch_offset) for p, fetch_offset in zip(self._params.partitions,
+                                                                           self._fetch_offsets, strict=True)]
+        return delayed_fetch_can_complete(parked, self._params.min_bytes) and self.force_complete()
+
+    def _parked(self, p: FetchPartitionParams, fetch_offset: LogOffsetMetadata) -> ParkedPartition:
+        partition = self._replica_manager.get_partition(p.topic, p.partition)
+        if partition is None:  # deleted: the fresh read answers UNKNOWN_TOPIC_OR_PARTITION
+            return ParkedPartition(leads=False, epoch_matches=False, diverges=False, fetch_offset=fetch_offset,
+                                   end_offset=fetch_offset, max_bytes=p.max_bytes)
+        return ParkedPartition(
+            leads=partition.is_leader,
+            epoch_matches=partition.check_leader_epoch(p.current_leader_epoch) == ErrorCode.none,
+            diverges=self._diverges(partition, p),
+            fetch_offset=fetch_offset,
+            end_offset=partition.end_offset_metadata_for_fetch(self._params.from_follower),
+            max_bytes=p.max_bytes,
+        )
+
+    @staticmethod
+    def _diverges(partition, p: FetchPartitionParams) -> bool:
+        try:
+            return partition.diverging_epoch(p.fetch_offset, p.last_fetched_epoch) is not None
+        except OffsetOutOfRangeError:
+            return True
+
+    def on_complete(self) -> None:
+        results, _, _, _ = read_all(self._replica_manager, self._params)
+        if not self.future.done():
+            self.future.set_result(results)

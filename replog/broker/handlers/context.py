@@ -1,0 +1,74 @@
+"""What the broker's handlers act on, one small context per family of APIs; the broker builds them once.
+
+Produce, Fetch, ListOffsets and OffsetForLeaderEpoch take the ReplicaManager itself; InitProducerId takes the
+producer id allocator.
+"""
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from replog.log.config import LogConfig
+from replog.server.dispatch import RequestContext
+
+from ..lifecycle import BrokerLifecycleManager
+from ..metadata import MetadataImage, TopicMetadata
+from ..replica_manager import ReplicaManager
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDefaults:
+    """What a topic gets when its creator leaves a value to the broker (Kafka's broker-level configs)."""
+
+    num_partitions: int
+    replication_factor: int
+    log_config: LogConfig
+    auto_create: bool  # auto.create.topics.enable: Metadata creates the unknown topics it names
+
+
+class CreateTopic(Protocol):
+    """A single node creating a topic (its local controller decides, the replica manager takes it up)."""
+
+    def __call__(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str], *,
+                 validate_only: bool = False) -> TopicMetadata: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TopicAdmin:
+    """What Metadata, CreateTopics and DeleteTopics use. A single node decides topics itself (create_topic,
+    delete_topic); in a cluster only the controller does, and requests are forwarded to it (KIP-590)."""
+
+    image: MetadataImage
+    defaults: TopicDefaults
+    create_topic: CreateTopic
+    delete_topic: Callable[[str], TopicMetadata | None]
+    # The controller's answer body to a request sent on unchanged; None on a single node.
+    forward_to_controller: Callable[[RequestContext], Awaitable[bytes]] | None
+    # Set once the controller's first UpdateMetadata is applied; a single node never waits for it.
+    has_metadata: asyncio.Event
+
+    @property
+    def in_cluster(self) -> bool:
+        return self.forward_to_controller is not None
+
+
+class Registration(Protocol):
+    """This broker's registration with the controller, which the controller's requests are checked against
+    (the Broker implements it)."""
+
+    @property
+    def lifecycle(self) -> BrokerLifecycleManager | None: ...  # None: a single node, run by no controller
+
+    def is_stale_broker_epoch(self, broker_epoch: int) -> bool: ...
+
+    def metadata_applied(self, broker_epoch: int) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ControlPlane:
+    """What the controller's requests (LeaderAndIsr, UpdateMetadata, StopReplica) act on."""
+
+    replicas: ReplicaManager
+    image: MetadataImage
+    registration: Registration

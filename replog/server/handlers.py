@@ -1,0 +1,19 @@
+"""The handlers every server has: ApiVersions for the APIs it serves, and SASL/PLAIN for the inter-broker
+principal."""
+
+import functools
+
+from replog.protocol.apis import ApiKey
+
+from . import api_versions, sasl_authenticate, sasl_handshake
+from .dispatch import Handler
+
+
+def shared_handlers(served: frozenset[int], inter_broker_secret: str | None) -> dict[int, Handler]:
+    """served: every API key the server answers (these three among them)."""
+    assert {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE} <= served
+    return {
+        ApiKey.API_VERSIONS: functools.partial(api_versions.handle, served=served),
+        ApiKey.SASL_HANDSHAKE: sasl_handshake.handle,
+        ApiKey.SASL_AUTHENTICATE: functools.partial(sasl_authenticate.handle, inter_broker_secret=inter_broker_secret),
+    }

@@ -1,0 +1,57 @@
+"""Properties files as Kafka's servers take them: a server.properties-style file plus `--override key=value`,
+and the value parsers every server's configuration shares (booleans, listeners)."""
+
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+
+def parse_listeners(value: str) -> list[Listener]:
+    listeners = []
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        parsed = urlsplit(item)
+        if not parsed.scheme or parsed.port is None:
+            raise ValueError(f"listener {item!r} is not of the form NAME://host:port")
+        listeners.append(Listener(parsed.scheme.upper(), parsed.hostname or "0.0.0.0", parsed.port))
+    if not listeners:
+        raise ValueError("no listeners configured")
+    return listeners
+
+
+def parse_bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return lowered == "true"
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java .properties subset: key=value or key:value lines, # and ! comments."""
+    props = {}
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep <= 0:
+            raise ValueError(f"line {lineno}: expected key=value, got {raw!r}")
+        props[line[:sep].strip()] = line[sep + 1 :].strip()
+    return props
+
+
+def read_properties(path: str | Path | None, overrides: list[str]) -> dict[str, str]:
+    """A properties file (if any) with `key=value` overrides applied on top, as Kafka's scripts take them."""
+    props = parse_properties(Path(path).read_text()) if path else {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--override expects key=value, got {item!r}")
+        props[key.strip()] = value.strip()
+    return props
