@@ -13,7 +13,7 @@ import functools
 import logging
 import uuid
 from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -24,10 +24,8 @@ from replog.server.dispatch import Handler, RequestContext
 from replog.server.handlers import shared_handlers
 
 from .cluster import ClusterMetadata, ControllerError, TopicRegistration, alter_partition_error
+from .heartbeats import HeartbeatAnswer
 from .propagation import PropagationError
-
-if TYPE_CHECKING:  # server.py builds these handlers, so it imports this module
-    from .server import HeartbeatAnswer
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +47,7 @@ class ControllerApis(Protocol):
                         rack: str | None = None, cluster_id: str | None = None) -> int: ...
 
     def broker_heartbeat(self, broker_id: int, broker_epoch: int, *, want_fence: bool, want_shutdown: bool,
-                         offline_log_dirs: Collection[uuid.UUID] = ()) -> "HeartbeatAnswer": ...
+                         offline_log_dirs: Collection[uuid.UUID] = ()) -> HeartbeatAnswer: ...
 
     async def create_topic(self, name: str, assignment: Mapping[int, Sequence[int]] | None = None,
                            configs: Mapping[str, str] | None = None, *, partitions: int | None = None,

@@ -32,6 +32,15 @@ from .cluster import MAX_BROKERS, ControllerError
 BROKER_SESSION_TIMEOUT_MS = 9_000  # broker.session.timeout.ms; brokers heartbeat every 2_000 ms
 
 
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatAnswer:
+    """What a BrokerHeartbeat response tells the broker."""
+
+    is_fenced: bool
+    should_shut_down: bool
+
+
 class BrokerState(enum.Enum):
     """Kafka's BrokerControlState. SHUTDOWN_NOW is only ever an answer: the broker is fenced after it."""
 

@@ -41,7 +41,7 @@ from .assignment import assign_replicas
 from .channel import ChannelConfig, ConnectFactory, ControllerChannel
 from .cluster import BrokerRegistration, ClusterMetadata, ControllerError, TopicRegistration
 from .handlers import build_handlers, unsupported_version_body
-from .heartbeats import BROKER_SESSION_TIMEOUT_MS, BrokerSessions, BrokerState
+from .heartbeats import BROKER_SESSION_TIMEOUT_MS, BrokerSessions, BrokerState, HeartbeatAnswer
 from .leadership import elect_offline_partitions, preferred_leader_elections, without_broker
 from .metadata_log import MetadataLog
 from .metrics import ControllerCollector, controller_snapshot
@@ -94,12 +94,6 @@ class ControllerConfig:
         assert self.broker_session_timeout_ms > 0
         assert self.num_partitions > 0 and self.default_replication_factor > 0
         assert self.leader_imbalance_check_interval_ms > 0 and 0 <= self.leader_imbalance_per_broker_percentage <= 100
-
-
-@dataclass(frozen=True, slots=True)
-class HeartbeatAnswer:
-    is_fenced: bool
-    should_shut_down: bool
 
 
 class ClusterController:

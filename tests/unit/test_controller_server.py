@@ -18,12 +18,12 @@ from replog.controller.broker_requests import EPOCH_DURING_DELETE
 from replog.controller.channel import ChannelConfig
 from replog.controller.cluster import ControllerError
 from replog.controller.handlers import CONTROLLER_APIS
+from replog.controller.heartbeats import HeartbeatAnswer
 from replog.controller.propagation import PropagationError
 from replog.controller.server import (
     FIRST_CONTROLLER_EPOCH,
     ClusterController,
     ControllerConfig,
-    HeartbeatAnswer,
 )
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_request
