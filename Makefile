@@ -16,6 +16,7 @@ demo: setup
 	$(PY) -m replog.demo
 
 test: setup
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q
 
 bench: setup
