@@ -7,6 +7,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from replog.coordinator.config import GroupCoordinatorConfig
 from replog.log.config import LogConfig
 from replog.metrics.config import MetricsConfig, split_metrics_config
 from replog.server.properties import Listener, parse_bool, parse_listeners, read_properties
@@ -116,6 +117,8 @@ class BrokerConfig:
     # where a connection comes from. Unset: the address the OS routes from.
     inter_broker_bind_host: str | None = None
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    # group.* and offsets.* keys, under Kafka's names (coordinator/config.py)
+    group: GroupCoordinatorConfig = field(default_factory=GroupCoordinatorConfig)
     unknown_keys: tuple[str, ...] = ()
 
     @property
@@ -170,7 +173,10 @@ def load_config(path: str | Path | None, overrides: list[str]) -> BrokerConfig:
 
 def config_from_properties(props: dict[str, str]) -> BrokerConfig:
     metrics, props = split_metrics_config(props)
-    values: dict[str, object] = {"metrics": metrics}
+    group_keys = GroupCoordinatorConfig.property_names()
+    group = GroupCoordinatorConfig.from_properties({k: v for k, v in props.items() if k in group_keys})
+    props = {k: v for k, v in props.items() if k not in group_keys}
+    values: dict[str, object] = {"metrics": metrics, "group": group}
     unknown = []
     for key, raw in props.items():
         if key not in _KEYS:

@@ -14,13 +14,17 @@ import sys
 import time
 from pathlib import Path
 
+from kio.schema.errors import ErrorCode
+
 from replog.client.connection import Connection
+from replog.client.errors import KafkaError
 from replog.fetcher.leader_endpoint import RemoteLeaderEndpoint
 from replog.fetcher.manager import FetcherConfig, LeaderInfo, ReplicaFetcherManager
 from replog.log.log_manager import LogManager
 from replog.metrics.service import MetricsService
-from replog.protocol.apis import response_header_version
+from replog.protocol.apis import ApiKey, response_header_version
 from replog.protocol.headers import decode_response_header
+from replog.protocol.messages import decode_response, encode_request
 from replog.server.api_versions import unsupported_version_body
 from replog.server.connection import ConnectionHolder
 from replog.server.dispatch import Dispatcher, Handler, RequestContext
@@ -30,10 +34,11 @@ from replog.server.listener_socket import write_ready_file
 
 from .alter_partition import AlterPartitionManager
 from .config import BrokerConfig, load_config, report_unknown_keys
+from .group_coordinator import OFFSETS_TOPIC, GroupCoordinatorShell
 from .handlers import BROKER_APIS, build_handlers
-from .handlers.context import ControlPlane, TopicAdmin, TopicDefaults
+from .handlers.context import ControlPlane, GroupCoordination, TopicAdmin, TopicDefaults
 from .lifecycle import BrokerIdentity, BrokerLifecycleManager
-from .local_controller import LocalController
+from .local_controller import LocalController, TopicCreationError
 from .metadata import BrokerEndpoint, MetadataImage, TopicMetadata
 from .metrics import BrokerCollector, BrokerMetrics, broker_snapshot
 from .replica_manager import ReplicaManager
@@ -60,6 +65,8 @@ class Broker:
         self.log_manager: LogManager | None = None
         self.controller: LocalController | None = None
         self.replica_manager: ReplicaManager | None = None
+        self.groups: GroupCoordinatorShell | None = None
+        self._offsets_topic_creation: asyncio.Task | None = None  # in a cluster: asking the controller
         self.alter_partition_manager: AlterPartitionManager | None = None
         self.lifecycle: BrokerLifecycleManager | None = None
         self.metrics = BrokerMetrics(config.node_id)
@@ -83,6 +90,9 @@ class Broker:
                                           manages_topics=not self.in_cluster,
                                           producer_id_base=config.node_id << 32 if self.in_cluster else 0)
         self.replica_manager = self._build_replica_manager()
+        # Before any leadership is applied: the offsets partitions this broker leads at start are loaded too.
+        self.groups = GroupCoordinatorShell(config.group, self.replica_manager, clock_ms)
+        self.replica_manager.leadership_listener = self.groups.on_leadership
         self.log_manager.failure_channel.subscribe(self._on_log_dir_failure)
         if self.in_cluster:
             self.alter_partition_manager.start()
@@ -128,7 +138,8 @@ class Broker:
                             forward_to_controller=self.forward_to_controller if self.in_cluster else None,
                             has_metadata=self.has_metadata)
         control = ControlPlane(self.replica_manager, self.image, registration=self)
-        return build_handlers(self.replica_manager, topics, control, self.controller.allocate_producer_id,
+        groups = GroupCoordination(self.groups, self.image, self.ensure_offsets_topic)
+        return build_handlers(self.replica_manager, topics, control, groups, self.controller.allocate_producer_id,
                               config.inter_broker_secret)
 
     def _build_lifecycle_manager(self) -> BrokerLifecycleManager:
@@ -227,6 +238,47 @@ class Broker:
             self.replica_manager.apply_metadata(self.image)
         return topic
 
+    def ensure_offsets_topic(self) -> None:
+        """Create __consumer_offsets on first use, as Kafka does (offsets.topic.* settings, replication
+        capped by the live brokers, compacted): a single node at once, a cluster's broker through its
+        controller, in the background (FindCoordinator answers COORDINATOR_NOT_AVAILABLE meanwhile)."""
+        if OFFSETS_TOPIC in self.image.topics:
+            return
+        group = self.config.group
+        replication = max(1, min(group.offsets_topic_replication_factor, len(self.image.brokers)))
+        configs = {"cleanup.policy": "compact", "segment.bytes": str(group.offsets_topic_segment_bytes)}
+        if not self.in_cluster:
+            try:
+                self.create_topic(OFFSETS_TOPIC, group.offsets_topic_num_partitions, replication, configs)
+            except TopicCreationError as e:
+                log.error("creating %s failed: %s", OFFSETS_TOPIC, e)
+        elif self._offsets_topic_creation is None or self._offsets_topic_creation.done():
+            self._offsets_topic_creation = asyncio.create_task(
+                self._create_topic_through_controller(OFFSETS_TOPIC, group.offsets_topic_num_partitions,
+                                                      replication, configs))
+
+    async def _create_topic_through_controller(self, name: str, partitions: int, replication: int,
+                                               configs: dict[str, str]) -> None:
+        version = 5
+        body = encode_request(ApiKey.CREATE_TOPICS, version, {
+            "topics": [{"name": name, "num_partitions": partitions, "replication_factor": replication,
+                        "assignments": [], "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
+            "timeout": 30_000, "validate_only": False})
+        try:
+            if self._controller_connection is None or self._controller_connection.closed:
+                host, port = self.config.controller_address
+                self._controller_connection = await self.connect_to_node(host, port,
+                                                                         f"forwarding-{self.config.node_id}")
+            frame = await self._controller_connection.request(ApiKey.CREATE_TOPICS, version, [body])
+        except (OSError, KafkaError) as e:
+            log.warning("asking the controller to create %s failed: %s", name, e)
+            return
+        _, offset = decode_response_header(frame, response_header_version(ApiKey.CREATE_TOPICS, version))
+        for topic in decode_response(ApiKey.CREATE_TOPICS, version, frame, offset).topics:
+            if topic.error_code not in (ErrorCode.none, ErrorCode.topic_already_exists):
+                log.error("the controller refused to create %s: %s %s", name, topic.error_code.name,
+                          topic.error_message)
+
     def delete_topic(self, name: str) -> TopicMetadata | None:
         topic = self.controller.delete_topic(name)
         if topic is not None:
@@ -284,7 +336,9 @@ class Broker:
             await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_MAX_WAIT_MS)
         self._server.close()
         self.connections.stop_reading()
-        # Fetchers stop, and parked operations answer now with what they have, so in-flight responses drain.
+        # Parked JoinGroup / SyncGroup answer NOT_COORDINATOR; fetchers stop, and parked operations answer
+        # now with what they have, so in-flight responses drain.
+        await self.groups.shutdown()
         await self.replica_manager.shutdown()
         if self.alter_partition_manager is not None:
             await self.alter_partition_manager.stop()

@@ -10,6 +10,7 @@ TOPIC_CONFIG_KEYS = frozenset({
     "index.interval.bytes", "min.insync.replicas", "unclean.leader.election.enable", "cleanup.policy",
     "compression.type", "message.timestamp.type",
 })
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete", "delete,compact")
 
 
 def topic_config_error(configs: Mapping[str, str], base: LogConfig | None = None) -> str | None:
@@ -17,8 +18,9 @@ def topic_config_error(configs: Mapping[str, str], base: LogConfig | None = None
     unknown = sorted(set(configs) - TOPIC_CONFIG_KEYS)
     if unknown:
         return f"unknown topic configs: {', '.join(unknown)}"
-    if configs.get("cleanup.policy", "delete") != "delete":
-        return "only cleanup.policy=delete is supported"
+    # compact is taken for __consumer_offsets (issue 15); the log cleaner, landing beside it, honours it.
+    if configs.get("cleanup.policy", "delete").replace(" ", "") not in CLEANUP_POLICIES:
+        return f"cleanup.policy must be one of {', '.join(CLEANUP_POLICIES)}"
     try:
         LogConfig.from_topic_configs(configs, base)
         min_isr = int(configs.get("min.insync.replicas", "1"))

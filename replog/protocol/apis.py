@@ -12,6 +12,15 @@ class ApiKey(enum.IntEnum):
     LEADER_AND_ISR = 4
     STOP_REPLICA = 5
     UPDATE_METADATA = 6
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
@@ -19,6 +28,8 @@ class ApiKey(enum.IntEnum):
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     SASL_AUTHENTICATE = 36
+    DELETE_GROUPS = 42
+    OFFSET_DELETE = 47
     ALTER_PARTITION = 56
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
@@ -56,6 +67,18 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.DELETE_TOPICS, 1, 6, 4),
         ApiSpec(ApiKey.INIT_PRODUCER_ID, 0, 4, 2),
         ApiSpec(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, 4),
+        # The classic group protocol (issue 15); KIP-848's consumer protocol comes later.
+        ApiSpec(ApiKey.OFFSET_COMMIT, 2, 9, 8),
+        ApiSpec(ApiKey.OFFSET_FETCH, 1, 9, 6),
+        ApiSpec(ApiKey.FIND_COORDINATOR, 0, 4, 3),
+        ApiSpec(ApiKey.JOIN_GROUP, 0, 9, 6),
+        ApiSpec(ApiKey.HEARTBEAT, 0, 4, 4),
+        ApiSpec(ApiKey.LEAVE_GROUP, 0, 5, 4),
+        ApiSpec(ApiKey.SYNC_GROUP, 0, 5, 4),
+        ApiSpec(ApiKey.DESCRIBE_GROUPS, 0, 5, 5),
+        ApiSpec(ApiKey.LIST_GROUPS, 0, 5, 3),
+        ApiSpec(ApiKey.DELETE_GROUPS, 0, 2, 2),
+        ApiSpec(ApiKey.OFFSET_DELETE, 0, 0, NEVER_FLEXIBLE),
         ApiSpec(ApiKey.LEADER_AND_ISR, 7, 7, 4),
         ApiSpec(ApiKey.STOP_REPLICA, 4, 4, 2),
         ApiSpec(ApiKey.UPDATE_METADATA, 8, 8, 6),

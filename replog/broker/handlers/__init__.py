@@ -10,18 +10,29 @@ from replog.server.handlers import shared_handlers
 from ..replica_manager import ReplicaManager
 from . import (
     create_topics,
+    delete_groups,
     delete_topics,
+    describe_groups,
     fetch,
+    find_coordinator,
+    heartbeat,
     init_producer_id,
+    join_group,
     leader_and_isr,
+    leave_group,
+    list_groups,
     list_offsets,
     metadata,
+    offset_commit,
+    offset_delete,
+    offset_fetch,
     offset_for_leader_epoch,
     produce,
     stop_replica,
+    sync_group,
     update_metadata,
 )
-from .context import ControlPlane, TopicAdmin
+from .context import ControlPlane, GroupCoordination, TopicAdmin
 
 _REPLICA_APIS = {
     ApiKey.PRODUCE: produce,
@@ -39,16 +50,30 @@ _CONTROL_APIS = {
     ApiKey.UPDATE_METADATA: update_metadata,
     ApiKey.STOP_REPLICA: stop_replica,
 }
-BROKER_APIS = frozenset(_REPLICA_APIS) | frozenset(_TOPIC_APIS) | frozenset(_CONTROL_APIS) | {
+_GROUP_APIS = {
+    ApiKey.FIND_COORDINATOR: find_coordinator,
+    ApiKey.JOIN_GROUP: join_group,
+    ApiKey.SYNC_GROUP: sync_group,
+    ApiKey.HEARTBEAT: heartbeat,
+    ApiKey.LEAVE_GROUP: leave_group,
+    ApiKey.OFFSET_COMMIT: offset_commit,
+    ApiKey.OFFSET_FETCH: offset_fetch,
+    ApiKey.LIST_GROUPS: list_groups,
+    ApiKey.DESCRIBE_GROUPS: describe_groups,
+    ApiKey.DELETE_GROUPS: delete_groups,
+    ApiKey.OFFSET_DELETE: offset_delete,
+}
+BROKER_APIS = frozenset(_REPLICA_APIS) | frozenset(_TOPIC_APIS) | frozenset(_CONTROL_APIS) | frozenset(_GROUP_APIS) | {
     ApiKey.INIT_PRODUCER_ID, ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
 
 
-def build_handlers(replicas: ReplicaManager, topics: TopicAdmin, control: ControlPlane,
+def build_handlers(replicas: ReplicaManager, topics: TopicAdmin, control: ControlPlane, groups: GroupCoordination,
                    allocate_producer_id: Callable[[], int], inter_broker_secret: str | None) -> dict[int, Handler]:
     handlers: dict[int, Handler] = {
         **{key: functools.partial(module.handle, replicas=replicas) for key, module in _REPLICA_APIS.items()},
         **{key: functools.partial(module.handle, topics=topics) for key, module in _TOPIC_APIS.items()},
         **{key: functools.partial(module.handle, control=control) for key, module in _CONTROL_APIS.items()},
+        **{key: functools.partial(module.handle, groups=groups) for key, module in _GROUP_APIS.items()},
         ApiKey.INIT_PRODUCER_ID: functools.partial(init_producer_id.handle, allocate_producer_id=allocate_producer_id),
         **shared_handlers(BROKER_APIS, inter_broker_secret),
     }

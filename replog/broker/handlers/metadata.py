@@ -13,6 +13,7 @@ from replog.protocol.messages import decode_request, encode_response
 from replog.protocol.topics import topic_name_error
 from replog.server.dispatch import RequestContext
 
+from ..group_coordinator import OFFSETS_TOPIC
 from ..local_controller import TopicCreationError
 from ..metadata import MetadataImage, TopicMetadata
 from .context import TopicAdmin
@@ -95,5 +96,6 @@ def _topic_entry(image: MetadataImage, topic: TopicMetadata) -> dict:
             "isr_nodes": p.isr,
             "offline_replicas": [r for r in p.replicas if r not in live or r in p.offline_replicas],
         })
-    return {"error_code": ErrorCode.none, "name": topic.name, "topic_id": topic.topic_id, "is_internal": False,
+    return {"error_code": ErrorCode.none, "name": topic.name, "topic_id": topic.topic_id,
+            "is_internal": topic.name == OFFSETS_TOPIC,
             "partitions": partitions}
