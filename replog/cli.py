@@ -200,17 +200,27 @@ async def _consume(args: argparse.Namespace) -> int:
     props = _properties(args.property)
     print_key = _flag(props, "print.key")
     separator = props.get("key.separator", "\t").encode()
-    async with Consumer(args.bootstrap_server) as consumer:
-        await _assign(consumer, args)
+    if args.group is not None and (args.partition is not None or args.offset is not None):
+        raise ValueError("--group lets the group assign partitions: drop --partition and --offset")
+    # In a group, each partition starts at the group's committed offset; without one, where
+    # --from-beginning says (kafka-console-consumer's auto.offset.reset).
+    reset = "earliest" if args.from_beginning else "latest"
+    async with Consumer(args.bootstrap_server, group_id=args.group, auto_offset_reset=reset) as consumer:
+        if args.group is not None:
+            consumer.subscribe([args.topic])
+        else:
+            await _assign(consumer, args)
         printed = 0
         out = sys.stdout.buffer
         loop = asyncio.get_running_loop()
         idle_since = loop.time()
         while args.max_messages is None or printed < args.max_messages:
             wait_ms = 1000 if args.timeout_ms is None else max(1, min(1000, args.timeout_ms))
-            fetched = await consumer.getmany(wait_ms)
+            # No more than are still wanted: a group commits the position, which must not pass what was printed.
+            remaining = None if args.max_messages is None else args.max_messages - printed
+            fetched = await consumer.getmany(wait_ms, max_records=remaining)
             for records in fetched.values():
-                for r in records[: None if args.max_messages is None else args.max_messages - printed]:
+                for r in records:
                     value = r.value if r.value is not None else b"null"
                     out.write((r.key or b"null") + separator + value + b"\n" if print_key else value + b"\n")
                     printed += 1
@@ -439,6 +449,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="an offset, earliest or latest to start at; needs --partition (default: latest, or earliest with "
         "--from-beginning)"
     )
+    consume.add_argument("--group", help="consume as a member of this consumer group, committing its offsets "
+                         "(default: none, every partition, nothing committed)")
     consume.add_argument("--timeout-ms", type=int, help="exit after this long without a message (default: never)")
     consume.add_argument("--property", action="append", metavar="KEY=VALUE",
                          help="print.key=true prints the key, key.separator (a tab unless set), then the value; "
