@@ -1,0 +1,185 @@
+"""The quorum states of KafkaRaftClient as frozen dataclasses, and the election rules as pure functions.
+
+A node is in exactly one state. Unattached: an epoch without a known leader or a vote. Voted: voted in this
+epoch. Candidate: asking for votes in this epoch. Leader, Follower: the epoch's leader is known. Resigned: a
+former leader of this epoch that steps down (it must not vote again in it). Deadlines are absolute times in
+milliseconds of the injected clock; randomness comes from the caller's `random.Random`.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from enum import Enum
+
+from replog.raft.messages import OffsetAndEpoch
+from replog.raft.quorum_state_file import ElectionState
+
+# KafkaRaftClient.RETRY_BACKOFF_BASE_MS: the unit of the election back-offs.
+RETRY_BACKOFF_BASE_MS = 100
+# LeaderState.CHECK_QUORUM_TIMEOUT_FACTOR: a leader resigns after 1.5 fetch timeouts without a majority.
+CHECK_QUORUM_TIMEOUT_FACTOR = 1.5
+
+
+class Role(Enum):
+    UNATTACHED = "Unattached"
+    VOTED = "Voted"
+    CANDIDATE = "Candidate"
+    LEADER = "Leader"
+    FOLLOWER = "Follower"
+    RESIGNED = "Resigned"
+
+
+@dataclass(frozen=True, slots=True)
+class Unattached:
+    epoch: int
+    election_deadline_ms: int | None  # None for an observer, which never stands for election
+    role = Role.UNATTACHED
+
+
+@dataclass(frozen=True, slots=True)
+class Voted:
+    epoch: int
+    voted_id: int
+    election_deadline_ms: int
+    role = Role.VOTED
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    epoch: int
+    granted: frozenset[int]  # voters, the candidate included
+    rejected: frozenset[int]
+    retries: int  # elections this node has lost in a row, for the back-off
+    election_deadline_ms: int
+    backoff_until_ms: int | None = None  # set once the election is lost: wait, then stand again
+    role = Role.CANDIDATE
+
+
+@dataclass(frozen=True, slots=True)
+class Leader:
+    epoch: int
+    epoch_start_offset: int  # the offset of this epoch's LeaderChange entry
+    role = Role.LEADER
+
+
+@dataclass(frozen=True, slots=True)
+class Follower:
+    epoch: int
+    leader_id: int
+    fetch_deadline_ms: int  # no answer from the leader by then: stand for election (or look for it)
+    role = Role.FOLLOWER
+
+
+@dataclass(frozen=True, slots=True)
+class Resigned:
+    epoch: int
+    election_deadline_ms: int
+    preferred_successors: tuple[int, ...]
+    role = Role.RESIGNED
+
+
+QuorumState = Unattached | Voted | Candidate | Leader | Follower | Resigned
+
+
+def election_state(state: QuorumState, local_id: int, voters: frozenset[int]) -> ElectionState:
+    """What the quorum-state file records for `state`."""
+    match state:
+        case Voted(voted_id=voted):
+            return ElectionState(state.epoch, None, voted, voters)
+        case Candidate():
+            return ElectionState(state.epoch, None, local_id, voters)
+        case Leader() | Resigned():
+            return ElectionState(state.epoch, local_id, None, voters)
+        case Follower(leader_id=leader):
+            return ElectionState(state.epoch, leader, None, voters)
+    return ElectionState(state.epoch, None, None, voters)
+
+
+def leader_id_of(state: QuorumState, local_id: int) -> int | None:
+    match state:
+        case Leader():
+            return local_id
+        case Follower(leader_id=leader):
+            return leader
+    return None
+
+
+# ------------------------------------------------------------------ timers
+
+
+def random_election_timeout_ms(rng: random.Random, election_timeout_ms: int) -> int:
+    """Uniform in [T, 2T) (QuorumState.randomElectionTimeoutMs), so voters rarely time out together."""
+    return election_timeout_ms + rng.randrange(election_timeout_ms)
+
+
+def binary_exponential_backoff_ms(rng: random.Random, retries: int, backoff_max_ms: int) -> int:
+    """After the `retries`-th lost election: 100 ms times a random number below 2^retries, capped."""
+    assert retries >= 1
+    return min(RETRY_BACKOFF_BASE_MS * rng.randrange(1 << min(retries, 20)), backoff_max_ms)
+
+
+def strict_exponential_backoff_ms(position: int, backoff_max_ms: int) -> int:
+    """How long a voter listed at `position` in EndQuorumEpoch's successors waits; -1 (unlisted) waits most.
+
+    The first preferred successor stands at once, the next after 100 ms, then 200, 400 ... capped.
+    """
+    if position < 0:
+        return backoff_max_ms
+    if position == 0:
+        return 0
+    return min(RETRY_BACKOFF_BASE_MS << min(position - 1, 20), backoff_max_ms)
+
+
+# ------------------------------------------------------------------ voting
+
+
+def log_is_up_to_date(candidate_last: OffsetAndEpoch, local_last: OffsetAndEpoch) -> bool:
+    """Raft's rule: the candidate's last (epoch, end offset) is at least the voter's."""
+    return candidate_last.is_at_least(local_last)
+
+
+def may_grant_vote(state: QuorumState, candidate_id: int, candidate_last: OffsetAndEpoch,
+                   local_last: OffsetAndEpoch) -> bool:
+    """Whether a voter in `state` (already in the candidate's epoch) gives its one vote of the epoch.
+
+    Unattached: if the candidate's log is up to date. Voted: only again to the same candidate (a duplicate
+    request). A candidate votes for itself, a leader or follower knows the epoch's leader, and a resigned
+    leader led this epoch: they all refuse.
+    """
+    match state:
+        case Unattached():
+            return log_is_up_to_date(candidate_last, local_last)
+        case Voted(voted_id=voted):
+            return voted == candidate_id
+    return False
+
+
+def won_election(granted: frozenset[int], voters: frozenset[int]) -> bool:
+    return len(granted & voters) > len(voters) // 2
+
+
+def lost_election(rejected: frozenset[int], voters: frozenset[int]) -> bool:
+    """So many voters refused that the rest cannot make a majority."""
+    return len(rejected & voters) > len(voters) - (len(voters) // 2 + 1)
+
+
+# ------------------------------------------------------------------ commitment
+
+
+def majority_high_watermark(voter_offsets: dict[int, int], voters: frozenset[int], epoch_start_offset: int,
+                            current: int | None) -> int | None:
+    """The leader's new high watermark, or None when it does not move (LeaderState.maybeUpdateHighWatermark).
+
+    The offset a majority of VOTERS has reached: sorted descending, the one at index n/2. Observers are not
+    in `voters` and never count. It commits nothing until it passes `epoch_start_offset`, i.e. until the
+    epoch's own LeaderChange entry is on a majority (an earlier epoch's entries are committed only by it),
+    and it never goes down.
+    """
+    offsets = sorted((voter_offsets.get(voter, 0) for voter in voters), reverse=True)
+    candidate = offsets[len(voters) // 2]
+    if candidate <= epoch_start_offset:
+        return None
+    if current is not None and candidate <= current:
+        return None
+    return candidate
