@@ -132,7 +132,8 @@ class RaftNode:
     # ------------------------------------------------------------------ inputs
 
     def propose(self, values: list[bytes], now_ms: int) -> int:
-        """Append `values` in this leader's epoch; returns the offset of the last one."""
+        """Append `values` in this leader's epoch; returns the offset of the last one. Nothing is sent until
+        the flush (see `next_deadline_ms`)."""
         if not isinstance(self.state, Leader):
             raise NotLeaderError(f"node {self.node_id} is {self.role.value} in epoch {self.epoch}")
         assert values
@@ -335,10 +336,10 @@ class RaftNode:
     # ------------------------------------------------------------------ leader
 
     def _append_as_leader(self, entries: list[LogEntry], now_ms: int) -> None:
+        """Append now; flush (and so wake parked fetches) after the linger, batching close appends."""
         self.log.append(entries)
         if self._flush_due_ms is None:
             self._flush_due_ms = now_ms + APPEND_LINGER_MS
-        self._complete_parked_fetches(now_ms)
 
     def _tick_leader(self, now_ms: int) -> None:
         assert self._leader is not None
@@ -347,6 +348,7 @@ class RaftNode:
             self._flush_due_ms = None
             self._leader.update_local(self.log.flushed_end_offset, now_ms)
             self._maybe_advance_high_watermark(now_ms)
+            self._complete_parked_fetches(now_ms)
         if self._leader.check_quorum_expired(now_ms):
             self._resign(now_ms, ())
             return

@@ -31,11 +31,15 @@ class QuorumInvariants:
         # (epoch, committed end) observed by nodes in that epoch; committed ends only grow with epochs.
         self._commit_marks: list[tuple[int, int]] = []
         self._high_watermarks: dict[tuple[int, int], int] = {}  # (node, incarnation) -> last HW seen
+        self._checked: dict[int, tuple[int, int]] = {}  # node -> (log end, committed end) checked last time
 
     def check_node(self, node: RaftNode, incarnation: int) -> None:
+        """After `node` acted. Its log changes in one event by an append, a truncation or a snapshot only, so
+        the entries below what was checked last time (and still there) need no second look."""
         log = node.log
         assert isinstance(log, MemoryRaftLog)
-        self._check_log_matching(node.node_id, log)
+        matched_end, committed_end = self._checked.get(node.node_id, (0, 0))
+        self._check_log_matching(node.node_id, log, max(log.start_offset, min(matched_end, log.end_offset)))
         hw = node.high_watermark
         if hw is not None:
             key = (node.node_id, incarnation)
@@ -45,26 +49,24 @@ class QuorumInvariants:
             self._high_watermarks[key] = hw
             if hw > log.end_offset:
                 raise InvariantViolation(f"node {node.node_id}: high watermark {hw} above its log end {log.end_offset}")
-            self._check_committed(node.node_id, log, hw)
+            first = max(log.start_offset, min(committed_end, hw))
+            for offset, entry in enumerate(log.read(first, hw - first), start=first):
+                self._agree(node.node_id, offset, entry, "committed")
+            committed_end = hw
             self._mark_commit(node.epoch, hw)
+        self._checked[node.node_id] = (log.end_offset, committed_end)
         if node.role is Role.LEADER:
             self._check_leader(node)
 
-    def _check_log_matching(self, node_id: int, log: MemoryRaftLog) -> None:
-        before = log.start_epoch
-        for offset, entry in enumerate(log.read(log.start_offset, log.end_offset - log.start_offset),
-                                       start=log.start_offset):
+    def _check_log_matching(self, node_id: int, log: MemoryRaftLog, first: int) -> None:
+        before = log.epoch_at(first - 1) if first > log.start_offset else log.start_epoch
+        for offset, entry in enumerate(log.read(first, log.end_offset - first), start=first):
             seen = self.entries.setdefault((offset, entry.epoch), (entry.value, before))
             if seen != (entry.value, before):
                 raise InvariantViolation(
                     f"log matching: node {node_id} has ({offset}, epoch {entry.epoch}) = {entry.value!r} after "
                     f"epoch {before}, another log has {seen[0]!r} after epoch {seen[1]}")
             before = entry.epoch
-
-    def _check_committed(self, node_id: int, log: MemoryRaftLog, hw: int) -> None:
-        first = log.start_offset
-        for offset, entry in enumerate(log.read(first, max(0, min(hw, log.end_offset) - first)), start=first):
-            self._agree(node_id, offset, entry, "committed")
 
     def _agree(self, node_id: int, offset: int, entry: LogEntry, what: str) -> None:
         if offset < len(self.committed):
