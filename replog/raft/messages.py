@@ -44,7 +44,7 @@ class VoteRequest:
     candidate_id: int
     last_offset_epoch: int
     last_offset: int
-    voter_id: int  # the receiver, so a misdirected request is refused (KIP-853 adds it; harmless before)
+    voter_id: int  # the receiver, so a misdirected request is refused; -1 in Vote v0, which lacks it
 
 
 @dataclass(frozen=True, slots=True)

@@ -406,7 +406,8 @@ class RaftNode:
 
     def _on_vote_request(self, envelope: Envelope, request: m.VoteRequest, now_ms: int) -> None:
         error = self._common_request_error(envelope, request.cluster_id, request.candidate_epoch, True)
-        if error is None and (request.candidate_id != envelope.source or request.voter_id != self.node_id):
+        # Vote v0 has no VoterId (-1): only a request that names another voter is misdirected.
+        if error is None and (request.candidate_id != envelope.source or request.voter_id not in (-1, self.node_id)):
             error = ErrorCode.inconsistent_voter_set
         if error is not None:
             self._respond(envelope, m.VoteResponse(error, self._leader_or_none(), self.epoch, False))

@@ -150,7 +150,7 @@ class MemoryRaftLog:
             self._entries.append(entry)
 
     def read(self, offset: int, max_entries: int) -> tuple[LogEntry, ...]:
-        assert self._start <= offset <= self.end_offset
+        assert self._start <= offset <= self.end_offset and max_entries >= 0
         first = offset - self._start
         return tuple(self._entries[first:first + max_entries])
 

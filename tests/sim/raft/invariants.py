@@ -49,8 +49,9 @@ class QuorumInvariants:
             self._high_watermarks[key] = hw
             if hw > log.end_offset:
                 raise InvariantViolation(f"node {node.node_id}: high watermark {hw} above its log end {log.end_offset}")
+            # A node may know a high watermark below its own snapshot (learned before it loaded one).
             first = max(log.start_offset, min(committed_end, hw))
-            for offset, entry in enumerate(log.read(first, hw - first), start=first):
+            for offset, entry in enumerate(log.read(first, max(0, hw - first)), start=first):
                 self._agree(node.node_id, offset, entry, "committed")
             committed_end = hw
             self._mark_commit(node.epoch, hw)
