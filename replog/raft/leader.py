@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kio.schema.errors import ErrorCode
+
+from replog.raft import messages as m
 from replog.raft.messages import Envelope, ReplicaProgress
+from replog.raft.raft_log import DivergingFetch, RaftLog, SnapshotNeeded, validate_fetch
+from replog.raft.snapshots import MAX_SNAPSHOT_CHUNK_BYTES, snapshot_chunk
 from replog.raft.states import CHECK_QUORUM_TIMEOUT_FACTOR, majority_high_watermark
 
 
@@ -67,3 +72,27 @@ class LeaderProgress:
         voters = tuple(describe(replica) for replica in sorted(self.voters))
         observers = tuple(describe(replica) for replica in sorted(self.replicas) if replica not in self.voters)
         return voters, observers
+
+
+def fetch_answer(log: RaftLog, request: m.FetchRequest, leader_id: int, epoch: int, high_watermark: int | None,
+                 max_entries: int) -> m.FetchResponse:
+    """The leader's answer to a Fetch at `request.fetch_offset`: DivergingEpoch, SnapshotId, or records."""
+    answer = dict(error_code=ErrorCode.none, leader_id=leader_id, leader_epoch=epoch,
+                  high_watermark=-1 if high_watermark is None else high_watermark, log_start_offset=log.start_offset)
+    check = validate_fetch(log, request.fetch_offset, request.last_fetched_epoch)
+    if isinstance(check, DivergingFetch):
+        return m.FetchResponse(**answer, diverging_epoch=check.diverging_epoch)
+    if isinstance(check, SnapshotNeeded):
+        return m.FetchResponse(**answer, snapshot_id=check.snapshot_id)
+    return m.FetchResponse(**answer, records=log.read(request.fetch_offset, max_entries))
+
+
+def fetch_snapshot_answer(data: bytes, request: m.FetchSnapshotRequest, leader_id: int,
+                          epoch: int) -> m.FetchSnapshotResponse:
+    """One chunk of the snapshot `data` from `request.position`; a position past the end is out of range."""
+    if not 0 <= request.position < max(len(data), 1):
+        return m.FetchSnapshotResponse(ErrorCode.position_out_of_range, leader_id, epoch, request.snapshot_id,
+                                       len(data), request.position, b"")
+    chunk = snapshot_chunk(data, request.position, min(request.max_bytes, MAX_SNAPSHOT_CHUNK_BYTES))
+    return m.FetchSnapshotResponse(ErrorCode.none, leader_id, epoch, request.snapshot_id, len(data),
+                                   request.position, chunk)

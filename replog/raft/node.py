@@ -8,7 +8,6 @@ new epoch or vote, so a restart can neither vote twice in an epoch nor forget th
 
 from __future__ import annotations
 
-import itertools
 import random
 from dataclasses import dataclass, replace
 
@@ -17,15 +16,15 @@ from kio.schema.errors import ErrorCode
 from replog.raft import messages as m
 from replog.raft import states as s
 from replog.raft.config import QuorumConfig
-from replog.raft.leader import LeaderProgress
+from replog.raft.leader import LeaderProgress, fetch_answer, fetch_snapshot_answer
 from replog.raft.messages import NO_LEADER, Envelope, LogEntry, OffsetAndEpoch
-from replog.raft.quorum_state_file import ElectionState, VoterSetMismatchError, check_voters
-from replog.raft.raft_log import DivergingFetch, RaftLog, SnapshotNeeded, truncation_offset, validate_fetch
-from replog.raft.snapshots import SnapshotDownload, snapshot_chunk
+from replog.raft.quorum_state_file import ElectionState, QuorumStateStore, VoterSetMismatchError, check_voters
+from replog.raft.raft_log import RaftLog, truncation_offset
+from replog.raft.requests import RequestChannel
+from replog.raft.snapshots import MAX_SNAPSHOT_CHUNK_BYTES, SnapshotDownload
 from replog.raft.states import Candidate, Follower, Leader, QuorumState, Resigned, Unattached, Voted
 
 APPEND_LINGER_MS = 25  # controller.quorum.append.linger.ms: a leader batches appends this long before a flush
-SNAPSHOT_CHUNK_BYTES = 1 << 20
 
 
 class NotLeaderError(Exception):
@@ -46,14 +45,6 @@ class LoadSnapshot:
     data: bytes
 
 
-class QuorumStateStore:
-    """The quorum-state store interface: QuorumStateFile, or MemoryQuorumStateStore in tests."""
-
-    def read(self) -> ElectionState | None: ...
-
-    def write(self, state: ElectionState) -> None: ...
-
-
 class RaftNode:
     def __init__(self, node_id: int, config: QuorumConfig, log: RaftLog, store: QuorumStateStore,
                  rng: random.Random, now_ms: int, cluster_id: str = "replog") -> None:
@@ -66,16 +57,11 @@ class RaftNode:
         self._store = store
         self._rng = rng
         self.high_watermark: int | None = None  # unknown after a start until the leader says (KRaft keeps none)
-        self._correlation_ids = itertools.count(1)
-        # destination -> (correlation id, sent at, fetch offset): one request in flight per peer, as Kafka's
-        # RequestManager; a response that does not match is stale or a duplicate and is dropped.
-        self._in_flight: dict[int, tuple[int, int, int]] = {}
+        self._channel = RequestChannel(node_id, config.request_timeout_ms)
         self._retry_at_ms = 0  # a follower backs off after an error answer
-        self._outbox: list[Envelope] = []
         self._leader: LeaderProgress | None = None
         self._flush_due_ms: int | None = None
         self._download: SnapshotDownload | None = None
-        self._answered_fetch_offset = -1  # the fetch offset of the request the current response answers
         self._end_epoch_acked: set[int] = set()  # voters that acknowledged this resigned leader's EndQuorumEpoch
         snapshot = log.latest_snapshot_id()
         self._pending_load = snapshot
@@ -117,11 +103,12 @@ class RaftNode:
                 times.append(deadline)
             case Follower(fetch_deadline_ms=deadline):
                 times.append(deadline)
-                if self.state.leader_id not in self._in_flight:
+                if not self._channel.is_waiting_for(self.state.leader_id):
                     times.append(self._retry_at_ms)
-        if isinstance(self.state, Unattached) and not self.is_voter and not self._in_flight:
+        if isinstance(self.state, Unattached) and not self.is_voter and self._channel.idle:
             times.append(self._retry_at_ms)  # an observer looks for the leader
-        times.extend(sent + self.config.request_timeout_ms for _, sent, _ in self._in_flight.values())
+        if (expiry := self._channel.next_expiry_ms()) is not None:
+            times.append(expiry)
         if self._leader is not None:
             times.append(self._leader.check_quorum_deadline_ms)
             times.extend(deadline for _, deadline in self._leader.parked.values())
@@ -154,19 +141,19 @@ class RaftNode:
             self._on_fetch_snapshot_request(envelope, message, now_ms)
         elif isinstance(message, m.DescribeQuorumRequest):
             self._on_describe_quorum(envelope)
-        elif self._take_in_flight(envelope):
+        elif (answered := self._channel.take_answered(envelope)) is not None:
             if isinstance(message, m.VoteResponse):
                 self._on_vote_response(envelope.source, message, now_ms)
             elif isinstance(message, m.FetchResponse):
-                self._on_fetch_response(envelope, message, now_ms)
+                self._on_fetch_response(envelope, message, answered.fetch_offset, now_ms)
             elif isinstance(message, m.FetchSnapshotResponse):
                 self._on_fetch_snapshot_response(message, now_ms)
             else:
                 self._on_quorum_epoch_response(envelope.source, message, now_ms)
-        return self._drain_outbox()
+        return self._channel.drain()
 
     def tick(self, now_ms: int) -> list[Envelope]:
-        self._expire_in_flight(now_ms)
+        self._channel.expire(now_ms)
         state = self.state
         if isinstance(state, Leader):
             self._tick_leader(now_ms)
@@ -192,13 +179,13 @@ class RaftNode:
             else:
                 end = m.EndQuorumEpochRequest(self.cluster_id, self.node_id, state.epoch, state.preferred_successors)
                 for voter in sorted(self.voters - {self.node_id} - self._end_epoch_acked):
-                    self._send_request(voter, end, now_ms)
+                    self._channel.send(voter, end, now_ms)
         elif self.is_voter:  # Unattached or Voted
             if now_ms >= state.election_deadline_ms:
                 self._become_candidate(now_ms, retries=1)
-        elif not self._in_flight and now_ms >= self._retry_at_ms:
+        elif self._channel.idle and now_ms >= self._retry_at_ms:
             self._probe_for_leader(now_ms)
-        return self._drain_outbox()
+        return self._channel.drain()
 
     def take_committed(self) -> list[Committed | LoadSnapshot]:
         """What the state machine applies next: a snapshot to load first if any, then committed entries."""
@@ -267,7 +254,7 @@ class RaftNode:
             self._store.write(s.election_state(new, self.node_id, self.voters))
         self.state = new
         if type(new) is not type(old) or new.epoch != old.epoch:
-            self._in_flight.clear()
+            self._channel.forget_all()
             self._retry_at_ms = 0
             self._end_epoch_acked.clear()
         if isinstance(old, Leader) and not isinstance(new, Leader):
@@ -322,7 +309,7 @@ class RaftNode:
             successors = tuple(sorted(self.voters - {self.node_id},
                                       key=lambda voter: (-replicas[voter].end_offset, voter)))
             self._resign(now_ms, successors)
-        return self._drain_outbox()
+        return self._channel.drain()
 
     def _step_down_as_leader(self) -> None:
         """Answer parked fetches, so their followers learn of the change instead of waiting."""
@@ -331,7 +318,7 @@ class RaftNode:
         self._leader = None
         self._flush_due_ms = None
         for request, _ in parked:
-            self._respond(request, self._fetch_error(ErrorCode.not_leader_or_follower))
+            self._channel.respond(request, self._fetch_error(ErrorCode.not_leader_or_follower))
 
     # ------------------------------------------------------------------ leader
 
@@ -355,7 +342,7 @@ class RaftNode:
         for replica, (_, deadline) in list(self._leader.parked.items()):
             if now_ms >= deadline:
                 request, _ = self._leader.parked.pop(replica)
-                self._respond(request, self._fetch_answer(request.message, now_ms))
+                self._channel.respond(request, self._fetch_answer(request.message))
         self._send_begin_quorum_epoch(now_ms)
 
     def _send_begin_quorum_epoch(self, now_ms: int) -> None:
@@ -363,7 +350,7 @@ class RaftNode:
         assert self._leader is not None
         begin = m.BeginQuorumEpochRequest(self.cluster_id, self.node_id, self.epoch)
         for voter in sorted(self.voters - self._leader.begin_epoch_acked):
-            self._send_request(voter, begin, now_ms)
+            self._channel.send(voter, begin, now_ms)
 
     def _maybe_advance_high_watermark(self, now_ms: int) -> None:
         assert self._leader is not None
@@ -377,20 +364,7 @@ class RaftNode:
             return
         parked, self._leader.parked = self._leader.parked, {}
         for request, _ in parked.values():
-            self._respond(request, self._fetch_answer(request.message, now_ms))
-
-    def _fetch_answer(self, request: m.FetchRequest, now_ms: int) -> m.FetchResponse:
-        """The leader's answer to a follower at `request.fetch_offset` (validated again: the log may have moved)."""
-        hw = -1 if self.high_watermark is None else self.high_watermark
-        answer = dict(error_code=ErrorCode.none, leader_id=self.node_id, leader_epoch=self.epoch,
-                      high_watermark=hw, log_start_offset=self.log.start_offset)
-        check = validate_fetch(self.log, request.fetch_offset, request.last_fetched_epoch)
-        if isinstance(check, DivergingFetch):
-            return m.FetchResponse(**answer, diverging_epoch=check.diverging_epoch)
-        if isinstance(check, SnapshotNeeded):
-            return m.FetchResponse(**answer, snapshot_id=check.snapshot_id)
-        records = self.log.read(request.fetch_offset, self.config.fetch_max_entries)
-        return m.FetchResponse(**answer, records=records)
+            self._channel.respond(request, self._fetch_answer(request.message))
 
     # ------------------------------------------------------------------ requests
 
@@ -410,7 +384,7 @@ class RaftNode:
         if error is None and (request.candidate_id != envelope.source or request.voter_id not in (-1, self.node_id)):
             error = ErrorCode.inconsistent_voter_set
         if error is not None:
-            self._respond(envelope, m.VoteResponse(error, self._leader_or_none(), self.epoch, False))
+            self._channel.respond(envelope, m.VoteResponse(error, self._leader_or_none(), self.epoch, False))
             return
         if request.candidate_epoch > self.epoch:
             self._transition(self._unattached(request.candidate_epoch, now_ms), now_ms)
@@ -419,7 +393,7 @@ class RaftNode:
                                    self.log.last_offset_and_epoch())
         if granted and isinstance(self.state, Unattached):
             self._transition(Voted(self.epoch, request.candidate_id, self.state.election_deadline_ms), now_ms)
-        self._respond(envelope, m.VoteResponse(ErrorCode.none, self._leader_or_none(), self.epoch, granted))
+        self._channel.respond(envelope, m.VoteResponse(ErrorCode.none, self._leader_or_none(), self.epoch, granted))
 
     def _on_begin_quorum_epoch(self, envelope: Envelope, request: m.BeginQuorumEpochRequest, now_ms: int) -> None:
         error = self._common_request_error(envelope, request.cluster_id, request.leader_epoch, True)
@@ -432,7 +406,7 @@ class RaftNode:
                 follower = Follower(request.leader_epoch, request.leader_id, now_ms + self.config.fetch_timeout_ms)
                 self._transition(follower, now_ms)
                 self._maybe_fetch(now_ms)
-        self._respond(envelope, m.BeginQuorumEpochResponse(error or ErrorCode.none, self._leader_or_none(), self.epoch))
+        self._channel.respond(envelope, m.BeginQuorumEpochResponse(error or ErrorCode.none, self._leader_or_none(), self.epoch))
 
     def _on_end_quorum_epoch(self, envelope: Envelope, request: m.EndQuorumEpochRequest, now_ms: int) -> None:
         error = self._common_request_error(envelope, request.cluster_id, request.leader_epoch, True)
@@ -445,7 +419,7 @@ class RaftNode:
             elif isinstance(self.state, Follower) and self.state.leader_id == request.leader_id:
                 deadline = min(self.state.fetch_deadline_ms, now_ms + backoff)
                 self.state = replace(self.state, fetch_deadline_ms=deadline)
-        self._respond(envelope, m.EndQuorumEpochResponse(error or ErrorCode.none, self._leader_or_none(), self.epoch))
+        self._channel.respond(envelope, m.EndQuorumEpochResponse(error or ErrorCode.none, self._leader_or_none(), self.epoch))
 
     def _on_fetch_request(self, envelope: Envelope, request: m.FetchRequest, now_ms: int) -> None:
         error = self._common_request_error(envelope, request.cluster_id, request.current_leader_epoch, False)
@@ -456,10 +430,10 @@ class RaftNode:
         if error is None and request.replica_id != envelope.source:
             error = ErrorCode.invalid_request
         if error is not None:
-            self._respond(envelope, self._fetch_error(error))
+            self._channel.respond(envelope, self._fetch_error(error))
             return
         assert self._leader is not None
-        answer = self._fetch_answer(request, now_ms)
+        answer = self._fetch_answer(request)
         if answer.diverging_epoch is None and answer.snapshot_id is None:
             self._leader.update_replica(request.replica_id, request.fetch_offset, self.log.end_offset, now_ms)
             self._maybe_advance_high_watermark(now_ms)
@@ -467,7 +441,7 @@ class RaftNode:
             if not answer.records and request.max_wait_ms > 0:
                 self._leader.parked[request.replica_id] = (envelope, now_ms + request.max_wait_ms)
                 return
-        self._respond(envelope, answer)
+        self._channel.respond(envelope, answer)
 
     def _on_fetch_snapshot_request(self, envelope: Envelope, request: m.FetchSnapshotRequest, now_ms: int) -> None:
         error = self._common_request_error(envelope, request.cluster_id, request.current_leader_epoch, False)
@@ -475,13 +449,13 @@ class RaftNode:
             error = ErrorCode.not_leader_or_follower
         if error is None and request.snapshot_id != self.log.latest_snapshot_id():
             error = ErrorCode.snapshot_not_found
-        data = b"" if error is not None else self.log.read_snapshot(request.snapshot_id)
-        if error is None and not 0 <= request.position < max(len(data), 1):
-            error = ErrorCode.position_out_of_range
-        chunk = b"" if error is not None else snapshot_chunk(data, request.position,
-                                                            min(request.max_bytes, SNAPSHOT_CHUNK_BYTES))
-        self._respond(envelope, m.FetchSnapshotResponse(error or ErrorCode.none, self._leader_or_none(), self.epoch,
-                                                        request.snapshot_id, len(data), request.position, chunk))
+        if error is not None:
+            answer = m.FetchSnapshotResponse(error, self._leader_or_none(), self.epoch, request.snapshot_id, 0,
+                                             request.position, b"")
+        else:
+            answer = fetch_snapshot_answer(self.log.read_snapshot(request.snapshot_id), request, self.node_id,
+                                           self.epoch)
+        self._channel.respond(envelope, answer)
 
     def _on_describe_quorum(self, envelope: Envelope) -> None:
         if self._leader is None:
@@ -491,7 +465,7 @@ class RaftNode:
             voters, observers = self._leader.progress()
             hw = -1 if self.high_watermark is None else self.high_watermark
             answer = m.DescribeQuorumResponse(ErrorCode.none, self.node_id, self.epoch, hw, voters, observers)
-        self._respond(envelope, answer)
+        self._channel.respond(envelope, answer)
 
     # ------------------------------------------------------------------ responses
 
@@ -522,8 +496,8 @@ class RaftNode:
         elif isinstance(response, m.EndQuorumEpochResponse) and response.error_code == ErrorCode.none:
             self._end_epoch_acked.add(source)
 
-    def _on_fetch_response(self, envelope: Envelope, response: m.FetchResponse, now_ms: int) -> None:
-        fetch_offset = self._answered_fetch_offset
+    def _on_fetch_response(self, envelope: Envelope, response: m.FetchResponse, fetch_offset: int,
+                           now_ms: int) -> None:
         if self._observe(response.leader_epoch, response.leader_id, now_ms):
             return
         state = self.state
@@ -576,24 +550,25 @@ class RaftNode:
 
     def _maybe_fetch(self, now_ms: int) -> None:
         state = self.state
-        if not isinstance(state, Follower) or state.leader_id in self._in_flight or now_ms < self._retry_at_ms:
+        if (not isinstance(state, Follower) or self._channel.is_waiting_for(state.leader_id)
+                or now_ms < self._retry_at_ms):
             return
         if self._download is not None:
             request = m.FetchSnapshotRequest(self.cluster_id, self.node_id, self.epoch, self._download.snapshot_id,
-                                             self._download.position, SNAPSHOT_CHUNK_BYTES)
-            self._send_request(state.leader_id, request, now_ms)
+                                             self._download.position, MAX_SNAPSHOT_CHUNK_BYTES)
+            self._channel.send(state.leader_id, request, now_ms)
             return
         last = self.log.last_offset_and_epoch()
         fetch = m.FetchRequest(self.cluster_id, self.node_id, self.epoch, last.offset, last.epoch,
                                self.config.fetch_max_wait_ms)
-        self._send_request(state.leader_id, fetch, now_ms, fetch_offset=last.offset)
+        self._channel.send(state.leader_id, fetch, now_ms, fetch_offset=last.offset)
 
     def _probe_for_leader(self, now_ms: int) -> None:
         """An observer without a leader asks a random voter; any answer names the leader it knows."""
         last = self.log.last_offset_and_epoch()
         voter = self._rng.choice(sorted(self.voters))
         fetch = m.FetchRequest(self.cluster_id, self.node_id, self.epoch, last.offset, last.epoch, 0)
-        self._send_request(voter, fetch, now_ms, fetch_offset=last.offset)
+        self._channel.send(voter, fetch, now_ms, fetch_offset=last.offset)
         self._retry_at_ms = now_ms + self.config.retry_backoff_ms
 
     def _send_vote_requests(self, now_ms: int) -> None:
@@ -604,35 +579,11 @@ class RaftNode:
         last = self.log.last_offset_and_epoch()
         for voter in sorted(self.voters - state.granted - state.rejected):
             vote = m.VoteRequest(self.cluster_id, state.epoch, self.node_id, last.epoch, last.offset, voter)
-            self._send_request(voter, vote, now_ms)
+            self._channel.send(voter, vote, now_ms)
 
-    def _send_request(self, destination: int, message: m.Request, now_ms: int, fetch_offset: int = -1) -> None:
-        if destination in self._in_flight:
-            return
-        correlation_id = next(self._correlation_ids)
-        self._in_flight[destination] = (correlation_id, now_ms, fetch_offset)
-        self._outbox.append(Envelope(self.node_id, destination, correlation_id, message))
-
-    def _respond(self, request: Envelope, message: m.Response) -> None:
-        self._outbox.append(Envelope(self.node_id, request.source, request.correlation_id, message))
-
-    def _take_in_flight(self, response: Envelope) -> bool:
-        in_flight = self._in_flight.get(response.source)
-        if in_flight is None or in_flight[0] != response.correlation_id:
-            return False
-        del self._in_flight[response.source]
-        self._answered_fetch_offset = in_flight[2]
-        return True
-
-    def _expire_in_flight(self, now_ms: int) -> None:
-        """A request unanswered for request.timeout.ms is given up, so it can be sent again."""
-        for destination, (_, sent, _) in list(self._in_flight.items()):
-            if now_ms >= sent + self.config.request_timeout_ms:
-                del self._in_flight[destination]
-
-    def _drain_outbox(self) -> list[Envelope]:
-        out, self._outbox = self._outbox, []
-        return out
+    def _fetch_answer(self, request: m.FetchRequest) -> m.FetchResponse:
+        return fetch_answer(self.log, request, self.node_id, self.epoch, self.high_watermark,
+                            self.config.fetch_max_entries)
 
     def _leader_or_none(self) -> int:
         leader = self.leader_id

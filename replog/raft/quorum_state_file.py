@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from replog.log.checkpoint import write_atomically
 
@@ -67,6 +68,14 @@ class ElectionState:
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptQuorumStateError(f"{where}: not a quorum-state file ({exc!r})") from exc
         return ElectionState(epoch, None if leader == UNKNOWN else leader, None if voted == UNKNOWN else voted, voters)
+
+
+class QuorumStateStore(Protocol):
+    """Where a node keeps its ElectionState: QuorumStateFile, or MemoryQuorumStateStore in tests."""
+
+    def read(self) -> ElectionState | None: ...
+
+    def write(self, state: ElectionState) -> None: ...
 
 
 class QuorumStateFile:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from replog.raft.messages import OffsetAndEpoch
 
 MAX_SNAPSHOT_BYTES = 1 << 30  # a FetchSnapshot `size` above this is refused rather than buffered
+MAX_SNAPSHOT_CHUNK_BYTES = 1 << 20  # what one FetchSnapshot asks for and a leader sends at most
 
 
 @dataclass(frozen=True, slots=True)
