@@ -18,7 +18,7 @@ from replog.raft import states as s
 from replog.raft.config import QuorumConfig
 from replog.raft.leader import LeaderProgress, fetch_answer, fetch_snapshot_answer
 from replog.raft.messages import NO_LEADER, Envelope, LogEntry, OffsetAndEpoch
-from replog.raft.quorum_state_file import ElectionState, QuorumStateStore, VoterSetMismatchError, check_voters
+from replog.raft.quorum_state_file import QuorumStateStore, check_voters
 from replog.raft.raft_log import RaftLog, truncation_offset
 from replog.raft.requests import RequestChannel
 from replog.raft.snapshots import MAX_SNAPSHOT_CHUNK_BYTES, SnapshotDownload
@@ -68,7 +68,9 @@ class RaftNode:
         self._next_commit = snapshot.offset if snapshot is not None else log.start_offset
         saved = store.read()
         check_voters(saved, self.voters, f"node {node_id} quorum-state")
-        self.state: QuorumState = self._initial_state(saved, now_ms)
+        self.state: QuorumState = s.restart_state(
+            saved, log.last_offset_and_epoch().epoch, node_id, self.voters, now_ms,
+            lambda: now_ms + self._election_timeout(), now_ms + config.fetch_timeout_ms)
         self._store.write(s.election_state(self.state, node_id, self.voters))
         if self.is_voter and len(self.voters) == 1 and not isinstance(self.state, Candidate | Leader):
             self._become_candidate(now_ms, retries=1)
@@ -210,28 +212,6 @@ class RaftNode:
 
     # ------------------------------------------------------------------ transitions
 
-    def _initial_state(self, saved: ElectionState | None, now_ms: int) -> QuorumState:
-        """QuorumState.initialize: resume the saved epoch, never as leader."""
-        log_epoch = self.log.last_offset_and_epoch().epoch
-        if saved is not None and saved.voted_id is not None and not self.is_voter:
-            raise VoterSetMismatchError(
-                f"node {self.node_id} quorum-state records a vote in epoch {saved.epoch}, so it was a voter, "
-                f"but it is not in controller.quorum.voters {sorted(self.voters)}")
-        if saved is None or saved.epoch < log_epoch:
-            return self._unattached(max(log_epoch, 0), now_ms, delay_ms=self._election_timeout())
-        if saved.leader_id == self.node_id:
-            # A leader restarts resigned in its epoch: it must not vote in it again, and its unflushed
-            # entries may be gone, so it must not lead it again either.
-            return Resigned(saved.epoch, now_ms + self._election_timeout(), ())
-        if saved.voted_id == self.node_id:
-            return Candidate(saved.epoch, frozenset({self.node_id}), frozenset(), 1,
-                             now_ms + self._election_timeout())
-        if saved.voted_id is not None:
-            return Voted(saved.epoch, saved.voted_id, now_ms + self._election_timeout())
-        if saved.leader_id is not None:
-            return Follower(saved.epoch, saved.leader_id, now_ms + self.config.fetch_timeout_ms)
-        return self._unattached(saved.epoch, now_ms, delay_ms=self._election_timeout())
-
     def _election_timeout(self) -> int:
         return s.random_election_timeout_ms(self._rng, self.config.election_timeout_ms)
 
@@ -257,10 +237,11 @@ class RaftNode:
             self._channel.forget_all()
             self._retry_at_ms = 0
             self._end_epoch_acked.clear()
+            self._download = None  # a snapshot of the old leader's may not exist on the new one
         if isinstance(old, Leader) and not isinstance(new, Leader):
             self._step_down_as_leader()
-        if not isinstance(new, Follower):
-            self._download = None
+        if isinstance(new, Follower):
+            self._maybe_fetch(now_ms)  # pull replication: the follower's first fetch is what the leader waits for
 
     def _observe(self, epoch: int, leader_id: int, now_ms: int) -> bool:
         """Follow news of a higher epoch, or of this epoch's leader; True when the state changed."""
@@ -405,7 +386,6 @@ class RaftNode:
             if not (isinstance(self.state, Follower) and self.state.epoch == request.leader_epoch):
                 follower = Follower(request.leader_epoch, request.leader_id, now_ms + self.config.fetch_timeout_ms)
                 self._transition(follower, now_ms)
-                self._maybe_fetch(now_ms)
         self._channel.respond(envelope, m.BeginQuorumEpochResponse(error or ErrorCode.none, self._leader_or_none(), self.epoch))
 
     def _on_end_quorum_epoch(self, envelope: Envelope, request: m.EndQuorumEpochRequest, now_ms: int) -> None:

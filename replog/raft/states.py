@@ -9,11 +9,12 @@ milliseconds of the injected clock; randomness comes from the caller's `random.R
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
 from replog.raft.messages import OffsetAndEpoch
-from replog.raft.quorum_state_file import ElectionState
+from replog.raft.quorum_state_file import ElectionState, VoterSetMismatchError
 
 # KafkaRaftClient.RETRY_BACKOFF_BASE_MS: the unit of the election back-offs.
 RETRY_BACKOFF_BASE_MS = 100
@@ -94,6 +95,35 @@ def election_state(state: QuorumState, local_id: int, voters: frozenset[int]) ->
         case Follower(leader_id=leader):
             return ElectionState(state.epoch, leader, None, voters)
     return ElectionState(state.epoch, None, None, voters)
+
+
+def restart_state(saved: ElectionState | None, log_epoch: int, local_id: int, voters: frozenset[int],
+                  now_ms: int, election_deadline: Callable[[], int], fetch_deadline_ms: int) -> QuorumState:
+    """The state a node starts in (QuorumState.initialize): the saved epoch, never as leader.
+
+    `election_deadline` draws a randomized election deadline (a voter's, for the states that wait for one).
+    """
+    if saved is not None and saved.voted_id is not None and local_id not in voters:
+        raise VoterSetMismatchError(
+            f"node {local_id} quorum-state records a vote in epoch {saved.epoch}, so it was a voter, "
+            f"but it is not in controller.quorum.voters {sorted(voters)}")
+
+    def unattached(epoch: int) -> Unattached:
+        return Unattached(epoch, election_deadline() if local_id in voters else None)
+
+    if saved is None or saved.epoch < log_epoch:
+        return unattached(max(log_epoch, 0))
+    if saved.leader_id == local_id:
+        # A leader restarts resigned in its epoch: it must not vote in it again, and its unflushed entries
+        # may be gone, so it must not lead it again either.
+        return Resigned(saved.epoch, election_deadline(), ())
+    if saved.voted_id == local_id:
+        return Candidate(saved.epoch, frozenset({local_id}), frozenset(), 1, election_deadline())
+    if saved.voted_id is not None:
+        return Voted(saved.epoch, saved.voted_id, election_deadline())
+    if saved.leader_id is not None:
+        return Follower(saved.epoch, saved.leader_id, fetch_deadline_ms)
+    return unattached(saved.epoch)
 
 
 def leader_id_of(state: QuorumState, local_id: int) -> int | None:

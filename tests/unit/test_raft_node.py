@@ -358,3 +358,31 @@ def test_describe_quorum_on_the_leader():
         ErrorCode.none, 1, 1, 3)
     assert [(r.replica_id, r.log_end_offset) for r in answer.current_voters] == [(1, 3), (2, 3), (3, 0)]
     assert [(r.replica_id, r.log_end_offset) for r in answer.observers] == [(100, 1)]
+
+
+def test_a_refused_candidate_in_a_higher_epoch_does_not_reset_the_election_timer():
+    """A candidate with a short log that keeps losing raises the epoch at every back-off; voters that follow
+    it to each new epoch keep their timer (QuorumState.transitionToUnattached), or none of them would ever
+    stand (the simulation found that livelock)."""
+    log = MemoryRaftLog()
+    log.append([LogEntry(1, b"x")])
+    node = _node(log=log)
+    deadline = node.next_deadline_ms()
+    for epoch in range(2, 6):
+        assert not _deliver(node, 2, _vote(epoch, 2), deadline - 10)[0].message.vote_granted
+        assert (node.role, node.epoch, node.next_deadline_ms()) == (Role.UNATTACHED, epoch, deadline)
+    node.tick(deadline)
+    assert (node.role, node.epoch) == (Role.CANDIDATE, 6)
+
+
+def test_an_observer_never_stands_and_finds_the_leader_through_any_voter():
+    observer = _node(node_id=100)
+    assert observer.next_deadline_ms() == 0  # no election timer: it asks a voter at once
+    probe = observer.tick(0)[0]
+    assert probe.destination in (1, 2, 3) and probe.message.max_wait_ms == 0
+    answer = m.FetchResponse(ErrorCode.fenced_leader_epoch, 2, 6, 40, 0)
+    sent = _answer(observer, probe, answer, 1)
+    assert (observer.role, observer.leader_id, observer.epoch) == (Role.FOLLOWER, 2, 6)
+    assert sent[0].destination == 2 and sent[0].message.replica_id == 100
+    observer.tick(1 + 2000)  # the leader went quiet: look again, never stand
+    assert observer.role is Role.UNATTACHED
