@@ -32,6 +32,7 @@ class QuorumInvariants:
         self._commit_marks: list[tuple[int, int]] = []
         self._high_watermarks: dict[tuple[int, int], int] = {}  # (node, incarnation) -> last HW seen
         self._checked: dict[int, tuple[int, int]] = {}  # node -> (log end, committed end) checked last time
+        self._elected_checked: set[int] = set()  # epochs whose leader was checked at its election
 
     def check_node(self, node: RaftNode, incarnation: int) -> None:
         """After `node` acted. Its log changes in one event by an append, a truncation or a snapshot only, so
@@ -94,9 +95,14 @@ class QuorumInvariants:
         return max((end for _, end in self._commit_marks[:index]), default=0)
 
     def _check_leader(self, node: RaftNode) -> None:
+        """One leader per epoch, and at its election it holds everything committed in earlier epochs (a
+        leader only appends afterwards, and the other checks see its log)."""
         leader = self.leaders.setdefault(node.epoch, node.node_id)
         if leader != node.node_id:
             raise InvariantViolation(f"two leaders in epoch {node.epoch}: nodes {leader} and {node.node_id}")
+        if node.epoch in self._elected_checked:
+            return
+        self._elected_checked.add(node.epoch)
         required = min(self._committed_before_epoch(node.epoch), len(self.committed))
         log = node.log
         if log.end_offset < required:

@@ -30,7 +30,7 @@ from replog.raft.states import Role
 from ..network import EventQueue, NetworkFaults, SimClock, SimNetwork
 from .invariants import InvariantViolation, QuorumInvariants
 
-FAULT_PHASE_MS = 10_000
+FAULT_PHASE_MS = 8_000
 HEAL_PHASE_MS = 6_000
 TRACE_LINES = 30
 
