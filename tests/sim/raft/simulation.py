@@ -25,6 +25,7 @@ from replog.raft.messages import Envelope, LogEntry, OffsetAndEpoch
 from replog.raft.node import Committed, RaftNode
 from replog.raft.quorum_state_file import MemoryQuorumStateStore
 from replog.raft.raft_log import MemoryRaftLog
+from replog.raft.snapshots import SnapshotPolicy
 from replog.raft.states import Role
 
 from ..network import EventQueue, NetworkFaults, SimClock, SimNetwork
@@ -63,10 +64,10 @@ class Outcome:
 class StateMachine:
     """What a controller does with committed entries: applies them in order; snapshots itself."""
 
-    def __init__(self, snapshot_every: int) -> None:
+    def __init__(self, policy: SnapshotPolicy) -> None:
         self.applied: list[LogEntry] = []
-        self._snapshot_every = snapshot_every
-        self._since_snapshot = 0
+        self._policy = policy
+        self._records_since = self._bytes_since = 0
 
     def apply(self, node: RaftNode, invariants: QuorumInvariants, outcome: Outcome) -> None:
         first_new = len(self.applied)
@@ -74,31 +75,32 @@ class StateMachine:
             if isinstance(item, Committed):
                 assert item.offset == len(self.applied), (node.node_id, item.offset, len(self.applied))
                 self.applied.append(item.entry)
-                self._since_snapshot += 1
+                self._records_since += 1
+                self._bytes_since += len(item.entry.value)
             else:
                 self.applied = [LogEntry(epoch, value.encode(), control)
                                 for epoch, value, control in json.loads(item.data)]
                 assert len(self.applied) == item.snapshot_id.offset
-                first_new, self._since_snapshot = 0, 0
+                first_new, self._records_since, self._bytes_since = 0, 0, 0
                 outcome.snapshots_loaded += 1
         invariants.check_applied(node.node_id, self.applied, first_new)
-        if self._since_snapshot >= self._snapshot_every and self.applied:
+        if self._policy.due(self._records_since, self._bytes_since) and self.applied:
             snapshot_id = OffsetAndEpoch(len(self.applied), self.applied[-1].epoch)
             data = json.dumps([[e.epoch, e.value.decode(), e.control] for e in self.applied]).encode()
             node.create_snapshot(snapshot_id, data)
-            self._since_snapshot = 0
+            self._records_since = self._bytes_since = 0
 
 
 class SimNode:
     """One controller (or observer) host: its durable log and quorum-state, and its process when it runs."""
 
-    def __init__(self, node_id: int, snapshot_every: int) -> None:
+    def __init__(self, node_id: int, snapshot_policy: SnapshotPolicy) -> None:
         self.node_id = node_id
         self.log = MemoryRaftLog()
         self.store = MemoryQuorumStateStore()
-        self.snapshot_every = snapshot_every
+        self.snapshot_policy = snapshot_policy
         self.node: RaftNode | None = None
-        self.machine = StateMachine(snapshot_every)
+        self.machine = StateMachine(snapshot_policy)
         self.incarnation = 0
         self.tick_at: int | None = None
 
@@ -117,8 +119,9 @@ class QuorumSimulation:
         self.clock = SimClock()
         self.events = EventQueue(self.clock)
         self.network = SimNetwork(self.events, random.Random(self.rng.random()), NetworkFaults())
-        snapshot_every = self.rng.randint(5, 40)
-        self.hosts = {node_id: SimNode(node_id, snapshot_every) for node_id in (*self.voter_ids, self.observer_id)}
+        # Snapshots every few records (or a few hundred bytes), so followers often fall below the log start.
+        policy = SnapshotPolicy(max_records=self.rng.randint(5, 40), max_bytes=self.rng.randint(100, 1000))
+        self.hosts = {node_id: SimNode(node_id, policy) for node_id in (*self.voter_ids, self.observer_id)}
         self.invariants = QuorumInvariants()
         self.outcome = Outcome(seed, voter_count)
         # Lines, or callables that format one: most runs never print their trace.
@@ -194,7 +197,7 @@ class QuorumSimulation:
     def _start(self, host: SimNode) -> None:
         host.incarnation += 1
         host.tick_at = None
-        host.machine = StateMachine(host.snapshot_every)
+        host.machine = StateMachine(host.snapshot_policy)
         self.network.set_down(str(host.node_id), False)
         host.node = RaftNode(host.node_id, self.config, host.log, host.store, random.Random(self.rng.random()),
                              self.clock.now_ms)
