@@ -31,8 +31,8 @@ from replog.raft.states import Role
 from ..network import EventQueue, NetworkFaults, SimClock, SimNetwork
 from .invariants import InvariantViolation, QuorumInvariants
 
-FAULT_PHASE_MS = 8_000
-HEAL_PHASE_MS = 6_000
+FAULT_PHASE_MS = 4_000
+HEAL_PHASE_MS = 3_000
 TRACE_LINES = 30
 
 
@@ -114,7 +114,11 @@ class QuorumSimulation:
         self.observer_id = 100
         # Small fetches replicate an epoch's entries a few at a time, so a new leader's majority can hold its
         # predecessors' entries without its own first one: the case its LeaderChange entry guards against.
+        # Kafka's timeouts scaled down 4x, ratios kept (election 1000, fetch 2000, back-off 1000, request
+        # 2000, fetch wait 500), so that a few simulated seconds hold many elections.
         self.config = QuorumConfig(voters={voter: ("127.0.0.1", 9000 + voter) for voter in self.voter_ids},
+                                   election_timeout_ms=250, fetch_timeout_ms=500, election_backoff_max_ms=250,
+                                   request_timeout_ms=500, fetch_max_wait_ms=125,
                                    fetch_max_entries=self.rng.choice((1, 2, 3, 8)))
         self.clock = SimClock()
         self.events = EventQueue(self.clock)
@@ -134,7 +138,7 @@ class QuorumSimulation:
         for host in self.hosts.values():
             self._start(host)
         self.events.after(self.rng.randint(1, 100), self._client)
-        self.events.after(self.rng.randint(100, 1000), self._fault)
+        self.events.after(self.rng.randint(30, 500), self._fault)
         self.events.at(FAULT_PHASE_MS, self._heal)
         end = FAULT_PHASE_MS + HEAL_PHASE_MS
         while self.events.next_time() is not None and self.events.next_time() <= end:
@@ -216,7 +220,7 @@ class QuorumSimulation:
         self.trace.append(f"{self.clock.now_ms} {'power loss' if power_loss else 'kill'} node {host.node_id}")
 
     def _client(self) -> None:
-        if self.clock.now_ms < FAULT_PHASE_MS + HEAL_PHASE_MS - 3_000:
+        if self.clock.now_ms < FAULT_PHASE_MS + HEAL_PHASE_MS - 1_000:
             leaders = [h for h in self.hosts.values() if h.node is not None and h.node.role is Role.LEADER]
             if leaders:
                 host = self.rng.choice(leaders)
@@ -242,7 +246,7 @@ class QuorumSimulation:
         if choice < 0.3:
             if host.node is not None:
                 self._crash(host, power_loss=rng.random() < 0.6)
-                self.events.after(rng.randint(50, 2_500), lambda: self._restart(host))
+                self.events.after(rng.randint(20, 800), lambda: self._restart(host))
         elif choice < 0.55:
             a, b = rng.sample(sorted(self.hosts), 2)
             self.network.cut(str(a), str(b))
@@ -260,7 +264,7 @@ class QuorumSimulation:
                                                 duplication=rng.choice((0.0, 0.05, 0.2)),
                                                 max_delay_ms=rng.choice((1, 10, 50, 200)))
             self.trace.append(f"{self.clock.now_ms} network {self.network.faults}")
-        self.events.after(rng.randint(100, 1_500), self._fault)
+        self.events.after(rng.randint(30, 500), self._fault)
 
     def _restart(self, host: SimNode) -> None:
         if host.node is None:
