@@ -15,7 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from replog.raft import messages as m
 from replog.raft import states as s
-from replog.raft.config import QuorumConfig
+from replog.raft.config import BOOTSTRAP_SERVERS, VOTERS, QuorumConfig, QuorumConfigError
 from replog.raft.leader import LeaderProgress, fetch_answer, fetch_snapshot_answer
 from replog.raft.messages import NO_LEADER, Envelope, LogEntry, OffsetAndEpoch
 from replog.raft.quorum_state_file import QuorumStateStore, check_voters
@@ -48,6 +48,9 @@ class LoadSnapshot:
 class RaftNode:
     def __init__(self, node_id: int, config: QuorumConfig, log: RaftLog, store: QuorumStateStore,
                  rng: random.Random, now_ms: int, cluster_id: str = "replog") -> None:
+        if not config.voter_ids:
+            raise QuorumConfigError(f"{VOTERS} is empty: a quorum found only through {BOOTSTRAP_SERVERS} "
+                                    f"(KIP-853 dynamic voters) is not supported yet")
         self.node_id = node_id
         self.config = config
         self.voters = config.voter_ids

@@ -6,7 +6,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from replog.raft import messages as m
-from replog.raft.config import QuorumConfig
+from replog.raft.config import QuorumConfig, QuorumConfigError
 from replog.raft.messages import Envelope, LogEntry, OffsetAndEpoch
 from replog.raft.node import Committed, LoadSnapshot, NotLeaderError, RaftNode
 from replog.raft.quorum_state_file import ElectionState, MemoryQuorumStateStore, VoterSetMismatchError
@@ -386,3 +386,9 @@ def test_an_observer_never_stands_and_finds_the_leader_through_any_voter():
     assert sent[0].destination == 2 and sent[0].message.replica_id == 100
     observer.tick(1 + 2000)  # the leader went quiet: look again, never stand
     assert observer.role is Role.UNATTACHED
+
+
+def test_a_quorum_without_static_voters_is_refused():
+    config = QuorumConfig(voters={}, bootstrap_servers=(("a", 1),))
+    with pytest.raises(QuorumConfigError, match="controller.quorum.voters is empty"):
+        RaftNode(1, config, MemoryRaftLog(), MemoryQuorumStateStore(), random.Random(1), 0)
