@@ -279,13 +279,17 @@ class QuorumSimulation:
         self._heal_mark = len(self.invariants.committed)
 
     def _check_liveness(self) -> None:
-        """Healed for HEAL_PHASE_MS, the quorum must have a leader that committed entries proposed meanwhile."""
+        """Healed for HEAL_PHASE_MS (the client stopped a second before the end), the quorum must have a leader
+        that committed entries proposed meanwhile, and every node, observer included, must have applied all
+        that was committed."""
         leaders = [h.node for h in self.hosts.values() if h.node is not None and h.node.role is Role.LEADER]
         committed = len(self.invariants.committed)
-        if not leaders or committed <= self._heal_mark:
+        applied = {h.node_id: len(h.machine.applied) for h in self.hosts.values()}
+        if not leaders or committed <= self._heal_mark or min(applied.values()) < committed:
             raise SimulationFailure(self.seed, self.outcome.steps, self.clock.now_ms,
                                     f"no progress after healing: leaders {[n.node_id for n in leaders]}, "
-                                    f"committed {self._heal_mark} -> {committed}", self.trace)
+                                    f"committed {self._heal_mark} -> {committed}, applied per node {applied}",
+                                    self.trace)
 
 
 def run_seed(seed: int) -> Outcome:
