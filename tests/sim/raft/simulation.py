@@ -21,7 +21,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from replog.raft.config import QuorumConfig
-from replog.raft.messages import Envelope, LogEntry, OffsetAndEpoch
+from replog.raft.messages import Envelope, LogEntry, OffsetAndEpoch, VoteResponse
 from replog.raft.node import Committed, RaftNode
 from replog.raft.quorum_state_file import MemoryQuorumStateStore
 from replog.raft.raft_log import MemoryRaftLog
@@ -186,8 +186,15 @@ class QuorumSimulation:
         now = self.clock.now_ms
         self.trace.append(lambda: f"{now} {envelope.source}->{envelope.destination} "
                                   f"#{envelope.correlation_id} {str(envelope.message)[:300]}")
-        self._after(host, host.node.handle(envelope, self.clock.now_ms))
+        sent = host.node.handle(envelope, self.clock.now_ms)
+        self._after(host, sent)
         self._note_state(host)
+        if (self.clock.now_ms < FAULT_PHASE_MS and any(isinstance(e.message, VoteResponse) and e.message.vote_granted
+                                                      for e in sent) and self.rng.random() < 0.1):
+            # The worst moment to lose power: a vote is on the wire. Whatever the voter must remember
+            # (that it voted, in which epoch) has to be on disk already.
+            self._crash(host, power_loss=True)
+            self.events.after(self.rng.randint(1, 300), lambda: self._restart(host))
 
     def _note_state(self, host: SimNode) -> None:
         node = host.node
