@@ -9,12 +9,13 @@ new epoch or vote, so a restart can neither vote twice in an epoch nor forget th
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from kio.schema.errors import ErrorCode
 
 from replog.raft import messages as m
 from replog.raft import states as s
+from replog.raft.commits import CommitQueue, Committed, LoadSnapshot
 from replog.raft.config import BOOTSTRAP_SERVERS, VOTERS, QuorumConfig, QuorumConfigError
 from replog.raft.leader import LeaderProgress, fetch_answer, fetch_snapshot_answer
 from replog.raft.messages import NO_LEADER, Envelope, LogEntry, OffsetAndEpoch
@@ -29,20 +30,6 @@ APPEND_LINGER_MS = 25  # controller.quorum.append.linger.ms: a leader batches ap
 
 class NotLeaderError(Exception):
     pass
-
-
-@dataclass(frozen=True, slots=True)
-class Committed:
-    offset: int
-    entry: LogEntry
-
-
-@dataclass(frozen=True, slots=True)
-class LoadSnapshot:
-    """Replace the state machine's state with the snapshot's before applying anything after it."""
-
-    snapshot_id: OffsetAndEpoch
-    data: bytes
 
 
 class RaftNode:
@@ -66,9 +53,7 @@ class RaftNode:
         self._flush_due_ms: int | None = None
         self._download: SnapshotDownload | None = None
         self._end_epoch_acked: set[int] = set()  # voters that acknowledged this resigned leader's EndQuorumEpoch
-        snapshot = log.latest_snapshot_id()
-        self._pending_load = snapshot
-        self._next_commit = snapshot.offset if snapshot is not None else log.start_offset
+        self._commits = CommitQueue(log)
         saved = store.read()
         check_voters(saved, self.voters, f"node {node_id} quorum-state")
         self.state: QuorumState = s.restart_state(
@@ -194,23 +179,12 @@ class RaftNode:
 
     def take_committed(self) -> list[Committed | LoadSnapshot]:
         """What the state machine applies next: a snapshot to load first if any, then committed entries."""
-        out: list[Committed | LoadSnapshot] = []
-        if self._pending_load is not None:
-            out.append(LoadSnapshot(self._pending_load, self.log.read_snapshot(self._pending_load)))
-            self._next_commit = max(self._next_commit, self._pending_load.offset)
-            self._pending_load = None
-        if self.high_watermark is not None:
-            assert self._next_commit >= self.log.start_offset
-            end = min(self.high_watermark, self.log.end_offset)
-            while self._next_commit < end:
-                entries = self.log.read(self._next_commit, end - self._next_commit)
-                out.extend(Committed(self._next_commit + i, entry) for i, entry in enumerate(entries))
-                self._next_commit += len(entries)
-        return out
+        return self._commits.take(self.log, self.high_watermark)
 
     def create_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
         """Keep a snapshot of the state machine at `snapshot_id` (committed, applied) and trim the log."""
-        assert self.high_watermark is not None and snapshot_id.offset <= min(self.high_watermark, self._next_commit)
+        assert self.high_watermark is not None
+        assert snapshot_id.offset <= min(self.high_watermark, self._commits.next_offset)
         self.log.create_snapshot(snapshot_id, data)
 
     # ------------------------------------------------------------------ transitions
@@ -520,8 +494,7 @@ class RaftNode:
         if download.complete:
             self.log.install_snapshot(download.snapshot_id, bytes(download.received))
             self._download = None
-            self._pending_load = download.snapshot_id
-            self._next_commit = download.snapshot_id.offset
+            self._commits.snapshot_installed(download.snapshot_id)
             self._raise_high_watermark(download.snapshot_id.offset)
         self._maybe_fetch(now_ms)
 

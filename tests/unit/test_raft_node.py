@@ -6,9 +6,10 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from replog.raft import messages as m
+from replog.raft.commits import Committed, LoadSnapshot
 from replog.raft.config import QuorumConfig, QuorumConfigError
 from replog.raft.messages import Envelope, LogEntry, OffsetAndEpoch
-from replog.raft.node import Committed, LoadSnapshot, NotLeaderError, RaftNode
+from replog.raft.node import NotLeaderError, RaftNode
 from replog.raft.quorum_state_file import ElectionState, MemoryQuorumStateStore, VoterSetMismatchError
 from replog.raft.raft_log import MemoryRaftLog
 from replog.raft.states import Role

@@ -20,9 +20,10 @@ import traceback
 from collections import deque
 from dataclasses import dataclass
 
+from replog.raft.commits import Committed
 from replog.raft.config import QuorumConfig
 from replog.raft.messages import Envelope, LogEntry, OffsetAndEpoch, VoteResponse
-from replog.raft.node import Committed, RaftNode
+from replog.raft.node import RaftNode
 from replog.raft.quorum_state_file import MemoryQuorumStateStore
 from replog.raft.raft_log import MemoryRaftLog
 from replog.raft.snapshots import SnapshotPolicy
