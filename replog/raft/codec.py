@@ -1,6 +1,6 @@
 """The quorum's messages to and from Kafka's wire schemas (kio), for the `__cluster_metadata` partition.
 
-Versions are the ones Kafka 3.7+ speaks for KRaft without KIP-853 (dynamic quorums): Vote v0,
+Versions are the ones Kafka 4.x speaks for KRaft without KIP-853 (dynamic quorums): Vote v2 (PreVote),
 BeginQuorumEpoch v0, EndQuorumEpoch v0, FetchSnapshot v0, Fetch v16 and DescribeQuorum v0-v2. Log entries
 travel as record batch v2, one batch per run of entries with the same epoch and kind; the batch's partition
 leader epoch is the entry epoch and control entries (LeaderChange) go in control batches.
@@ -23,7 +23,7 @@ METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID
 METADATA_PARTITION = 0
 
 FETCH, VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, DESCRIBE_QUORUM, FETCH_SNAPSHOT = 1, 52, 53, 54, 55, 59
-VERSIONS = {VOTE: 0, BEGIN_QUORUM_EPOCH: 0, END_QUORUM_EPOCH: 0, FETCH_SNAPSHOT: 0, FETCH: 16, DESCRIBE_QUORUM: 2}
+VERSIONS = {VOTE: 2, BEGIN_QUORUM_EPOCH: 0, END_QUORUM_EPOCH: 0, FETCH_SNAPSHOT: 0, FETCH: 16, DESCRIBE_QUORUM: 2}
 DESCRIBE_QUORUM_VERSIONS = (0, 1, 2)
 
 _CONTROL_BIT = 0x20
@@ -98,7 +98,8 @@ def encode_request(message: m.Request, version: int | None = None) -> tuple[int,
             data = {"cluster_id": message.cluster_id, "voter_id": message.voter_id, "topics": _topic("topic_name", {
                 "partition_index": METADATA_PARTITION, "replica_epoch": message.candidate_epoch,
                 "replica_id": message.candidate_id, "last_offset_epoch": message.last_offset_epoch,
-                "last_offset": message.last_offset, "replica_directory_id": None, "voter_directory_id": None})}
+                "last_offset": message.last_offset, "replica_directory_id": None, "voter_directory_id": None,
+                "pre_vote": message.pre_vote})}
         case m.BeginQuorumEpochRequest() | m.EndQuorumEpochRequest():
             partition = {"partition_index": METADATA_PARTITION, "leader_id": message.leader_id,
                          "leader_epoch": message.leader_epoch}
@@ -192,7 +193,7 @@ def decode_request(api_key: int, version: int, body: bytes) -> m.Request:
     if api_key == VOTE:
         p = _only_partition(entity, "topics", "topic_name")
         return m.VoteRequest(entity.cluster_id or "", p.replica_epoch, p.replica_id, p.last_offset_epoch,
-                             p.last_offset, getattr(entity, "voter_id", -1))
+                             p.last_offset, getattr(entity, "voter_id", -1), getattr(p, "pre_vote", False))
     if api_key in (BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH):
         p = _only_partition(entity, "topics", "topic_name")
         if api_key == BEGIN_QUORUM_EPOCH:

@@ -37,6 +37,7 @@ class LeaderProgress:
         self._check_quorum_timeout_ms = int(fetch_timeout_ms * CHECK_QUORUM_TIMEOUT_FACTOR)
         self.check_quorum_deadline_ms = now_ms + self._check_quorum_timeout_ms
         self._fetched_since_check: set[int] = {local_id}
+        self._started_ms = now_ms
 
     def update_local(self, flushed_end_offset: int, now_ms: int) -> None:
         """The leader counts only what it has flushed: a power loss cannot take back a committed entry."""
@@ -55,6 +56,11 @@ class LeaderProgress:
             if len(self._fetched_since_check) > len(self.voters) // 2:
                 self._fetched_since_check = {self.local_id}
                 self.check_quorum_deadline_ms = now_ms + self._check_quorum_timeout_ms
+
+    def silent_voters(self, now_ms: int, fetch_timeout_ms: int) -> set[int]:
+        """Voters other than the leader that have not fetched for a fetch timeout."""
+        return {voter for voter in self.voters if voter != self.local_id
+                and now_ms - max(self.replicas[voter].last_fetch_ms, self._started_ms) >= fetch_timeout_ms}
 
     def new_high_watermark(self, current: int | None) -> int | None:
         offsets = {replica: state.end_offset for replica, state in self.replicas.items()}

@@ -45,6 +45,7 @@ class VoteRequest:
     last_offset_epoch: int
     last_offset: int
     voter_id: int  # the receiver, so a misdirected request is refused; -1 in Vote v0, which lacks it
+    pre_vote: bool = False  # KIP-996 (Vote v2): would you vote for me in candidate_epoch? Changes nothing.
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,16 @@ from replog.raft.quorum_state_file import QuorumStateStore, check_voters
 from replog.raft.raft_log import RaftLog, truncation_offset
 from replog.raft.requests import RequestChannel
 from replog.raft.snapshots import MAX_SNAPSHOT_CHUNK_BYTES, SnapshotDownload
-from replog.raft.states import Candidate, Follower, Leader, QuorumState, Resigned, Unattached, Voted
+from replog.raft.states import (
+    Candidate,
+    Follower,
+    Leader,
+    Prospective,
+    QuorumState,
+    Resigned,
+    Unattached,
+    Voted,
+)
 
 APPEND_LINGER_MS = 25  # controller.quorum.append.linger.ms: a leader batches appends this long before a flush
 
@@ -49,6 +58,7 @@ class RaftNode:
         self.high_watermark: int | None = None  # unknown after a start until the leader says (KRaft keeps none)
         self._channel = RequestChannel(node_id, config.request_timeout_ms)
         self._retry_at_ms = 0  # a follower backs off after an error answer
+        self._heard_from_leader_ms: int | None = None  # the last good Fetch answer of this epoch's leader
         self._leader: LeaderProgress | None = None
         self._flush_due_ms: int | None = None
         self._download: SnapshotDownload | None = None
@@ -89,7 +99,7 @@ class RaftNode:
                 times.append(deadline)
             case Candidate(backoff_until_ms=backoff) if backoff is not None:
                 times.append(backoff)
-            case Candidate(election_deadline_ms=deadline):
+            case Candidate(election_deadline_ms=deadline) | Prospective(election_deadline_ms=deadline):
                 times.append(deadline)
             case Follower(fetch_deadline_ms=deadline):
                 times.append(deadline)
@@ -147,10 +157,15 @@ class RaftNode:
         state = self.state
         if isinstance(state, Leader):
             self._tick_leader(now_ms)
+        elif isinstance(state, Prospective):
+            if now_ms >= state.election_deadline_ms:
+                self._after_lost_pre_vote(state, now_ms)
+            else:
+                self._send_vote_requests(now_ms)
         elif isinstance(state, Candidate):
             if state.backoff_until_ms is not None:
                 if now_ms >= state.backoff_until_ms:
-                    self._become_candidate(now_ms, state.retries + 1)
+                    self._become_prospective(now_ms, state.retries + 1)
             elif now_ms >= state.election_deadline_ms:
                 self._start_backoff(state, now_ms)
             else:
@@ -158,21 +173,21 @@ class RaftNode:
         elif isinstance(state, Follower):
             if now_ms >= state.fetch_deadline_ms:
                 if self.is_voter:
-                    self._become_candidate(now_ms, retries=1)
+                    self._become_prospective(now_ms, retries=1)
                 else:
                     self._transition(Unattached(state.epoch, None), now_ms)
             else:
                 self._maybe_fetch(now_ms)
         elif isinstance(state, Resigned):
             if now_ms >= state.election_deadline_ms:
-                self._become_candidate(now_ms, retries=1)
+                self._become_prospective(now_ms, retries=1)
             else:
                 end = m.EndQuorumEpochRequest(self.cluster_id, self.node_id, state.epoch, state.preferred_successors)
                 for voter in sorted(self.voters - {self.node_id} - self._end_epoch_acked):
                     self._channel.send(voter, end, now_ms)
         elif self.is_voter:  # Unattached or Voted
             if now_ms >= state.election_deadline_ms:
-                self._become_candidate(now_ms, retries=1)
+                self._become_prospective(now_ms, retries=1)
         elif self._channel.idle and now_ms >= self._retry_at_ms:
             self._probe_for_leader(now_ms)
         return self._channel.drain()
@@ -199,7 +214,8 @@ class RaftNode:
             return Unattached(epoch, None)
         if delay_ms is not None:
             return Unattached(epoch, now_ms + delay_ms)
-        if isinstance(self.state, Unattached | Voted | Candidate) and self.state.election_deadline_ms is not None:
+        if (isinstance(self.state, Unattached | Voted | Prospective | Candidate)
+                and self.state.election_deadline_ms is not None):
             return Unattached(epoch, self.state.election_deadline_ms)
         return Unattached(epoch, now_ms + self._election_timeout())
 
@@ -215,6 +231,8 @@ class RaftNode:
             self._retry_at_ms = 0
             self._end_epoch_acked.clear()
             self._download = None  # a snapshot of the old leader's may not exist on the new one
+        if s.leader_id_of(new, self.node_id) != s.leader_id_of(old, self.node_id) or new.epoch != old.epoch:
+            self._heard_from_leader_ms = None
         if isinstance(old, Leader) and not isinstance(new, Leader):
             self._step_down_as_leader()
         if isinstance(new, Follower):
@@ -229,10 +247,30 @@ class RaftNode:
                 self._transition(self._unattached(epoch, now_ms), now_ms)
             return True
         if epoch == self.epoch and leader_id not in (NO_LEADER, self.node_id) and isinstance(
-                self.state, Unattached | Voted | Candidate):
+                self.state, Unattached | Voted | Prospective | Candidate) and leader_id != getattr(
+                self.state, "leader_id", None):  # a prospective gave up on its leader; others may not have yet
             self._transition(Follower(epoch, leader_id, now_ms + self.config.fetch_timeout_ms), now_ms)
             return True
         return False
+
+    def _become_prospective(self, now_ms: int, retries: int) -> None:
+        """Ask for pre-votes in this epoch first (KIP-996); only a majority of them makes a candidate."""
+        leader, voted = s.leader_id_of(self.state, self.node_id), getattr(self.state, "voted_id", None)
+        if isinstance(self.state, Candidate):
+            voted = self.node_id
+        self._transition(Prospective(self.epoch, frozenset({self.node_id}), frozenset(), retries,
+                                     now_ms + self._election_timeout(), leader, voted), now_ms)
+        self._send_vote_requests(now_ms)
+
+    def _after_lost_pre_vote(self, state: Prospective, now_ms: int) -> None:
+        """Back to the epoch's leader (its fetches decide whether it is really gone), or to waiting: Kafka's
+        prospectiveTransitionAfterElectionLoss."""
+        if state.leader_id is not None and state.leader_id != self.node_id:
+            self._transition(Follower(state.epoch, state.leader_id, now_ms + self.config.fetch_timeout_ms), now_ms)
+        elif state.voted_id is not None and state.voted_id != self.node_id:
+            self._transition(Voted(state.epoch, state.voted_id, now_ms + self._election_timeout()), now_ms)
+        else:
+            self._transition(Unattached(state.epoch, now_ms + self._election_timeout()), now_ms)
 
     def _become_candidate(self, now_ms: int, retries: int) -> None:
         assert self.is_voter
@@ -304,10 +342,13 @@ class RaftNode:
         self._send_begin_quorum_epoch(now_ms)
 
     def _send_begin_quorum_epoch(self, now_ms: int) -> None:
-        """BeginQuorumEpoch to the voters that have neither acknowledged it nor fetched in this epoch."""
+        """BeginQuorumEpoch to the voters that have not acknowledged it, and again to those that stopped
+        fetching: one that moved to a higher epoch (a candidate that lost) cannot win pre-votes while this
+        leader is heard, and learns nothing from it unless told; its answer shows this leader the epoch."""
         assert self._leader is not None
         begin = m.BeginQuorumEpochRequest(self.cluster_id, self.node_id, self.epoch)
-        for voter in sorted(self.voters - self._leader.begin_epoch_acked):
+        silent = self._leader.silent_voters(now_ms, self.config.fetch_timeout_ms)
+        for voter in sorted((self.voters - self._leader.begin_epoch_acked) | silent):
             self._channel.send(voter, begin, now_ms)
 
     def _maybe_advance_high_watermark(self, now_ms: int) -> None:
@@ -344,12 +385,19 @@ class RaftNode:
         if error is not None:
             self._channel.respond(envelope, m.VoteResponse(error, self._leader_or_none(), self.epoch, False))
             return
+        candidate_last = OffsetAndEpoch(request.last_offset, request.last_offset_epoch)
+        if request.pre_vote:  # changes nothing here; a candidate a step behind learns our epoch from the answer
+            heard = (self._heard_from_leader_ms is not None
+                     and now_ms - self._heard_from_leader_ms < self.config.fetch_timeout_ms)
+            granted = request.candidate_epoch > self.epoch and s.may_grant_pre_vote(
+                self.state, candidate_last, self.log.last_offset_and_epoch(), heard)
+            self._channel.respond(envelope, m.VoteResponse(ErrorCode.none, self._leader_or_none(), self.epoch, granted))
+            return
         if request.candidate_epoch > self.epoch:
             self._transition(self._unattached(request.candidate_epoch, now_ms), now_ms)
-        candidate_last = OffsetAndEpoch(request.last_offset, request.last_offset_epoch)
         granted = s.may_grant_vote(self.state, request.candidate_id, candidate_last,
                                    self.log.last_offset_and_epoch())
-        if granted and isinstance(self.state, Unattached):
+        if granted and isinstance(self.state, Unattached | Prospective):
             self._transition(Voted(self.epoch, request.candidate_id, self.state.election_deadline_ms), now_ms)
         self._channel.respond(envelope, m.VoteResponse(ErrorCode.none, self._leader_or_none(), self.epoch, granted))
 
@@ -375,7 +423,7 @@ class RaftNode:
                 self._transition(self._unattached(request.leader_epoch, now_ms, delay_ms=backoff), now_ms)
             elif isinstance(self.state, Follower) and self.state.leader_id == request.leader_id:
                 deadline = min(self.state.fetch_deadline_ms, now_ms + backoff)
-                self.state = replace(self.state, fetch_deadline_ms=deadline)
+                self.state = replace(self.state, fetch_deadline_ms=deadline, leader_resigned=True)
         self._channel.respond(envelope, m.EndQuorumEpochResponse(error or ErrorCode.none, self._leader_or_none(), self.epoch))
 
     def _on_fetch_request(self, envelope: Envelope, request: m.FetchRequest, now_ms: int) -> None:
@@ -430,17 +478,22 @@ class RaftNode:
         if self._observe(response.leader_epoch, response.leader_id, now_ms):
             return
         state = self.state
-        if source not in self.voters or not isinstance(state, Candidate) or response.leader_epoch != state.epoch:
-            return
-        if response.error_code != ErrorCode.none:
+        if (source not in self.voters or not isinstance(state, Candidate | Prospective)
+                or response.leader_epoch != state.epoch or response.error_code != ErrorCode.none):
             return
         if response.vote_granted:
             self.state = state = replace(state, granted=state.granted | {source})
             if s.won_election(state.granted, self.voters):
-                self._become_leader(now_ms)
+                if isinstance(state, Prospective):
+                    self._become_candidate(now_ms, state.retries)
+                else:
+                    self._become_leader(now_ms)
         else:
             self.state = state = replace(state, rejected=state.rejected | {source})
-            if s.lost_election(state.rejected, self.voters) and state.backoff_until_ms is None:
+            if isinstance(state, Prospective) and s.lost_election(state.rejected, self.voters):
+                self._after_lost_pre_vote(state, now_ms)
+            elif isinstance(state, Candidate) and s.lost_election(state.rejected, self.voters) and (
+                    state.backoff_until_ms is None):
                 self._start_backoff(state, now_ms)
 
     def _on_quorum_epoch_response(self, source: int, response: m.BeginQuorumEpochResponse | m.EndQuorumEpochResponse,
@@ -464,6 +517,7 @@ class RaftNode:
             self._retry_at_ms = now_ms + self.config.retry_backoff_ms
             return
         self.state = replace(state, fetch_deadline_ms=now_ms + self.config.fetch_timeout_ms)
+        self._heard_from_leader_ms = now_ms
         if response.diverging_epoch is not None:
             offset = truncation_offset(self.log, response.diverging_epoch)
             assert self.high_watermark is None or offset >= min(self.high_watermark, self.log.end_offset), (
@@ -528,13 +582,16 @@ class RaftNode:
         self._retry_at_ms = now_ms + self.config.retry_backoff_ms
 
     def _send_vote_requests(self, now_ms: int) -> None:
+        """Vote requests, or pre-vote requests for the next epoch, to the voters that have not answered."""
         state = self.state
-        assert isinstance(state, Candidate)
-        if state.backoff_until_ms is not None:
+        assert isinstance(state, Candidate | Prospective)
+        if isinstance(state, Candidate) and state.backoff_until_ms is not None:
             return
         last = self.log.last_offset_and_epoch()
+        pre_vote = isinstance(state, Prospective)
+        epoch = state.epoch + 1 if pre_vote else state.epoch
         for voter in sorted(self.voters - state.granted - state.rejected):
-            vote = m.VoteRequest(self.cluster_id, state.epoch, self.node_id, last.epoch, last.offset, voter)
+            vote = m.VoteRequest(self.cluster_id, epoch, self.node_id, last.epoch, last.offset, voter, pre_vote)
             self._channel.send(voter, vote, now_ms)
 
     def _fetch_answer(self, request: m.FetchRequest) -> m.FetchResponse:

@@ -25,6 +25,7 @@ CHECK_QUORUM_TIMEOUT_FACTOR = 1.5
 class Role(Enum):
     UNATTACHED = "Unattached"
     VOTED = "Voted"
+    PROSPECTIVE = "Prospective"
     CANDIDATE = "Candidate"
     LEADER = "Leader"
     FOLLOWER = "Follower"
@@ -44,6 +45,22 @@ class Voted:
     voted_id: int
     election_deadline_ms: int
     role = Role.VOTED
+
+
+@dataclass(frozen=True, slots=True)
+class Prospective:
+    """KIP-996: asking for pre-votes before standing, in the current epoch, so that a node cut off from the
+    quorum cannot raise the epoch (and depose a healthy leader) when it comes back. It keeps the epoch's
+    leader or vote, if any: a pre-vote round changes nothing that must be saved."""
+
+    epoch: int
+    granted: frozenset[int]
+    rejected: frozenset[int]
+    retries: int
+    election_deadline_ms: int
+    leader_id: int | None
+    voted_id: int | None
+    role = Role.PROSPECTIVE
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +86,7 @@ class Follower:
     epoch: int
     leader_id: int
     fetch_deadline_ms: int  # no answer from the leader by then: stand for election (or look for it)
+    leader_resigned: bool = False  # EndQuorumEpoch: the leader asked for a successor, pre-votes are welcome
     role = Role.FOLLOWER
 
 
@@ -80,7 +98,7 @@ class Resigned:
     role = Role.RESIGNED
 
 
-QuorumState = Unattached | Voted | Candidate | Leader | Follower | Resigned
+QuorumState = Unattached | Voted | Prospective | Candidate | Leader | Follower | Resigned
 
 
 def election_state(state: QuorumState, local_id: int, voters: frozenset[int]) -> ElectionState:
@@ -88,6 +106,8 @@ def election_state(state: QuorumState, local_id: int, voters: frozenset[int]) ->
     match state:
         case Voted(voted_id=voted):
             return ElectionState(state.epoch, None, voted, voters)
+        case Prospective(leader_id=leader, voted_id=voted):
+            return ElectionState(state.epoch, leader, voted, voters)
         case Candidate():
             return ElectionState(state.epoch, None, local_id, voters)
         case Leader() | Resigned():
@@ -178,11 +198,23 @@ def may_grant_vote(state: QuorumState, candidate_id: int, candidate_last: Offset
     leader led this epoch: they all refuse.
     """
     match state:
-        case Unattached():
+        case Unattached() | Prospective(leader_id=None, voted_id=None):
             return log_is_up_to_date(candidate_last, local_last)
-        case Voted(voted_id=voted):
+        case Voted(voted_id=voted) | Prospective(leader_id=None, voted_id=voted):
             return voted == candidate_id
     return False
+
+
+def may_grant_pre_vote(state: QuorumState, candidate_last: OffsetAndEpoch, local_last: OffsetAndEpoch,
+                       heard_from_leader: bool) -> bool:
+    """KIP-996: a pre-vote binds nothing, so any voter may give it to an up-to-date log, except a leader
+    and a follower that fetched from its leader within the fetch timeout (that leader is fine: no election
+    is needed) and was not told it resigned."""
+    if isinstance(state, Leader):
+        return False
+    if isinstance(state, Follower) and heard_from_leader and not state.leader_resigned:
+        return False
+    return log_is_up_to_date(candidate_last, local_last)
 
 
 def won_election(granted: frozenset[int], voters: frozenset[int]) -> bool:

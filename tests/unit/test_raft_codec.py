@@ -18,6 +18,7 @@ REQUESTS = [
     m.DescribeQuorumRequest(),
 ]
 
+PRE_VOTE = m.VoteRequest("cluster-a", 8, 2, 6, 120, 3, pre_vote=True)
 ENTRIES = (LogEntry(6, b"a"), LogEntry(6, b"b"), LogEntry(7, b"LeaderChange", control=True), LogEntry(7, b"c"))
 PROGRESS = (m.ReplicaProgress(1, 10, 1000, 900), m.ReplicaProgress(2, 8, 999, -1))
 
@@ -40,14 +41,20 @@ RESPONSES = [
 def test_requests_round_trip(request_):
     api_key, version, body = codec.encode_request(request_)
     assert version == codec.VERSIONS[api_key]
-    if isinstance(request_, m.VoteRequest):
-        request_ = dataclasses.replace(request_, voter_id=-1)  # Vote v0 has no VoterId
     assert codec.decode_request(api_key, version, body) == request_
 
 
-def test_vote_v1_carries_the_voter_id():
-    api_key, version, body = codec.encode_request(REQUESTS[0], version=1)
-    assert codec.decode_request(api_key, version, body) == REQUESTS[0]
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [
+        (0, dataclasses.replace(PRE_VOTE, voter_id=-1, pre_vote=False)),  # v0: no VoterId, no PreVote
+        (1, dataclasses.replace(PRE_VOTE, pre_vote=False)),  # v1 (KIP-853) adds VoterId
+        (2, PRE_VOTE),  # v2 (KIP-996) adds PreVote
+    ],
+)
+def test_vote_versions(version, expected):
+    api_key, _, body = codec.encode_request(PRE_VOTE, version=version)
+    assert codec.decode_request(api_key, version, body) == expected
 
 
 @pytest.mark.parametrize("response", RESPONSES, ids=lambda r: type(r).__name__)

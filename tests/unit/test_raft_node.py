@@ -35,28 +35,39 @@ def _answer(node, request, message, now):
     return node.handle(Envelope(request.destination, request.source, request.correlation_id, message), now)
 
 
-def _vote(epoch, candidate, last_epoch=0, last_offset=0, voter=1):
-    return m.VoteRequest(CLUSTER, epoch, candidate, last_epoch, last_offset, voter)
+def _vote(epoch, candidate, last_epoch=0, last_offset=0, voter=1, pre_vote=False):
+    return m.VoteRequest(CLUSTER, epoch, candidate, last_epoch, last_offset, voter, pre_vote)
+
+
+def _stand(node, now=0):
+    """Time out, win node 2's pre-vote (KIP-996); returns the candidate's vote requests."""
+    pre_votes = node.tick(node.next_deadline_ms())
+    pre_vote = next(r for r in pre_votes if r.destination == 2)
+    return _answer(node, pre_vote, m.VoteResponse(ErrorCode.none, -1, node.epoch, True), now)
 
 
 def _elect(node, now=0):
     """Time out, stand, and win with node 2's vote; returns what the new leader sent."""
-    requests = node.tick(node.next_deadline_ms())
-    vote = next(r for r in requests if r.destination == 2)
+    vote = next(r for r in _stand(node, now) if r.destination == 2)
     return _answer(node, vote, m.VoteResponse(ErrorCode.none, -1, node.epoch, True), now)
 
 
 # ------------------------------------------------------------------ elections
 
 
-def test_a_new_voter_times_out_and_stands_in_epoch_1():
+def test_a_new_voter_times_out_asks_for_pre_votes_and_stands_in_epoch_1():
     store = MemoryQuorumStateStore()
     node = _node(store=store)
     assert (node.role, node.epoch) == (Role.UNATTACHED, 0)
     deadline = node.next_deadline_ms()
     assert 1000 <= deadline < 2000  # the randomized election timeout
     assert node.tick(deadline - 1) == []
-    sent = node.tick(deadline)
+    pre_votes = node.tick(deadline)
+    assert (node.role, node.epoch) == (Role.PROSPECTIVE, 0)  # KIP-996: no new epoch yet, nothing to save
+    assert store.state == ElectionState(0, None, None, frozenset({1, 2, 3}))
+    assert sorted((e.destination, e.message) for e in pre_votes) == [
+        (2, _vote(1, 1, voter=2, pre_vote=True)), (3, _vote(1, 1, voter=3, pre_vote=True))]
+    sent = _answer(node, pre_votes[0], m.VoteResponse(ErrorCode.none, -1, 0, True), deadline + 1)
     assert (node.role, node.epoch) == (Role.CANDIDATE, 1)
     assert store.state == ElectionState(1, None, 1, frozenset({1, 2, 3}))  # voted for itself, saved
     assert sorted((e.destination, e.message) for e in sent) == [
@@ -79,19 +90,19 @@ def test_votes_from_non_voters_never_count():
     node = _node(voters=(1, 2, 3, 4, 5))
     node.tick(node.next_deadline_ms())
     for outsider in (100, 101, 102):
-        node.handle(Envelope(outsider, 1, 1, m.VoteResponse(ErrorCode.none, -1, 1, True)), 2000)
-    assert node.role is Role.CANDIDATE
+        node.handle(Envelope(outsider, 1, 1, m.VoteResponse(ErrorCode.none, -1, 0, True)), 2000)
+    assert node.role is Role.PROSPECTIVE
 
 
 def test_a_lost_election_backs_off_then_stands_in_the_next_epoch():
     node = _node()
-    requests = node.tick(node.next_deadline_ms())
+    requests = _stand(node, 1600)
     for request in requests:
         _answer(node, request, m.VoteResponse(ErrorCode.none, -1, 1, False), 1600)
     assert node.role is Role.CANDIDATE and node.state.backoff_until_ms is not None
     assert 1600 <= node.state.backoff_until_ms <= 1600 + 100  # first loss: 0 or 100 ms
-    node.tick(node.state.backoff_until_ms)
-    assert (node.role, node.epoch, node.state.retries) == (Role.CANDIDATE, 2, 2)
+    node.tick(node.state.backoff_until_ms)  # asks for pre-votes again before a second epoch
+    assert (node.role, node.epoch, node.state.retries) == (Role.PROSPECTIVE, 1, 2)
 
 
 def test_a_voter_grants_one_vote_per_epoch_and_saves_it_first():
@@ -287,7 +298,7 @@ def test_a_follower_that_hears_nothing_for_the_fetch_timeout_stands():
     follower.tick(1999)
     assert follower.role is Role.FOLLOWER
     follower.tick(2000)
-    assert (follower.role, follower.epoch) == (Role.CANDIDATE, 4)
+    assert (follower.role, follower.epoch, follower.state.leader_id) == (Role.PROSPECTIVE, 3, 1)
 
 
 def test_a_leader_without_fetches_from_a_majority_resigns_and_tells_the_voters():
@@ -306,7 +317,7 @@ def test_end_quorum_epoch_makes_the_first_successor_stand_at_once():
     _deliver(follower, 1, m.EndQuorumEpochRequest(CLUSTER, 1, 3, (2, 3)), 100)
     assert follower.next_deadline_ms() == 100
     follower.tick(100)
-    assert (follower.role, follower.epoch) == (Role.CANDIDATE, 4)
+    assert (follower.role, follower.epoch) == (Role.PROSPECTIVE, 3)
 
 
 def test_graceful_resign_prefers_the_most_caught_up_voter():
@@ -373,7 +384,7 @@ def test_a_refused_candidate_in_a_higher_epoch_does_not_reset_the_election_timer
         assert not _deliver(node, 2, _vote(epoch, 2), deadline - 10)[0].message.vote_granted
         assert (node.role, node.epoch, node.next_deadline_ms()) == (Role.UNATTACHED, epoch, deadline)
     node.tick(deadline)
-    assert (node.role, node.epoch) == (Role.CANDIDATE, 6)
+    assert (node.role, node.epoch) == (Role.PROSPECTIVE, 5)
 
 
 def test_an_observer_never_stands_and_finds_the_leader_through_any_voter():
@@ -393,3 +404,55 @@ def test_a_quorum_without_static_voters_is_refused():
     config = QuorumConfig(voters={}, bootstrap_servers=(("a", 1),))
     with pytest.raises(QuorumConfigError, match="controller.quorum.voters is empty"):
         RaftNode(1, config, MemoryRaftLog(), MemoryQuorumStateStore(), random.Random(1), 0)
+
+
+# ------------------------------------------------------------------ pre-vote (KIP-996)
+
+
+def _following(node_id=2, leader=1, epoch=3):
+    follower = _node(node_id=node_id)
+    fetch = next(e for e in _deliver(follower, leader, m.BeginQuorumEpochRequest(CLUSTER, leader, epoch), 0)
+                 if isinstance(e.message, m.FetchRequest))
+    _answer(follower, fetch, m.FetchResponse(ErrorCode.none, leader, epoch, 0, 0), 10)  # the leader is heard
+    return follower
+
+
+def test_a_follower_that_hears_its_leader_refuses_pre_votes_and_changes_nothing():
+    follower = _following()
+    answer = _deliver(follower, 3, _vote(4, 3, pre_vote=True, voter=2), 20)[0].message
+    assert (answer.vote_granted, answer.leader_id, answer.leader_epoch) == (False, 1, 3)
+    assert (follower.role, follower.epoch, follower.leader_id) == (Role.FOLLOWER, 3, 1)
+
+
+def test_pre_votes_are_granted_once_the_leader_is_silent_and_bind_nothing():
+    follower = _following()
+    assert _deliver(follower, 3, _vote(4, 3, pre_vote=True, voter=2), 10 + 2000)[0].message.vote_granted
+    assert (follower.role, follower.epoch) == (Role.FOLLOWER, 3)  # no epoch change, no vote saved
+    unattached = _node(node_id=2)
+    assert _deliver(unattached, 3, _vote(4, 3, pre_vote=True, voter=2), 0)[0].message.vote_granted
+    assert _deliver(unattached, 1, _vote(4, 1, pre_vote=True, voter=2), 0)[0].message.vote_granted
+    assert (unattached.role, unattached.epoch) == (Role.UNATTACHED, 0)
+
+
+def test_a_pre_vote_from_a_candidate_behind_is_refused_with_our_epoch():
+    follower = _following(epoch=5)
+    answer = _deliver(follower, 3, _vote(5, 3, pre_vote=True, voter=2), 10 + 2000)[0].message
+    assert (answer.vote_granted, answer.leader_epoch) == (False, 5)
+
+
+def test_a_prospective_that_loses_goes_back_to_its_leader():
+    follower = _following()
+    pre_votes = follower.tick(10 + 2000)
+    assert (follower.role, follower.epoch) == (Role.PROSPECTIVE, 3)
+    for request in pre_votes:
+        _answer(follower, request, m.VoteResponse(ErrorCode.none, 1, 3, False), 2011)
+    assert (follower.role, follower.leader_id, follower.epoch) == (Role.FOLLOWER, 1, 3)
+
+
+def test_the_leader_tells_a_silent_voter_again():
+    leader = _leader_with()
+    for voter in (2, 3):
+        _deliver(leader, voter, _fetch(voter, 3, 1), 1600)
+    _deliver(leader, 2, _fetch(2, 3, 1), 1600 + 1900)
+    sent = leader.tick(1600 + 2000)  # node 3 has not fetched for a fetch timeout
+    assert [(e.destination, type(e.message)) for e in sent] == [(3, m.BeginQuorumEpochRequest)]

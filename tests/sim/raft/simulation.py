@@ -20,6 +20,7 @@ import traceback
 from collections import deque
 from dataclasses import dataclass
 
+from replog.raft import messages as m
 from replog.raft.commits import Committed
 from replog.raft.config import QuorumConfig
 from replog.raft.messages import Envelope, LogEntry, OffsetAndEpoch, VoteResponse
@@ -35,6 +36,8 @@ from .invariants import InvariantViolation, QuorumInvariants
 FAULT_PHASE_MS = 4_000
 HEAL_PHASE_MS = 3_000
 TRACE_LINES = 30
+REQUESTS = (m.VoteRequest, m.BeginQuorumEpochRequest, m.EndQuorumEpochRequest, m.FetchRequest,
+            m.FetchSnapshotRequest, m.DescribeQuorumRequest)
 
 
 class SimulationFailure(AssertionError):
@@ -132,6 +135,8 @@ class QuorumSimulation:
         # Lines, or callables that format one: most runs never print their trace.
         self.trace: deque = deque(maxlen=TRACE_LINES)
         self._proposals = 0
+        # (requester, responder, correlation id) -> the requester's incarnation that sent the request
+        self._asked_by: dict[tuple[int, int, int], int] = {}
 
     # ------------------------------------------------------------------ running
 
@@ -178,11 +183,23 @@ class QuorumSimulation:
         self._after(host, host.node.tick(self.clock.now_ms))
 
     def _send(self, envelope: Envelope) -> None:
-        target = self.hosts[envelope.destination]
-        self.network.send(str(envelope.source), str(envelope.destination), lambda: self._deliver(target, envelope))
+        """Send over a connection of this incarnation: a request remembers which incarnation of its sender
+        asked, and the answer reaches only that one (a restarted process has new connections, so an answer
+        to its previous life, whose correlation id may be reused, never arrives)."""
+        source, target = self.hosts[envelope.source], self.hosts[envelope.destination]
+        key = (envelope.destination, envelope.source, envelope.correlation_id)
+        if isinstance(envelope.message, REQUESTS):
+            asked_by = source.incarnation
+            self._asked_by[(envelope.source, envelope.destination, envelope.correlation_id)] = asked_by
+        else:
+            asked_by = self._asked_by.pop(key, None)
+        self.network.send(str(envelope.source), str(envelope.destination),
+                          lambda: self._deliver(target, envelope, asked_by))
 
-    def _deliver(self, host: SimNode, envelope: Envelope) -> None:
+    def _deliver(self, host: SimNode, envelope: Envelope, asked_by: int | None) -> None:
         if host.node is None:
+            return
+        if not isinstance(envelope.message, REQUESTS) and asked_by != host.incarnation:
             return
         now = self.clock.now_ms
         self.trace.append(lambda: f"{now} {envelope.source}->{envelope.destination} "
