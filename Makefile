@@ -16,7 +16,7 @@ demo: setup
 	$(PY) -m replog.demo
 
 test: setup
-	$(VENV)/bin/lint-imports
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -q
 
 bench: setup
