@@ -3,25 +3,13 @@ appending and replicating tick by tick, brokers killed, fenced and restarted, fo
 and expanding, each process writing its dump lines as it goes."""
 
 import heapq
-import json
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from .synthetic_lines import DumpWriter, broker_line, controller_line, isr_change_line, start_line
 from .synthetic_scenario import CONTROLLER_ID, Scenario
-
-
-@dataclass
-class PartitionState:
-    k: int
-    replicas: list[int]
-    leader: int
-    isr: list[int]
-    leader_epoch: int = 0
-    partition_epoch: int = 0
-    leo: dict[int, int] = field(default_factory=dict)  # log end offset of every replica
-    last_caught_up_ms: dict[int, int] = field(default_factory=dict)
-    last_fetch_ms: dict[int, int] = field(default_factory=dict)
+from .synthetic_state import BrokerProcess, PartitionState
 
 
 @dataclass
@@ -29,61 +17,6 @@ class CatchUp:
     started_ms: int
     from_offset: int
     rejoin_ms: int
-
-
-class DumpWriter:
-    """One process's dump directory: `metrics-<first ts_ms>.jsonl` files, a new one past max_file_bytes and
-    at every process start."""
-
-    def __init__(self, directory: Path, max_file_bytes: int):
-        self.directory = directory
-        self.max_file_bytes = max_file_bytes
-        self.file = None
-        self.size = 0
-        directory.mkdir(parents=True, exist_ok=True)
-
-    def write(self, ts_ms: int, record: dict) -> None:
-        line = json.dumps(record, separators=(",", ":")) + "\n"
-        if self.file is None or self.size + len(line) > self.max_file_bytes:
-            self.close()
-            self.file = open(self.directory / f"metrics-{ts_ms:013d}.jsonl", "w", encoding="utf-8")
-            self.size = 0
-        self.file.write(line)
-        self.size += len(line)
-
-    def write_partial(self, record: dict) -> None:
-        """Half of the line, as a process killed while writing it leaves."""
-        line = json.dumps(record, separators=(",", ":"))
-        self.file.write(line[: len(line) // 2])
-        self.close()
-
-    def close(self) -> None:
-        if self.file is not None:
-            self.file.close()
-            self.file = None
-
-
-class BrokerProcess:
-    """A broker's counters since its process started."""
-
-    COUNTERS = (
-        "bytes_in_total",
-        "messages_in_total",
-        "bytes_out_total",
-        "replication_bytes_in_total",
-        "replication_bytes_out_total",
-        "isr_shrinks_total",
-        "isr_expands_total",
-    )
-
-    def __init__(self, broker_id: int, started_ms: int):
-        self.broker_id = broker_id
-        self.started_ms = started_ms
-        self.totals = dict.fromkeys(self.COUNTERS, 0)
-        self.per_partition: dict[int, list[int]] = {}  # k -> [bytes in, messages in, replication bytes in]
-
-    def partition_counters(self, k: int) -> list[int]:
-        return self.per_partition.setdefault(k, [0, 0, 0])
 
 
 class Simulation:
@@ -127,24 +60,23 @@ class Simulation:
         s = self.s
         for broker_id in self.hosted:
             self._start_process(broker_id, s.start_ms)
-        self.controller_writer.write(
-            s.start_ms,
-            {"v": 1, "kind": "start", "ts_ms": s.start_ms, "node_id": CONTROLLER_ID, "role": "controller"},
-        )
+        self.controller_writer.write(s.start_ms, start_line(s.start_ms, CONTROLLER_ID, "controller"))
         for tick in range(s.start_ms + s.interval_ms, s.end_ms + 1, s.interval_ms):
             while self.events and self.events[0][0] <= tick:
                 ms, _, action, arguments = heapq.heappop(self.events)
                 getattr(self, f"_on_{action}")(ms, *arguments)
             self._append_and_replicate(tick)
             for broker_id in list(self.processes):
-                line = self._broker_line(broker_id, tick)
+                line = broker_line(s, self.processes[broker_id], self.hosted[broker_id], tick)
                 if self.kills.get(tick) == broker_id:
                     self.writers[broker_id].write_partial(line)
                     del self.processes[broker_id]
                     self.killed_at[broker_id] = tick
                 else:
                     self.writers[broker_id].write(tick, line)
-            self.controller_writer.write(tick, self._controller_line(tick))
+            self.controller_writer.write(
+                tick, controller_line(s, self.partitions, list(self.hosted), self.processes, self.fenced, tick)
+            )
         for writer in [*self.writers.values(), self.controller_writer]:
             writer.close()
 
@@ -153,9 +85,7 @@ class Simulation:
     def _start_process(self, broker_id: int, ms: int) -> None:
         self.processes[broker_id] = BrokerProcess(broker_id, ms)
         self.writers[broker_id].close()  # a new process starts a new file
-        self.writers[broker_id].write(
-            ms, {"v": 1, "kind": "start", "ts_ms": ms, "node_id": broker_id, "role": "broker"}
-        )
+        self.writers[broker_id].write(ms, start_line(ms, broker_id, "broker"))
 
     def _on_fence(self, ms: int, broker_id: int) -> None:
         self.fenced.add(broker_id)
@@ -231,24 +161,7 @@ class Simulation:
         if before:
             shrinks = len(p.isr) < len(before)
             leader.totals["isr_shrinks_total" if shrinks else "isr_expands_total"] += 1
-        self.writers[p.leader].write(
-            ms,
-            {
-                "v": 1,
-                "kind": "isr_change",
-                "ts_ms": ms,
-                "node_id": p.leader,
-                "topic": self.s.topic(p.k),
-                "partition": self.s.partition_number(p.k),
-                "leader_epoch": p.leader_epoch,
-                "partition_epoch": p.partition_epoch,
-                "isr_before": before,
-                "isr_after": list(p.isr),
-                "source": source,
-                "replicas": list(p.replicas),
-                "min_isr": self.s.min_isr,
-            },
-        )
+        self.writers[p.leader].write(ms, isr_change_line(self.s, ms, p, before, source))
 
     # ticks
 
@@ -291,109 +204,3 @@ class Simulation:
         follower.partition_counters(p.k)[2] += fetched
         follower.totals["replication_bytes_in_total"] += fetched
         leader.totals["replication_bytes_out_total"] += fetched
-
-    def _broker_line(self, broker_id: int, tick: int) -> dict:
-        s = self.s
-        process = self.processes[broker_id]
-        entries = []
-        led = under_replicated = under_min = at_min = 0
-        max_lag = 0
-        for p in self.hosted[broker_id]:
-            leads = p.leader == broker_id
-            own_leo = p.leo[broker_id]
-            high_watermark = min(p.leo[r] for r in p.isr)
-            followers = []
-            if leads:
-                led += 1
-                under_replicated += len(p.isr) < len(p.replicas)
-                under_min += len(p.isr) < s.min_isr
-                at_min += len(p.isr) == s.min_isr
-                for f in p.replicas:
-                    if f == broker_id:
-                        continue
-                    caught_up = p.last_caught_up_ms.get(f, s.start_ms)
-                    lag = own_leo - p.leo[f]
-                    followers.append(
-                        {
-                            "broker_id": f,
-                            "fetch_offset": p.leo[f],
-                            "last_fetch_ms": p.last_fetch_ms.get(f, s.start_ms),
-                            "last_caught_up_ms": caught_up,
-                            "lag_messages": lag,
-                            "lag_bytes": lag * s.record_bytes,
-                            "lag_ms": tick - caught_up,
-                        }
-                    )
-            else:
-                max_lag = max(max_lag, high_watermark - own_leo)
-            counters = process.partition_counters(p.k)
-            entries.append(
-                {
-                    "topic": s.topic(p.k),
-                    "partition": s.partition_number(p.k),
-                    "leader": p.leader,
-                    "leader_epoch": p.leader_epoch,
-                    "replicas": p.replicas,
-                    "isr": p.isr,
-                    "min_isr": s.min_isr,
-                    "log_start_offset": 0,
-                    "log_end_offset": own_leo,
-                    "high_watermark": min(high_watermark, own_leo),
-                    "size_bytes": own_leo * s.record_bytes,
-                    "bytes_in_total": counters[0],
-                    "messages_in_total": counters[1],
-                    "replication_bytes_in_total": counters[2],
-                    "followers": followers,
-                }
-            )
-        metrics = dict(process.totals) | {
-            "under_replicated_partitions": under_replicated,
-            "under_min_isr_partitions": under_min,
-            "at_min_isr_partitions": at_min,
-            "leader_count": led,
-            "partition_count": len(entries),
-            "max_lag_messages": max(max_lag, 0),
-            "fetch_purgatory_size": 0,
-            "produce_purgatory_size": 0,
-        }
-        return {
-            "v": 1,
-            "kind": "broker",
-            "ts_ms": tick,
-            "node_id": broker_id,
-            "started_ms": process.started_ms,
-            "broker": metrics,
-            "partitions": entries,
-        }
-
-    def _controller_line(self, tick: int) -> dict:
-        s = self.s
-        offline = sum(p.leader == -1 for p in self.partitions)
-        not_preferred = sum(p.leader != p.replicas[0] for p in self.partitions)
-        brokers = [
-            {
-                "broker_id": b,
-                "fenced": b in self.fenced,
-                "in_controlled_shutdown": False,
-                "broker_epoch": self.processes[b].started_ms if b in self.processes else 0,
-            }
-            for b in self.hosted
-        ]
-        return {
-            "v": 1,
-            "kind": "controller",
-            "ts_ms": tick,
-            "node_id": CONTROLLER_ID,
-            "started_ms": s.start_ms,
-            "controller": {
-                "active_controller_count": 1,
-                "offline_partitions_count": offline,
-                "global_partition_count": s.partitions,
-                "global_topic_count": min(s.topics, s.partitions),
-                "fenced_broker_count": len(self.fenced),
-                "active_broker_count": len(self.hosted) - len(self.fenced),
-                "preferred_replica_imbalance_count": not_preferred,
-                "controller_epoch": 1,
-            },
-            "brokers": brokers,
-        }
