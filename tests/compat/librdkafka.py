@@ -84,12 +84,14 @@ def build_suite() -> float | None:
     return time.monotonic() - started
 
 
-def run_runner(test_id: str, port: int, log_path: Path, timeout_s: float) -> int | None:
+def run_runner(test_id: str, port: int, log_path: Path, timeout_s: float, debug: str | None) -> int | None:
     """The runner's exit code for one test id, or None if it overran `timeout_s` and was killed."""
     tests_dir = SOURCE_DIR / "tests"
     (tests_dir / "test.conf").write_text(f"bootstrap.servers=127.0.0.1:{port}\n")
     env = dict(os.environ, TESTS=test_id, TEST_KAFKA_VERSION=KAFKA_VERSION,
                LD_LIBRARY_PATH=f"{SOURCE_DIR / 'src'}:{SOURCE_DIR / 'src-cpp'}")
+    if debug:
+        env["TEST_DEBUG"] = debug  # librdkafka's `debug` property for every client the test creates
     with open(log_path, "wb") as out:
         # Its own session, so a timeout kills the runner and anything it started, and nothing else.
         runner = subprocess.Popen(RUNNER_ARGS, cwd=tests_dir, env=env, stdout=out, stderr=subprocess.STDOUT,
@@ -102,7 +104,7 @@ def run_runner(test_id: str, port: int, log_path: Path, timeout_s: float) -> int
             return None
 
 
-def run_test(test_id: str, timeout_s: float) -> Verdict:
+def run_test(test_id: str, timeout_s: float, debug: str | None = None) -> Verdict:
     """One test id against a broker of its own, so no test sees another's topics or a broker it broke."""
     log_path = RUN_DIR / f"{test_id}.log"
     broker_output = RUN_DIR / f"{test_id}-broker.out"
@@ -113,7 +115,7 @@ def run_test(test_id: str, timeout_s: float) -> Verdict:
     broker.start()
     started = time.monotonic()
     try:
-        exit_code = run_runner(test_id, broker.port, log_path, timeout_s)
+        exit_code = run_runner(test_id, broker.port, log_path, timeout_s, debug)
         seconds = time.monotonic() - started
         broker_exit = broker.proc.poll()
     finally:
@@ -146,6 +148,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--tests", help="comma-separated test ids to run instead of the whole vendored list")
     parser.add_argument("--timeout", type=float, default=TEST_TIMEOUT_S,
                         help=f"seconds one test may run before it is killed and fails (default {TEST_TIMEOUT_S:g})")
+    parser.add_argument("--debug", metavar="CONTEXTS",
+                        help="librdkafka debug contexts for the clients, e.g. protocol,cgrp (TEST_DEBUG)")
     parser.add_argument("--rewrite-list", action="store_true",
                         help=f"write this run's passing tests into {PASSING_LIST.name} instead of comparing")
     return parser.parse_args(argv)
@@ -161,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     results = []
     for test_id in test_ids:
-        results.append(run_test(test_id, args.timeout))
+        results.append(run_test(test_id, args.timeout, args.debug))
         print(format_row(results[-1]), flush=True)
     print(f"compat: ran {len(results)} test ids in {time.monotonic() - started:.0f} s; logs in {RUN_DIR}")
     listed = parse_id_list(PASSING_LIST.read_text()) if PASSING_LIST.exists() else []
