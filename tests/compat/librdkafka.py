@@ -54,8 +54,8 @@ BUILD_STEPS = (
 )
 RUNNER_ARGS = ["./test-runner", "-p1", "-Q", "-E", "-L"]  # one at a time, quick, no sockem, no local-only
 BROKER_OVERRIDES = {"auto.create.topics.enable": "true", "num.partitions": "4"}  # the default scenario
-# The suite skips tests needing a newer broker than this (default 2.4.0.0). replog's API maxima (Metadata v12,
-# ListOffsets v7, Fetch v12) are Kafka 3.1's; none of the listed tests needs more than 2.4.
+# The suite skips tests needing a newer broker than this (default 2.4.0.0). replog's newest API versions
+# (Metadata v12, ListOffsets v7) came with Kafka 3.0 and 3.1; none of the listed tests needs more than 2.4.
 KAFKA_VERSION = "3.1.0"
 TEST_TIMEOUT_S = 120.0
 BROKER_STOP_TIMEOUT_S = 15.0
@@ -151,7 +151,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--debug", metavar="CONTEXTS",
                         help="librdkafka debug contexts for the clients, e.g. protocol,cgrp (TEST_DEBUG)")
     parser.add_argument("--rewrite-list", action="store_true",
-                        help=f"write this run's passing tests into {PASSING_LIST.name} instead of comparing")
+                        help=f"write this run's passing tests into {PASSING_LIST.name} (and exit 0)")
     return parser.parse_args(argv)
 
 
@@ -169,11 +169,12 @@ def main(argv: list[str] | None = None) -> int:
         print(format_row(results[-1]), flush=True)
     print(f"compat: ran {len(results)} test ids in {time.monotonic() - started:.0f} s; logs in {RUN_DIR}")
     listed = parse_id_list(PASSING_LIST.read_text()) if PASSING_LIST.exists() else []
+    exit_code = report(results, listed)
     if args.rewrite_list:
         PASSING_LIST.write_text(PASSING_LIST_HEADER + "".join(f"{t}\n" for t in updated_list(results, listed)))
         print(f"compat: wrote {PASSING_LIST}")
         return 0
-    return report(results, listed)
+    return exit_code
 
 
 if __name__ == "__main__":
