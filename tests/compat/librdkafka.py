@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from replog.demo import BrokerProcess
+from replog.harness.broker_process import BrokerProcess
 from tests.compat.verdicts import (
     Status,
     Verdict,
@@ -133,7 +133,9 @@ def format_row(result: Verdict) -> str:
 def report(results: list[Verdict], listed: list[str]) -> int:
     """Prints the totals and the comparison with the passing list; the exit code (1: a regression)."""
     counts = {status: sum(r.status == status for r in results) for status in Status}
-    print("\ncompat: " + ", ".join(f"{count} {status}" for status, count in counts.items()))
+    # "status=count", not "N passed, N failed": CI reads a line of that shape as the test run's verdict, and
+    # failing suite tests outside the passing list are expected until their features land.
+    print("\ncompat: librdkafka suite " + " ".join(f"{status}={count}" for status, count in counts.items()))
     comparison = compare(results, listed)
     for test_id in comparison.newly_passing:
         print(f"compat: {test_id} passes but is not in {PASSING_LIST.name} yet (--rewrite-list adds it)")
