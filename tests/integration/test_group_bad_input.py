@@ -8,7 +8,8 @@ from kio.schema.errors import ErrorCode
 
 from replog.harness.broker_process import BrokerProcess
 from replog.protocol.apis import ApiKey
-from tests.integration.test_bad_input import assert_broker_alive, create_topic
+from replog.protocol.records import build_batch
+from tests.integration.test_bad_input import assert_broker_alive, create_topic, produce
 from tests.raw_wire import RawConnection
 
 GROUP = "bad-input"
@@ -133,3 +134,11 @@ def test_commit_for_an_unknown_topic_is_refused(conn):
         "topics": [{"name": "no-such-topic", "partitions": [{"partition_index": 0, "committed_offset": 1,
                                                               "committed_metadata": ""}]}]})
     assert response.topics[0].partitions[0].error_code == ErrorCode.unknown_topic_or_partition
+
+
+def test_clients_cannot_write_to_the_offsets_topic(conn):
+    """Kafka refuses appends to internal topics from clients: a record the coordinator could not decode would
+    keep the partition's groups from loading."""
+    batch = build_batch([(b"not a group key", b"junk", [], 0)])
+    answer = produce(conn, "__consumer_offsets", 0, bytearray(batch))
+    assert answer.error_code == ErrorCode.invalid_topic_exception
