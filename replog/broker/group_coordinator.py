@@ -25,13 +25,13 @@ from replog.log.errors import LogError
 from replog.log.partition_log import TopicPartition
 from replog.protocol.primitives import DecodeError
 from replog.protocol.records import CorruptRecordError, build_batch, decode_records, iter_batches
+from replog.protocol.topics import OFFSETS_TOPIC
 
 from .replica_manager import ReplicaManager
 from .timer import KeyedDeadlines
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
 # Coordinator timers live: about two per member and two per group. Far above any group.max.size in use;
 # past it the broker would refuse rather than grow without bound (DeadlineQueueFull).
 MAX_TIMERS = 1_000_000

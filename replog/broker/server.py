@@ -25,6 +25,7 @@ from replog.metrics.service import MetricsService
 from replog.protocol.apis import ApiKey, response_header_version
 from replog.protocol.headers import decode_response_header
 from replog.protocol.messages import decode_response, encode_request
+from replog.protocol.topics import OFFSETS_TOPIC
 from replog.server.api_versions import unsupported_version_body
 from replog.server.connection import ConnectionHolder
 from replog.server.dispatch import Dispatcher, Handler, RequestContext
@@ -34,7 +35,7 @@ from replog.server.listener_socket import write_ready_file
 
 from .alter_partition import AlterPartitionManager
 from .config import BrokerConfig, load_config, report_unknown_keys
-from .group_coordinator import OFFSETS_TOPIC, GroupCoordinatorShell
+from .group_coordinator import GroupCoordinatorShell
 from .handlers import BROKER_APIS, build_handlers
 from .handlers.context import ControlPlane, GroupCoordination, TopicAdmin, TopicDefaults
 from .lifecycle import BrokerIdentity, BrokerLifecycleManager

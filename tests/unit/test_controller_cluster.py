@@ -62,6 +62,11 @@ def test_create_topic_refuses(metadata, name, assignment, configs, error):
     assert metadata.topics == before
 
 
+def test_only_the_offsets_topic_may_be_created_compacted_before_the_log_cleaner(metadata):
+    metadata.create_topic("__consumer_offsets", {0: [1, 2, 3]}, {"cleanup.policy": "compact"})
+    assert metadata.topics["__consumer_offsets"].configs == {"cleanup.policy": "compact"}
+
+
 def test_create_topic_registers_every_partition(metadata):
     topic = metadata.topics["t"]
     assert topic.configs == {"min.insync.replicas": "2"}

@@ -6,7 +6,7 @@ import asyncio
 
 from kio.schema.errors import ErrorCode
 
-from replog.broker.group_coordinator import EXPIRY_KEY, OFFSETS_TOPIC, GroupCoordinatorShell
+from replog.broker.group_coordinator import EXPIRY_KEY, GroupCoordinatorShell
 from replog.broker.replica_manager import PartitionAppendResult
 from replog.coordinator.config import GroupCoordinatorConfig
 from replog.coordinator.offsets import CommitPartition, CommitRequest
@@ -15,6 +15,7 @@ from replog.coordinator.partitioning import partition_for
 from replog.coordinator.records import OffsetCommitKey, decode_key
 from replog.log.partition_log import TopicPartition
 from replog.protocol.records import decode_records, iter_batches
+from replog.protocol.topics import OFFSETS_TOPIC
 
 GROUP = "g"
 PARTITION = partition_for(GROUP, 50)

@@ -12,9 +12,9 @@ from kio.schema.errors import ErrorCode
 from replog.coordinator.partitioning import partition_for
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
+from replog.protocol.topics import OFFSETS_TOPIC
 from replog.server.dispatch import RequestContext
 
-from ..group_coordinator import OFFSETS_TOPIC
 from .context import GroupCoordination
 
 KEY_TYPE_GROUP = 0

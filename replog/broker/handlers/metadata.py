@@ -10,10 +10,9 @@ from kio.schema.errors import ErrorCode
 
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
-from replog.protocol.topics import topic_name_error
+from replog.protocol.topics import OFFSETS_TOPIC, topic_name_error
 from replog.server.dispatch import RequestContext
 
-from ..group_coordinator import OFFSETS_TOPIC
 from ..local_controller import TopicCreationError
 from ..metadata import MetadataImage, TopicMetadata
 from .context import TopicAdmin

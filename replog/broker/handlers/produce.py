@@ -12,9 +12,9 @@ from kio.schema.errors import ErrorCode
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import encode_response
 from replog.protocol.produce import decode_produce_request
+from replog.protocol.topics import OFFSETS_TOPIC
 from replog.server.dispatch import RequestContext
 
-from ..group_coordinator import OFFSETS_TOPIC
 from ..replica_manager import VALID_ACKS, AppendResults, PartitionAppendResult, ReplicaManager
 
 
