@@ -43,6 +43,7 @@ __all__ = [
     "iter_batches",
     "parse_header",
     "build_batch",
+    "rebuild_batch",
     "decode_records",
     "encode_varint",
     "decode_varint",
@@ -412,6 +413,37 @@ def build_batch(
     out[RECORD_BATCH_OVERHEAD:] = payload
     _UINT32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
     assert RecordBatch(memoryview(out)).is_crc_valid()
+    return bytes(out)
+
+
+def rebuild_batch(original: BatchHeader, records: Sequence[Record]) -> bytes:
+    """The batch `original` holding only `records` (a subset of its records, as decode_records gave them):
+    what the log cleaner writes. As Kafka's MemoryRecords.filterTo does for v2, the base offset and the
+    last offset delta stay (so the producer's sequence range and the offsets after it are unchanged), as do
+    the producer id, epoch, base sequence, leader epoch and attributes; compressed batches are recompressed
+    with their own codec, and the CRC-32C is computed afresh."""
+    assert records
+    assert original.records_count >= len(records)
+    base = original.base_offset
+    log_append_time = original.timestamp_type == TimestampType.LOG_APPEND_TIME
+    base_timestamp = original.base_timestamp if log_append_time else records[0].timestamp
+    encoded = bytearray()
+    for record in records:
+        assert base <= record.offset <= original.last_offset
+        timestamp_delta = 0 if log_append_time else record.timestamp - base_timestamp
+        _encode_record(encoded, record.offset - base, timestamp_delta, record.key, record.value, record.headers)
+    compression = original.compression
+    payload = encoded if compression == Compression.NONE else compress(compression, encoded)
+    max_timestamp = original.max_timestamp if log_append_time else max(r.timestamp for r in records)
+    size = RECORD_BATCH_OVERHEAD + len(payload)
+    out = bytearray(size)
+    HEADER.pack_into(
+        out, 0, base, size - LOG_OVERHEAD, original.partition_leader_epoch, MAGIC_V2, 0, original.attributes,
+        original.last_offset_delta, base_timestamp, max_timestamp, original.producer_id,
+        original.producer_epoch, original.base_sequence, len(records),
+    )  # fmt: skip
+    out[RECORD_BATCH_OVERHEAD:] = payload
+    _UINT32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
     return bytes(out)
 
 

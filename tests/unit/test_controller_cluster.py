@@ -48,7 +48,8 @@ BAD_TOPICS = [
     ("unknown config", "u", {0: [1]}, {"no.such": "1"}, ErrorCode.invalid_config),
     ("non-integer config", "u", {0: [1]}, {"retention.ms": "soon"}, ErrorCode.invalid_config),
     ("min ISR below 1", "u", {0: [1]}, {"min.insync.replicas": "0"}, ErrorCode.invalid_config),
-    ("compaction", "u", {0: [1]}, {"cleanup.policy": "compact"}, ErrorCode.invalid_config),
+    ("unknown cleanup policy", "u", {0: [1]}, {"cleanup.policy": "compress"}, ErrorCode.invalid_config),
+    ("dirty ratio above 1", "u", {0: [1]}, {"min.cleanable.dirty.ratio": "1.5"}, ErrorCode.invalid_config),
 ]
 
 
