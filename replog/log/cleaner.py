@@ -18,7 +18,7 @@ from pathlib import Path
 from replog.log.cleaner_rules import CleanableRange, OffsetMap, delete_horizon_ms, retain_record
 from replog.log.segment import LogSegment
 from replog.log.segment_swap import CLEANED_SUFFIX, discard_cleaned
-from replog.protocol.records import BatchHeader, decode_records, parse_header, rebuild_batch
+from replog.protocol.records import BatchHeader, decode_records, iter_record_keys, parse_header, rebuild_batch
 
 # The cleaned segment is written in chunks of about this size: one write per chunk, not per batch.
 WRITE_CHUNK_BYTES = 1 << 20
@@ -100,9 +100,9 @@ def build_offset_map(job: CleaningJob, offset_map: OffsetMap) -> tuple[int, int]
             break
         for position, header in segment.batches():
             _check(job)
-            for record in decode_records(segment.read_batch(position, header)):
-                if record.key is not None:
-                    offset_map.put(record.key, record.offset)
+            for offset, key, _ in iter_record_keys(segment.read_batch(position, header)):
+                if key is not None:
+                    offset_map.put(key, offset)
         mapped_to = after
         mapped_bytes += segment.size
     return mapped_to, mapped_bytes
@@ -156,16 +156,18 @@ def clean_group(
             for position, header in segment.batches():
                 _check(job)
                 batch = segment.read_batch(position, header)
-                records = decode_records(batch)
-                kept = [record for record in records if retain_record(
-                    key=record.key, value=record.value, offset=record.offset,
-                    latest_offset=offset_map.get(record.key) if record.key is not None else None,
-                    retain_tombstones=retain_tombstones)]
-                records_read += len(records)
-                records_kept += len(kept)
-                if len(kept) == len(records):
+                # Keys first (cheap); the records are decoded whole only for a batch that loses some.
+                keys = list(iter_record_keys(batch))
+                kept_offsets = {offset for offset, key, tombstone in keys if retain_record(
+                    key=key, value=None if tombstone else b"", offset=offset,
+                    latest_offset=offset_map.get(key) if key is not None else None,
+                    retain_tombstones=retain_tombstones)}
+                records_read += len(keys)
+                records_kept += len(kept_offsets)
+                if len(kept_offsets) == len(keys):
                     writer.add(batch.buffer)  # untouched: the bytes as they are (control batches too)
-                elif kept:
+                elif kept_offsets:
+                    kept = [record for record in decode_records(batch) if record.offset in kept_offsets]
                     writer.add(rebuild_batch(header, kept))
         writer.flush()
         out.seal()
