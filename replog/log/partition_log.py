@@ -17,7 +17,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 from replog.log import segment_swap, timestamp_search
-from replog.log.append_validation import assign_offsets, check_follower_offsets, validate_batches
+from replog.log.append_validation import (
+    assign_offsets,
+    check_follower_offsets,
+    check_keys_for_compaction,
+    validate_batches,
+)
 from replog.log.config import LogConfig
 from replog.log.dir_failure import LogDirFailureChannel, disk_io
 from replog.log.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
@@ -247,6 +252,8 @@ class PartitionLog:
         """
         assert leader_epoch >= 0
         view, batches = validate_batches(records, leader=True, max_message_bytes=self._config.max_message_bytes)
+        if self._config.compact:
+            check_keys_for_compaction(batches)
         duplicate = self._producer_state.check_append(batch.header for batch in batches)
         if duplicate is not None:
             return AppendInfo(
@@ -266,7 +273,7 @@ class PartitionLog:
     def _append(self, view: memoryview, batches: list[RecordBatch]) -> AppendInfo:
         """Write the whole request (the batches tile `view` exactly) in one segment write."""
         first, last = batches[0], batches[-1]
-        assert first.base_offset == self.log_end_offset
+        assert first.base_offset >= self.log_end_offset  # a follower's copy of a compacted log has gaps
         assert sum(batch.size_in_bytes for batch in batches) == len(view)
         max_batch = max(batches, key=lambda b: b.max_timestamp)
         self._maybe_roll(len(view), last.last_offset)

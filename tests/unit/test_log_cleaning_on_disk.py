@@ -14,7 +14,7 @@ from replog.log.cleaner_rules import OffsetMap
 from replog.log.config import LogConfig
 from replog.log.log_manager import LogManager
 from replog.log.partition_log import PartitionLog
-from replog.protocol.records import Compression, build_batch, decode_records, iter_batches
+from replog.protocol.records import Compression, InvalidRecordError, build_batch, decode_records, iter_batches
 
 COMPACT = LogConfig(segment_bytes=1024, index_interval_bytes=64, segment_index_bytes=4096,
                     cleanup_policy="compact", min_cleanable_dirty_ratio=0.0)
@@ -72,11 +72,7 @@ def _clean_once(cleaner: LogCleanerManager) -> bool:
 
 
 def _updates(rounds: int, keys: int):
-    return [(f"k{key}".encode(), f"v{key}-{round_}".encode()) for round_ in range(rounds) for key in keys_range(keys)]
-
-
-def keys_range(keys: int):
-    return range(keys)
+    return [(f"k{key}".encode(), f"v{key}-{round_}".encode()) for round_ in range(rounds) for key in range(keys)]
 
 
 @pytest.mark.parametrize("compression", [Compression.NONE, Compression.GZIP, Compression.LZ4, Compression.ZSTD])
@@ -210,4 +206,31 @@ def test_the_high_watermark_and_the_compaction_lag_bound_the_cleaning(tmp_path):
     assert cleaner.grab_filthiest() is None
     clock.now += 60_000
     assert cleaner.grab_filthiest() is not None
+    log_manager.shutdown()
+
+
+def test_a_follower_copies_a_compacted_log_with_its_gaps(tmp_path):
+    clock = Clock()
+    log_manager, cleaner, leader = _manager(tmp_path / "leader", clock)
+    _produce(leader, _updates(10, 3))
+    assert _clean_once(cleaner)
+    follower = PartitionLog.open(tmp_path / "follower" / "t-0", COMPACT, clock_ms=clock, clean_shutdown=True)
+    for _ in range(100):  # one segment per fetch, as a replica fetcher reads
+        if follower.log_end_offset == leader.log_end_offset:
+            break
+        fetched = leader.read(follower.log_end_offset, max_bytes=1 << 20, upper_bound=leader.log_end_offset)
+        follower.append_as_follower(memoryview(bytearray(fetched.slice.read_bytes())))
+    follower.update_high_watermark(follower.log_end_offset)
+    assert _records(follower) == _records(leader)
+    assert verify_partition(follower.directory, compacted=True).problems == []
+    follower.close()
+    log_manager.shutdown()
+
+
+def test_a_compacted_topic_refuses_a_record_without_a_key(tmp_path):
+    log_manager, _, log = _manager(tmp_path, Clock())
+    keyless = bytearray(build_batch([(b"k", b"v", [], 1), (None, b"v", [], 1)]))
+    with pytest.raises(InvalidRecordError):
+        log.append_as_leader(memoryview(keyless), leader_epoch=0)
+    assert log.log_end_offset == 0
     log_manager.shutdown()
