@@ -516,6 +516,11 @@ class PartitionLog:
         segment_swap.finish_swap(self.directory, cleaned_base, self._file_ops)
         cleaned = self._open_segment(cleaned_base)
         self._segments.insert(cleaned)
+        replaced = {segment.base_offset for segment in old}
+        if self._high_watermark_metadata.segment_base_offset in replaced:
+            # The HW sat at the end of a segment cleaned since (the active one when the HW reached it): its
+            # position is stale; the next read looks it up again.
+            self._high_watermark_metadata = LogOffsetMetadata(self.high_watermark)
         return cleaned
 
     @disk_io

@@ -234,3 +234,17 @@ def test_a_compacted_topic_refuses_a_record_without_a_key(tmp_path):
         log.append_as_leader(memoryview(keyless), leader_epoch=0)
     assert log.log_end_offset == 0
     log_manager.shutdown()
+
+
+def test_a_high_watermark_position_in_a_cleaned_segment_is_looked_up_again(tmp_path):
+    clock = Clock()
+    log_manager, cleaner, log = _manager(tmp_path, clock)
+    _produce(log, _updates(10, 3))
+    log.roll()  # the HW keeps the position it had at the end of the segment that is now sealed
+    stale = log.high_watermark_metadata
+    assert stale.segment_base_offset < log.active_segment.base_offset
+    assert _clean_once(cleaner)
+    assert log.high_watermark_metadata.message_offset_only
+    log.read(log.high_watermark, max_bytes=100, upper_bound=log.high_watermark)
+    assert log.high_watermark_metadata == log.offset_metadata_of(log.high_watermark)
+    log_manager.shutdown()
