@@ -66,6 +66,12 @@ def _delete_segment_files(directory: Path, base_offset: int) -> None:
         _path(directory, base_offset, suffix).unlink(missing_ok=True)
 
 
+def _base_offset_of(path: Path) -> int | None:
+    """The base offset a segment file is named by, or None for a file that is not a segment's."""
+    digits = path.name[:20]
+    return int(digits) if len(digits) == 20 and digits.isdigit() and path.name[20:21] == "." else None
+
+
 def recover_interrupted_swaps(
     directory: Path, open_swap_segment: Callable[[int], LogSegment], max_message_bytes: int, ops: SegmentFileOps
 ) -> int:
@@ -73,10 +79,11 @@ def recover_interrupted_swaps(
     number of swaps completed."""
     for path in directory.glob("*" + CLEANED_SUFFIX):
         path.unlink()
-    swap_bases = sorted(int(path.name[:20]) for path in directory.glob("*" + LOG_SUFFIX + SWAP_SUFFIX))
+    swap_bases = sorted(base for path in directory.glob("*" + LOG_SUFFIX + SWAP_SUFFIX)
+                        if (base := _base_offset_of(path)) is not None)
     for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
         for path in directory.glob("*" + suffix + SWAP_SUFFIX):
-            if int(path.name[:20]) not in swap_bases:
+            if _base_offset_of(path) not in swap_bases:
                 path.unlink()
     segment_bases = sorted(int(path.stem) for path in directory.glob("*" + LOG_SUFFIX) if path.stem.isdigit())
     for base in swap_bases:

@@ -126,3 +126,16 @@ def test_a_stale_cleaned_file_is_deleted_at_start_up(tmp_path):
     reopened = _crash_and_reopen(tmp_path, log_manager).get_log("t", 0)
     assert _contents(reopened) == before
     _assert_whole(tmp_path, reopened, before)
+
+
+def test_files_that_only_look_like_swap_files_are_left_alone(tmp_path):
+    log_manager = LogManager([tmp_path], CONFIG, clock_ms=lambda: 10_000)
+    _fill(log_manager)
+    directory = log_manager.get_log("t", 0).directory
+    before = _contents(log_manager.get_log("t", 0))
+    log_manager.shutdown()
+    (directory / "notes.swap").write_text("not a segment")
+    reopened = LogManager([tmp_path], CONFIG, clock_ms=lambda: 10_000)
+    assert _contents(reopened.get_log("t", 0)) == before
+    assert (directory / "notes.swap").exists()
+    reopened.shutdown()
