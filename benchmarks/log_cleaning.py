@@ -10,6 +10,7 @@ the event loop, is not part of the cleaning and not timed). The baseline copies 
 same log with shutil.copyfile plus an fsync per file, the floor any rewrite of those bytes pays.
 """
 
+import asyncio
 import os
 import shutil
 import time
@@ -18,11 +19,12 @@ from pathlib import Path
 from replog.log.cleaner import clean_log
 from replog.log.cleaner_manager import LogCleanerManager
 from replog.log.cleaner_rules import OffsetMap
-from replog.log.config import LogConfig
+from replog.log.config import CleanerConfig, LogConfig
+from replog.log.log_cleaner import LogCleaner
 from replog.log.log_manager import LogManager
 from replog.protocol.records import Compression, build_batch
 
-from .harness import MiB, Result, Stats
+from .harness import MiB, Result, Stats, percentile
 
 NAME = "log_cleaning"
 KEYS = 10_000
@@ -30,6 +32,8 @@ VALUE_BYTES = 100
 RECORDS_PER_BATCH = 50
 CONFIG = LogConfig(segment_bytes=64 * MiB, cleanup_policy="compact", min_cleanable_dirty_ratio=0.0)
 CLOCK_MS = 1_700_000_000_000
+LOOP_TICK_S = 0.001
+LOOP_IDLE_S = 2.0
 
 
 def write_log(root: Path, volume: int, compression: Compression) -> Path:
@@ -86,6 +90,46 @@ def time_copy(pristine: Path, work: Path) -> float:
     return time.perf_counter() - started
 
 
+async def _loop_lateness(stop: asyncio.Event) -> list[float]:
+    """How late each 1 ms sleep wakes up, in µs, until `stop`."""
+    late = []
+    while not stop.is_set():
+        started = time.perf_counter()
+        await asyncio.sleep(LOOP_TICK_S)
+        late.append((time.perf_counter() - started - LOOP_TICK_S) * 1e6)
+    return late
+
+
+async def _lateness_idle_and_cleaning(log_dir: Path) -> tuple[list[float], list[float]]:
+    log_manager = LogManager([log_dir], CONFIG, clock_ms=lambda: CLOCK_MS)
+    cleaner = LogCleaner(log_manager, CleanerConfig(), clock_ms=lambda: CLOCK_MS)
+    try:
+        stop = asyncio.Event()
+        ticking = asyncio.create_task(_loop_lateness(stop))
+        await asyncio.sleep(LOOP_IDLE_S)
+        stop.set()
+        idle = await ticking
+        stop = asyncio.Event()
+        ticking = asyncio.create_task(_loop_lateness(stop))
+        assert await cleaner.clean_filthiest()
+        stop.set()
+        return idle, await ticking
+    finally:
+        await cleaner.stop()
+        log_manager.shutdown()
+
+
+def measure_loop_lateness(pristine: Path, work: Path) -> Result:
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(pristine, work)
+    idle, cleaning = asyncio.run(_lateness_idle_and_cleaning(work))
+    idle_p99 = percentile(sorted(idle), 0.99)
+    cleaning_p99 = percentile(sorted(cleaning), 0.99)
+    return Result(NAME, "event-loop lateness p99 while cleaning", "us", Stats.of([cleaning_p99]),
+                  "idle loop p99", idle_p99, {"cleaning_max_us": max(cleaning), "idle_max_us": max(idle),
+                                              "ticks_cleaning": len(cleaning), "ticks_idle": len(idle)})
+
+
 def run(quick: bool, workdir: Path) -> list[Result]:
     volume = (16 if quick else 256) * MiB
     repeats = 2 if quick else 3
@@ -103,6 +147,8 @@ def run(quick: bool, workdir: Path) -> list[Result]:
         results.append(Result(NAME, f"clean {size // MiB} MiB, {compression.name.lower()}, {KEYS} keys", "B/s",
                               Stats.of(cleanings), "raw file copy + fsync", baseline.median,
                               extra | {"copy": baseline.samples, "records_per_s": record_rates}))
+        if compression == Compression.NONE:
+            results.append(measure_loop_lateness(pristine, workdir / "cleaning-work"))
         shutil.rmtree(pristine, ignore_errors=True)
     shutil.rmtree(workdir / "cleaning-work", ignore_errors=True)
     shutil.rmtree(workdir / "cleaning-copy", ignore_errors=True)
