@@ -5,7 +5,8 @@ Plays the part of Kafka's LocalLog + UnifiedLog; the parts with a job of their o
 log_segments (the sorted segments), log_loader (opening and recovery), append_validation, retention (which
 segments go), flush (flush tickets and the recovery point), timestamp_search, partition_metadata_file.
 Not thread-safe: every method runs on the event loop thread, except FlushTicket.fsync, which only touches
-file objects it holds references to.
+file objects it holds references to. The log cleaner's thread (cleaner.py) reads sealed segments it was
+handed, through their open files only; the swap of its result (replace_segments) runs on the loop.
 """
 from __future__ import annotations
 
