@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from replog.coordinator.config import GroupCoordinatorConfig
-from replog.log.config import LogConfig
+from replog.log.config import CleanerConfig, LogConfig, parse_cleanup_policy
 from replog.metrics.config import MetricsConfig, split_metrics_config
 from replog.server.properties import Listener, parse_bool, parse_listeners, read_properties
 
@@ -39,6 +39,15 @@ _KEYS: dict[str, tuple[str, object]] = {
     "log.index.interval.bytes": ("log_index_interval_bytes", int),
     "log.index.size.max.bytes": ("log_index_size_max_bytes", int),
     "log.flush.offset.checkpoint.interval.ms": ("log_flush_offset_checkpoint_interval_ms", int),
+    "log.cleanup.policy": ("log_cleanup_policy", parse_cleanup_policy),
+    "log.cleaner.enable": ("log_cleaner_enable", parse_bool),
+    "log.cleaner.threads": ("log_cleaner_threads", int),
+    "log.cleaner.dedupe.buffer.size": ("log_cleaner_dedupe_buffer_size", int),
+    "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", int),
+    "log.cleaner.min.cleanable.ratio": ("log_cleaner_min_cleanable_ratio", float),
+    "log.cleaner.delete.retention.ms": ("log_cleaner_delete_retention_ms", int),
+    "log.cleaner.min.compaction.lag.ms": ("log_cleaner_min_compaction_lag_ms", int),
+    "log.cleaner.max.compaction.lag.ms": ("log_cleaner_max_compaction_lag_ms", int),
     "message.max.bytes": ("message_max_bytes", int),
     "socket.request.max.bytes": ("socket_request_max_bytes", int),
     "max.connections": ("max_connections", int),
@@ -87,6 +96,15 @@ class BrokerConfig:
     log_index_interval_bytes: int = 4096
     log_index_size_max_bytes: int = 10 * 1024 * 1024
     log_flush_offset_checkpoint_interval_ms: int = 60_000
+    log_cleanup_policy: str = "delete"
+    log_cleaner_enable: bool = True
+    log_cleaner_threads: int = 1
+    log_cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024
+    log_cleaner_backoff_ms: int = 15_000
+    log_cleaner_min_cleanable_ratio: float = 0.5
+    log_cleaner_delete_retention_ms: int = 24 * _HOUR_MS
+    log_cleaner_min_compaction_lag_ms: int = 0
+    log_cleaner_max_compaction_lag_ms: int = (1 << 63) - 1
     message_max_bytes: int = 1_048_588
     socket_request_max_bytes: int = 104_857_600
     max_connections: int = 1000
@@ -142,7 +160,17 @@ class BrokerConfig:
             index_interval_bytes=self.log_index_interval_bytes,
             segment_index_bytes=self.log_index_size_max_bytes,
             max_message_bytes=self.message_max_bytes,
+            cleanup_policy=self.log_cleanup_policy,
+            min_cleanable_dirty_ratio=self.log_cleaner_min_cleanable_ratio,
+            delete_retention_ms=self.log_cleaner_delete_retention_ms,
+            min_compaction_lag_ms=self.log_cleaner_min_compaction_lag_ms,
+            max_compaction_lag_ms=self.log_cleaner_max_compaction_lag_ms,
         )
+
+    def cleaner_config(self) -> CleanerConfig:
+        return CleanerConfig(enable=self.log_cleaner_enable, threads=self.log_cleaner_threads,
+                             dedupe_buffer_size=self.log_cleaner_dedupe_buffer_size,
+                             backoff_ms=self.log_cleaner_backoff_ms)
 
     def validate(self) -> None:
         if self.socket_request_max_bytes <= 0:
@@ -157,6 +185,8 @@ class BrokerConfig:
             raise ValueError("connections.max.idle.ms must be positive")
         if self.broker_heartbeat_interval_ms <= 0:
             raise ValueError("broker.heartbeat.interval.ms must be positive")
+        self.log_config()  # log.cleanup.policy, log.cleaner.* topic defaults: ValueError when out of range
+        self.cleaner_config()
         if self.replica_lag_time_max_ms <= 0 or self.num_replica_fetchers <= 0:
             raise ValueError("replica.lag.time.max.ms and num.replica.fetchers must be positive")
         if self.controller_bootstrap_servers is not None:

@@ -20,6 +20,7 @@ from replog.client.connection import Connection
 from replog.client.errors import KafkaError
 from replog.fetcher.leader_endpoint import RemoteLeaderEndpoint
 from replog.fetcher.manager import FetcherConfig, LeaderInfo, ReplicaFetcherManager
+from replog.log.log_cleaner import LogCleaner
 from replog.log.log_manager import LogManager
 from replog.metrics.service import MetricsService
 from replog.protocol.apis import ApiKey, response_header_version
@@ -64,6 +65,7 @@ class Broker:
         self._server: asyncio.AbstractServer | None = None
         self._periodic: list[asyncio.Task] = []
         self.log_manager: LogManager | None = None
+        self.log_cleaner: LogCleaner | None = None
         self.controller: LocalController | None = None
         self.replica_manager: ReplicaManager | None = None
         self.groups: GroupCoordinatorShell | None = None
@@ -95,6 +97,8 @@ class Broker:
         self.groups = GroupCoordinatorShell(config.group, self.replica_manager, clock_ms)
         self.replica_manager.leadership_listener = self.groups.on_leadership
         self.log_manager.failure_channel.subscribe(self._on_log_dir_failure)
+        self.log_cleaner = LogCleaner(self.log_manager, config.cleaner_config(), clock_ms=clock_ms)
+        self.log_cleaner.start()
         if self.in_cluster:
             self.alter_partition_manager.start()
         else:
@@ -352,6 +356,7 @@ class Broker:
         for task in self._periodic:
             task.cancel()
         await self.metrics_service.stop()  # a last snapshot: the state the logs are closed with
+        await self.log_cleaner.stop()  # its threads read the segments the shutdown closes
         self.log_manager.shutdown()
         log.info("replog broker %d stopped cleanly", self.config.node_id)
 

@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from replog.log.partition_log import TopicPartition
 from replog.log.topic_config import topic_config_error
-from replog.protocol.topics import OFFSETS_TOPIC, topic_name_error
+from replog.protocol.topics import topic_name_error
 
 from .registry import (
     MAX_REPLICATION_FACTOR,
@@ -189,7 +189,7 @@ class ClusterMetadata:
         replication_factor = len(assignment[0])
         for index, replicas in sorted(assignment.items()):
             self._check_replicas(index, replicas, replication_factor)
-        config_error = topic_config_error(configs, compaction_allowed=name == OFFSETS_TOPIC)
+        config_error = topic_config_error(configs)
         if config_error is not None:
             raise ControllerError(ErrorCode.invalid_config, config_error)
 

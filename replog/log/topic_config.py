@@ -8,21 +8,16 @@ from .config import LogConfig
 TOPIC_CONFIG_KEYS = frozenset({
     "segment.bytes", "segment.ms", "retention.ms", "retention.bytes", "max.message.bytes",
     "index.interval.bytes", "min.insync.replicas", "unclean.leader.election.enable", "cleanup.policy",
-    "compression.type", "message.timestamp.type",
+    "compression.type", "message.timestamp.type", "min.cleanable.dirty.ratio", "min.compaction.lag.ms",
+    "max.compaction.lag.ms", "delete.retention.ms", "segment.index.bytes",
 })
 
 
-def topic_config_error(configs: Mapping[str, str], base: LogConfig | None = None, *,
-                       compaction_allowed: bool = False) -> str | None:
+def topic_config_error(configs: Mapping[str, str], base: LogConfig | None = None) -> str | None:
     """Why topic configs are unacceptable (checked by CreateTopics and by the controller), or None."""
     unknown = sorted(set(configs) - TOPIC_CONFIG_KEYS)
     if unknown:
         return f"unknown topic configs: {', '.join(unknown)}"
-    # __consumer_offsets is created compacted (issue 15; compaction_allowed), for the log cleaner landing
-    # beside the group coordinator; until it does, user topics may only ask for delete.
-    policy = configs.get("cleanup.policy", "delete")
-    if policy != "delete" and not (compaction_allowed and policy == "compact"):
-        return "only cleanup.policy=delete is supported"
     try:
         LogConfig.from_topic_configs(configs, base)
         min_isr = int(configs.get("min.insync.replicas", "1"))
