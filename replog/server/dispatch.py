@@ -31,6 +31,9 @@ Body = list[RecordsPart]
 HandlerResult = Body | Awaitable[Body | None] | None
 
 
+_BEFORE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+
+
 class CloseConnection(Exception):
     """The request cannot be answered; the connection is closed."""
 
@@ -84,6 +87,9 @@ class Dispatcher:
         if session.sasl_state is SaslState.HANDSHAKE_DONE and api_key != ApiKey.SASL_AUTHENTICATE:
             # KIP-152: after SaslHandshake v1 the only legal next request is SaslAuthenticate.
             raise CloseConnection(f"API key {api_key} sent between SaslHandshake and SaslAuthenticate")
+        if session.must_authenticate and api_key not in _BEFORE_AUTHENTICATION:
+            # As Kafka's SaslServerAuthenticator: any other request before authentication ends the connection.
+            raise CloseConnection(f"API key {api_key} sent before SASL authentication")
         try:
             header = decode_request_header(frame)
         except DecodeError as e:

@@ -5,7 +5,7 @@ from replog.client.connection import Connection
 from replog.client.errors import KafkaError
 from replog.protocol.apis import ApiKey
 
-from .auth import PLAIN, plain_token
+from .sasl import PLAIN, plain_token
 
 SASL_HANDSHAKE_VERSION = 1
 SASL_AUTHENTICATE_VERSION = 2
