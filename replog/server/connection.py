@@ -117,12 +117,6 @@ class ServerConnection(asyncio.BufferedProtocol):
         return False  # close our side too; Kafka has no half-closed connections
 
     def connection_lost(self, exc) -> None:
-        if self._transport is None:
-            # uvloop tells a TLS listener's protocol of a failed handshake this way (plain text to a TLS
-            # port, an untrusted or missing client certificate); the peer is not known here.
-            log.info("TLS handshake on listener %s failed%s; connection closed", self.session.listener_name,
-                     f": {exc}" if exc else "")
-            return
         self._closed = True
         if self._idle_check is not None:
             self._idle_check.cancel()

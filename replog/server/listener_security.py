@@ -9,7 +9,7 @@ from .credential_store import PropertiesCredentialStore
 from .listener import ListenerSecurity
 from .listener_config import ListenerSpec
 from .sasl import ListenerSasl, parse_enabled_mechanisms
-from .tls import listener_ssl_props, server_context
+from .tls import listener_ssl_props, log_handshake_failures, server_context
 
 KAFKA_DEFAULT_MECHANISMS = "GSSAPI"  # Kafka's sasl.enabled.mechanisms default, which replog does not offer
 
@@ -28,4 +28,6 @@ def build_listener_security(spec: ListenerSpec, props: dict[str, str]) -> Listen
     except (ValueError, OSError) as e:  # ssl.SSLError and a missing file are OSErrors
         reason = e.reason if isinstance(e, ssl.SSLError) and e.reason else e
         raise ValueError(f"listener {spec.name} ({spec.protocol.name}): {reason}") from e
+    if context is not None:
+        log_handshake_failures(context, spec.name)
     return ListenerSecurity(spec.name, context, sasl)

@@ -7,12 +7,15 @@ PEM file (ssl.truststore.location) or PEM text (ssl.truststore.certificates). Ke
 given as listener.name.<name>.ssl.* (Kafka's per-listener override, KIP-103).
 """
 
+import logging
 import os
 import re
 import ssl
 import tempfile
 
 from cryptography import x509
+
+log = logging.getLogger(__name__)
 
 TLS_VERSIONS = {"TLSv1": ssl.TLSVersion.TLSv1, "TLSv1.1": ssl.TLSVersion.TLSv1_1,
                 "TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
@@ -147,3 +150,21 @@ def certificate_principal(der: bytes | None) -> str | None:
     if not der:
         return None
     return "User:" + x509.load_der_x509_certificate(der).subject.rfc4514_string()
+
+
+def log_handshake_failures(context: ssl.SSLContext, listener_name: str) -> None:
+    """Make context's TLS connections log one line when their handshake fails (plain text to a TLS port, an
+    untrusted or expired client certificate). uvloop drops such connections without a word and without
+    telling the connection's protocol; the SSLObject it drives (SSLContext.sslobject_class) sees the error."""
+
+    class HandshakeLoggingSSLObject(ssl.SSLObject):
+        def do_handshake(self) -> None:
+            try:
+                super().do_handshake()
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                raise
+            except ssl.SSLError as e:
+                log.info("TLS handshake on listener %s failed: %s", listener_name, e.reason or e)
+                raise
+
+    context.sslobject_class = HandshakeLoggingSSLObject
