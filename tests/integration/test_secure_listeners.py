@@ -18,6 +18,11 @@ import trustme
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from replog.client.admin import Admin
+from replog.client.admin import NewTopic as ReplogNewTopic
+from replog.client.connection import Connection
+from replog.client.errors import KafkaError as ReplogKafkaError
+from replog.client.security import SASL_AUTHENTICATION_FAILED, ClientSecurity, SaslCredentials
 from replog.harness.broker_process import BrokerProcess
 from replog.protocol.apis import ApiKey
 from replog.server.credential_store import scram_credential_line
@@ -289,3 +294,33 @@ async def test_aiokafka_over_sasl_ssl_scram256_and_plain(secure_broker, material
         assert message.value == b"via aiokafka"
     finally:
         await consumer.stop()
+
+
+def tls_context(material) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=material.ca_pem)
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"])
+async def test_the_bundled_client_over_sasl_ssl(secure_broker, material, mechanism):
+    topic = f"own-{uuid.uuid4().hex[:8]}"
+    security = ClientSecurity(tls_context(material), SaslCredentials(mechanism, "bob", USERS["bob"]))
+    async with Admin(f"{HOST}:{listener_port(secure_broker, 'SASL_SSL')}", security=security) as admin:
+        await admin.create_topics([ReplogNewTopic(topic, 1, 1)])
+        assert topic in await admin.list_topics()
+
+
+async def test_the_bundled_client_over_mtls(secure_broker, material):
+    context = tls_context(material)
+    context.load_cert_chain(material.client_cert, material.client_key)
+    async with Admin(f"{HOST}:{listener_port(secure_broker, 'MTLS')}", security=ClientSecurity(context)) as admin:
+        assert isinstance(await admin.list_topics(), list)
+
+
+async def test_the_bundled_client_reports_a_wrong_password(secure_broker, material):
+    security = ClientSecurity(tls_context(material), SaslCredentials("SCRAM-SHA-512", "bob", "wrong"))
+    connection = Connection(HOST, listener_port(secure_broker, "SASL_SSL"), security=security)
+    with pytest.raises(ReplogKafkaError) as failure:
+        await connection.connect()
+    assert failure.value.code == SASL_AUTHENTICATION_FAILED
+    connection.close()
+    assert_still_serving(secure_broker)
