@@ -4,6 +4,7 @@ inter-broker listener, and the messages that refuse a misconfigured listener."""
 import pytest
 
 from replog.broker.config import config_from_properties
+from replog.controller.process import controller_config
 from replog.server.listener_config import (
     ListenerSpec,
     SecurityProtocol,
@@ -118,3 +119,21 @@ def test_a_broker_in_a_cluster_keeps_its_links_between_nodes_on_plaintext():
     with pytest.raises(ValueError, match="links between nodes run on a PLAINTEXT listener"):
         config_from_properties({"listeners": "SSL://h:1", "controller.quorum.bootstrap.servers": "h:2",
                                 "inter.broker.secret": "s"})
+
+
+CONTROLLER_REQUIRED = {"metadata.log.dir": "/tmp/replog-meta", "inter.broker.secret": "s"}
+
+
+def test_the_controller_serves_its_named_listener_as_plaintext():
+    config = controller_config({**CONTROLLER_REQUIRED, "listeners": "CONTROLLER://127.0.0.1:9093",
+                                "controller.listener.names": "CONTROLLER"})
+    assert (config.host, config.port) == ("127.0.0.1", 9093)
+
+
+@pytest.mark.parametrize("props, message", [
+    ({"listeners": "SSL://127.0.0.1:9093"}, "listener SSL is SSL: the controller serves PLAINTEXT only"),
+    ({"listeners": "CONTROLLER://127.0.0.1:9093"}, "listener CONTROLLER://127.0.0.1:9093 has no security protocol"),
+])
+def test_the_controller_refuses_a_listener_it_would_serve_wrongly(props, message):
+    with pytest.raises(ValueError, match=message):
+        controller_config({**CONTROLLER_REQUIRED, **props})
