@@ -6,6 +6,8 @@ import base64
 
 import pytest
 import scramp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from replog.protocol.apis import ApiKey
 from replog.protocol.headers import encode_request_header
@@ -153,3 +155,26 @@ def test_a_sasl_listener_closes_a_connection_that_asks_anything_before_authentic
 def test_scram_salt_is_random_per_credential():
     first, second = (make_scram_credential("SCRAM-SHA-256", "pw") for _ in range(2))
     assert base64.b64encode(first.salt) != base64.b64encode(second.salt)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=300), min_size=1, max_size=3), st.sampled_from(MECHANISMS))
+def test_any_client_tokens_either_authenticate_or_fail_cleanly(tokens, mechanism):
+    """Fuzzing the server side of every mechanism: arbitrary tokens never raise anything but
+    SaslAuthenticationFailed, and never authenticate without the password."""
+    exchange = ListenerSasl(MECHANISMS, STORE).exchange(mechanism, inter_broker_secret="cluster-secret")
+    try:
+        for token in tokens:
+            _, authenticated = exchange.step(token)
+            assert authenticated is None
+    except SaslAuthenticationFailed:
+        pass
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300), st.sampled_from(("SCRAM-SHA-256", "SCRAM-SHA-512")))
+def test_any_scram_client_final_after_a_valid_first_fails_cleanly(final, mechanism):
+    exchange = ScramExchange(mechanism, STORE)
+    exchange.step(scramp.ScramClient([mechanism], "alice", "alice-secret").get_client_first().encode())
+    with pytest.raises(SaslAuthenticationFailed):
+        exchange.step(final)
