@@ -18,6 +18,7 @@ from replog.server.listener_config import (
     parse_protocol_map,
     resolve_listeners,
 )
+from replog.server.listener_security import is_listener_key
 from replog.server.properties import Listener, parse_bool, parse_listeners, read_properties
 
 _HOUR_MS = 3600 * 1000
@@ -78,9 +79,6 @@ _KEYS: dict[str, tuple[str, object]] = {
 }
 
 
-_SECURITY_PREFIXES = ("ssl.", "sasl.", "listener.name.")
-
-
 @dataclass(frozen=True)
 class BrokerConfig:
     node_id: int = 1
@@ -89,7 +87,7 @@ class BrokerConfig:
     listener_security_protocol_map: dict[str, SecurityProtocol] | None = None  # None: Kafka's default map
     inter_broker_listener_name: str | None = None  # None: the PLAINTEXT listener, else the first
     controller_listener_names: tuple[str, ...] = ()
-    # ssl.*, sasl.* and listener.name.<l>.* keys, read per listener (server/listener_security.py)
+    # the ssl.* and sasl.* keys listeners read, also as listener.name.<l>.* (server/listener_security.py)
     security_props: dict[str, str] = field(default_factory=dict)
     log_dirs: list[Path] = field(default_factory=lambda: [Path("/tmp/replog-logs")])
     cluster_id: str = "replog-cluster"
@@ -215,7 +213,7 @@ def config_from_properties(props: dict[str, str]) -> BrokerConfig:
     metrics, props = split_metrics_config(props)
     values: dict[str, object] = {"metrics": metrics}
     unknown = []
-    values["security_props"] = {k: v for k, v in props.items() if k.startswith(_SECURITY_PREFIXES)}
+    values["security_props"] = {k: v for k, v in props.items() if is_listener_key(k)}
     for key, raw in props.items():
         if key in values["security_props"]:
             continue

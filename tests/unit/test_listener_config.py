@@ -137,3 +137,10 @@ def test_the_controller_serves_its_named_listener_as_plaintext():
 def test_the_controller_refuses_a_listener_it_would_serve_wrongly(props, message):
     with pytest.raises(ValueError, match=message):
         controller_config({**CONTROLLER_REQUIRED, **props})
+
+
+def test_misspelled_security_keys_are_reported_as_unknown():
+    config = config_from_properties({"ssl.keystore.locaton": "/k.pem", "listener.name.ssl.ssl.client.auht": "x",
+                                     "listener.name.ssl.ssl.client.auth": "required"})
+    assert config.unknown_keys == ("listener.name.ssl.ssl.client.auht", "ssl.keystore.locaton")
+    assert config.security_props == {"listener.name.ssl.ssl.client.auth": "required"}
