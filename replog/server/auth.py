@@ -11,7 +11,7 @@ cluster actions; everyone else gets CLUSTER_AUTHORIZATION_FAILED for them.
 import enum
 from dataclasses import dataclass, field
 
-from .sasl import PLAIN, ListenerSasl, MechanismExchange
+from .sasl import PLAIN, Authenticated, ListenerSasl, MechanismExchange
 
 ANONYMOUS = "User:ANONYMOUS"
 
@@ -43,6 +43,12 @@ class Session:
     sasl: ListenerSasl = field(default=INTER_BROKER_ONLY)
     mechanism: str | None = None  # agreed in SaslHandshake
     exchange: MechanismExchange | None = None  # the SASL exchange under way (between handshake and success)
+    raw_tokens: bool = False  # after SaslHandshake v0: the next frames are bare SASL tokens (KIP-43)
+
+    def authenticated(self, who: Authenticated) -> None:
+        self.principal, self.cluster_action = who.principal, who.cluster_action
+        self.sasl_state = SaslState.AUTHENTICATED
+        self.exchange, self.raw_tokens = None, False
 
     @property
     def must_authenticate(self) -> bool:

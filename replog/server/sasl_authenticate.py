@@ -17,14 +17,11 @@ from .dispatch import CloseConnection, RequestContext
 from .sasl import SaslAuthenticationFailed
 
 
-def handle(ctx: RequestContext, inter_broker_secret: str | None) -> list:
-    """inter_broker_secret: the password the inter-broker principal authenticates with (None: nobody can)."""
+def handle(ctx: RequestContext) -> list:
     request = decode_request(ApiKey.SASL_AUTHENTICATE, ctx.api_version, ctx.frame, ctx.body_offset)
     session = ctx.session
-    if session.sasl_state is not SaslState.HANDSHAKE_DONE:
+    if session.sasl_state is not SaslState.HANDSHAKE_DONE or session.exchange is None:
         raise CloseConnection("SaslAuthenticate without a SaslHandshake")
-    if session.exchange is None:
-        session.exchange = session.sasl.exchange(session.mechanism, inter_broker_secret)
     try:
         answer, authenticated = session.exchange.step(bytes(request.auth_bytes))
     except SaslAuthenticationFailed as e:
@@ -34,9 +31,6 @@ def handle(ctx: RequestContext, inter_broker_secret: str | None) -> list:
         asyncio.get_running_loop().call_soon(ctx.close_connection)
         return [encode_response(ApiKey.SASL_AUTHENTICATE, ctx.api_version, body)]
     if authenticated is not None:
-        session.principal = authenticated.principal
-        session.cluster_action = authenticated.cluster_action
-        session.sasl_state = SaslState.AUTHENTICATED
-        session.exchange = None
+        session.authenticated(authenticated)
     body = {"error_code": ErrorCode.none, "error_message": None, "auth_bytes": answer, "session_lifetime": 0}
     return [encode_response(ApiKey.SASL_AUTHENTICATE, ctx.api_version, body)]

@@ -1,7 +1,7 @@
-"""SaslHandshake (key 17), v1: agree on a SASL mechanism among those the connection's listener offers.
+"""SaslHandshake (key 17), v0-1: agree on a SASL mechanism among those the connection's listener offers.
 
-v0 (raw SASL tokens outside Kafka framing) is not offered, so clients always follow with SaslAuthenticate
-(KIP-152). A mechanism the listener does not offer is answered with UNSUPPORTED_SASL_MECHANISM and the list it
+After v1 the tokens come in SaslAuthenticate requests (KIP-152); after v0 they come bare, each size-prefixed
+(KIP-43), and the dispatcher hands them to the exchange begun here. A mechanism the listener does not offer is answered with UNSUPPORTED_SASL_MECHANISM and the list it
 does offer, then the connection is closed, as Kafka's SaslServerAuthenticator does.
 """
 
@@ -16,7 +16,8 @@ from .auth import SaslState
 from .dispatch import CloseConnection, RequestContext
 
 
-def handle(ctx: RequestContext) -> list:
+def handle(ctx: RequestContext, inter_broker_secret: str | None) -> list:
+    """inter_broker_secret: the password the inter-broker principal authenticates with (None: nobody can)."""
     request = decode_request(ApiKey.SASL_HANDSHAKE, ctx.api_version, ctx.frame, ctx.body_offset)
     session = ctx.session
     if session.sasl_state is not SaslState.NONE:
@@ -25,8 +26,9 @@ def handle(ctx: RequestContext) -> list:
     if request.mechanism in offered:
         error = ErrorCode.none
         session.sasl_state = SaslState.HANDSHAKE_DONE
-        session.exchange = None
         session.mechanism = request.mechanism
+        session.exchange = session.sasl.exchange(request.mechanism, inter_broker_secret)
+        session.raw_tokens = ctx.api_version == 0
     else:
         error = ErrorCode.unsupported_sasl_mechanism
         asyncio.get_running_loop().call_soon(ctx.close_connection)  # once the answer is out

@@ -14,6 +14,7 @@ import time
 import uuid
 
 import pytest
+import scramp
 import trustme
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -323,4 +324,42 @@ async def test_the_bundled_client_reports_a_wrong_password(secure_broker, materi
         await connection.connect()
     assert failure.value.code == SASL_AUTHENTICATION_FAILED
     connection.close()
+    assert_still_serving(secure_broker)
+
+
+def raw_token_exchange(conn: RawConnection, token: bytes) -> bytes:
+    """After SaslHandshake v0 (KIP-43): a bare size-prefixed token each way."""
+    conn.send_frame(token)
+    return conn.receive_frame()
+
+
+def sasl_handshake_v0(conn: RawConnection, mechanism: str) -> None:
+    response = conn.call(ApiKey.SASL_HANDSHAKE, 0, {"mechanism": mechanism})
+    assert response.error_code == 0 and mechanism in response.mechanisms
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
+def test_sasl_handshake_v0_then_bare_tokens(secure_broker, mechanism):
+    conn = RawConnection(listener_port(secure_broker, "SASL_PLAINTEXT"))
+    try:
+        sasl_handshake_v0(conn, mechanism)
+        if mechanism == "PLAIN":
+            assert raw_token_exchange(conn, b"\0alice\0" + USERS["alice"].encode()) == b""
+        else:
+            client = scramp.ScramClient([mechanism], "alice", USERS["alice"])
+            client.set_server_first(raw_token_exchange(conn, client.get_client_first().encode()).decode())
+            client.set_server_final(raw_token_exchange(conn, client.get_client_final().encode()).decode())
+        assert conn.call(ApiKey.METADATA, 12, METADATA_V12_ALL).cluster_id  # authenticated: requests answered
+    finally:
+        conn.close()
+
+
+def test_sasl_handshake_v0_with_a_wrong_password_closes_the_connection(secure_broker):
+    conn = RawConnection(listener_port(secure_broker, "SASL_PLAINTEXT"))
+    try:
+        sasl_handshake_v0(conn, "PLAIN")
+        conn.send_frame(b"\0alice\0wrong")
+        assert conn.is_closed_by_peer()
+    finally:
+        conn.close()
     assert_still_serving(secure_broker)

@@ -178,3 +178,15 @@ def test_any_scram_client_final_after_a_valid_first_fails_cleanly(final, mechani
     exchange.step(scramp.ScramClient([mechanism], "alice", "alice-secret").get_client_first().encode())
     with pytest.raises(SaslAuthenticationFailed):
         exchange.step(final)
+
+
+def test_after_a_v0_handshake_frames_are_bare_tokens_answered_bare():
+    dispatcher = Dispatcher({}, lambda: [])
+    session = Session(sasl_state=SaslState.HANDSHAKE_DONE, exchange=PlainExchange(STORE, None), raw_tokens=True)
+    assert dispatcher.dispatch(bytearray(plain_token("alice", "alice-secret")), "peer", lambda: None,
+                               session) == [b"\0\0\0\0"]
+    assert session.principal == "User:alice" and session.sasl_state is SaslState.AUTHENTICATED
+    assert not session.raw_tokens  # later frames are requests again
+    failing = Session(sasl_state=SaslState.HANDSHAKE_DONE, exchange=PlainExchange(STORE, None), raw_tokens=True)
+    with pytest.raises(CloseConnection, match="SASL authentication failed"):
+        dispatcher.dispatch(bytearray(plain_token("alice", "wrong")), "peer", lambda: None, failing)
