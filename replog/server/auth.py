@@ -30,7 +30,7 @@ INTER_BROKER_ONLY = ListenerSasl((PLAIN,), _NoCredentials())
 
 class SaslState(enum.Enum):
     NONE = "none"  # no SASL yet: requests are anonymous (or the TLS certificate's principal)
-    HANDSHAKE_DONE = "handshake_done"  # mechanism agreed; the next request must be SaslAuthenticate
+    HANDSHAKE_DONE = "handshake_done"  # mechanism agreed; next: SaslAuthenticate (v1) or a bare token (v0)
     AUTHENTICATED = "authenticated"
 
 
@@ -41,7 +41,6 @@ class Session:
     cluster_action: bool = False
     listener_name: str = "PLAINTEXT"
     sasl: ListenerSasl = field(default=INTER_BROKER_ONLY)
-    mechanism: str | None = None  # agreed in SaslHandshake
     exchange: MechanismExchange | None = None  # the SASL exchange under way (between handshake and success)
     raw_tokens: bool = False  # after SaslHandshake v0: the next frames are bare SASL tokens (KIP-43)
 

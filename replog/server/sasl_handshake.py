@@ -1,8 +1,9 @@
 """SaslHandshake (key 17), v0-1: agree on a SASL mechanism among those the connection's listener offers.
 
 After v1 the tokens come in SaslAuthenticate requests (KIP-152); after v0 they come bare, each size-prefixed
-(KIP-43), and the dispatcher hands them to the exchange begun here. A mechanism the listener does not offer is answered with UNSUPPORTED_SASL_MECHANISM and the list it
-does offer, then the connection is closed, as Kafka's SaslServerAuthenticator does.
+(KIP-43), and the dispatcher hands them to the exchange begun here. A mechanism the listener does not offer
+is answered with UNSUPPORTED_SASL_MECHANISM and the list it does offer, then the connection is closed, as
+Kafka's SaslServerAuthenticator does.
 """
 
 import asyncio
@@ -26,7 +27,6 @@ def handle(ctx: RequestContext, inter_broker_secret: str | None) -> list:
     if request.mechanism in offered:
         error = ErrorCode.none
         session.sasl_state = SaslState.HANDSHAKE_DONE
-        session.mechanism = request.mechanism
         session.exchange = session.sasl.exchange(request.mechanism, inter_broker_secret)
         session.raw_tokens = ctx.api_version == 0
     else:
