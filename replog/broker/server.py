@@ -25,7 +25,7 @@ from replog.server.api_versions import unsupported_version_body
 from replog.server.connection import ConnectionHolder
 from replog.server.dispatch import Dispatcher, Handler, RequestContext
 from replog.server.inter_broker import open_inter_broker_connection
-from replog.server.listener import listen, listening_port
+from replog.server.listener import ListenerSecurity, listen, listening_port
 from replog.server.listener_security import build_listener_security
 from replog.server.listener_socket import write_ready_file
 
@@ -98,8 +98,7 @@ class Broker:
         dispatcher = Dispatcher(self._build_handlers(), functools.partial(unsupported_version_body, BROKER_APIS),
                                 observe_request=self.metrics.observe_request)
         specs = config.listener_specs
-        securities = [build_listener_security(spec, config.security_props) for spec in specs]
-        for spec, security in zip(specs, securities, strict=True):
+        for spec, security in zip(specs, listener_securities(config), strict=True):
             self._servers[spec.name] = await listen(
                 spec.host, spec.port, self.connections, dispatcher, max_frame_bytes=config.socket_request_max_bytes,
                 max_inflight=config.max_inflight_requests_per_connection, use_sendfile=config.fetch_sendfile_enable,
@@ -325,6 +324,11 @@ class Broker:
         log.info("replog broker %d stopped cleanly", self.config.node_id)
 
 
+def listener_securities(config: BrokerConfig) -> list[ListenerSecurity]:
+    """Each listener's TLS context and SASL setup, in listener order; ValueError names what is wrong."""
+    return [build_listener_security(spec, config.security_props) for spec in config.listener_specs]
+
+
 async def serve(config: BrokerConfig) -> None:
     broker = Broker(config)
     await broker.start()
@@ -343,6 +347,7 @@ def run_broker(config_path: str | None, overrides: list[str]) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = load_config(config_path, overrides)
+        listener_securities(config)  # a listener that cannot serve its protocol stops us here, with a message
     except (OSError, ValueError) as e:
         print(f"replog: bad broker configuration: {e}", file=sys.stderr)
         return 2

@@ -363,3 +363,15 @@ def test_sasl_handshake_v0_with_a_wrong_password_closes_the_connection(secure_br
     finally:
         conn.close()
     assert_still_serving(secure_broker)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"listeners": "SSL://127.0.0.1:0"}, "listener SSL (SSL): a TLS listener needs a key"),
+    ({"listeners": "SECURE://127.0.0.1:0"}, "listener SECURE://127.0.0.1:0 has no security protocol"),
+    ({"listeners": "SASL_PLAINTEXT://127.0.0.1:0"}, "sasl.enabled.mechanisms: GSSAPI not supported"),
+])
+def test_a_listener_that_cannot_serve_its_protocol_stops_the_broker_with_a_message(tmp_path, overrides, message):
+    broker = BrokerProcess(tmp_path / "logs", output=tmp_path / "broker.out", overrides=overrides)
+    with pytest.raises(RuntimeError, match="exited with 2") as failure:
+        broker.start()
+    assert "bad broker configuration: listener " in str(failure.value) and message in str(failure.value)
