@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 
 WRITE_HIGH_WATER_BYTES = 64 * 1024 * 1024
 TLS_RECORD_START = (0x16, 0x03)  # a TLS handshake record, protocol major version 3
+# Kafka's sasl.server.max.receive.size default: the largest frame a SASL listener reads before the client has
+# authenticated, so an anonymous peer cannot make it buffer socket.request.max.bytes (CVE-2022-34917).
+SASL_MAX_RECEIVE_BYTES = 524_288
 
 
 class _Slot:
@@ -42,7 +45,8 @@ class ServerConnection(asyncio.BufferedProtocol):
                  sasl: ListenerSasl = INTER_BROKER_ONLY, tls: bool = False) -> None:
         self._holder = holder
         self._dispatcher = dispatcher
-        self._decoder = FrameDecoder(max_frame_bytes)
+        self._max_frame_bytes = max_frame_bytes
+        self._decoder = FrameDecoder(min(max_frame_bytes, SASL_MAX_RECEIVE_BYTES) if sasl.required else max_frame_bytes)
         self._max_inflight = max_inflight
         self._use_sendfile = use_sendfile
         self._slots: collections.deque[_Slot] = collections.deque()
@@ -147,6 +151,8 @@ class ServerConnection(asyncio.BufferedProtocol):
             log.exception("request from %s failed; closing the connection", self.peer)
             self._abort("internal error")
             return
+        if self._decoder.max_frame_bytes != self._max_frame_bytes and not self.session.must_authenticate:
+            self._decoder.max_frame_bytes = self._max_frame_bytes  # authenticated: the listener's own limit
         if result is None and not self._slots:
             return  # acks=0 and nothing queued before it: nothing to order
         slot = _Slot()

@@ -8,6 +8,7 @@ Certificates are minted per run with trustme.
 """
 
 import datetime
+import os
 import socket
 import ssl
 import time
@@ -375,3 +376,23 @@ def test_a_listener_that_cannot_serve_its_protocol_stops_the_broker_with_a_messa
     with pytest.raises(RuntimeError, match="exited with 2") as failure:
         broker.start()
     assert "bad broker configuration: listener " in str(failure.value) and message in str(failure.value)
+
+
+def test_a_sasl_listener_reads_no_large_frame_before_authentication(secure_broker):
+    """Kafka's sasl.server.max.receive.size (512 KiB): an anonymous peer cannot make the broker buffer more."""
+    conn = RawConnection(listener_port(secure_broker, "SASL_PLAINTEXT"))
+    try:
+        conn.sock.sendall((1024 * 1024).to_bytes(4, "big") + b"\0" * 16)
+        assert conn.is_closed_by_peer()
+    finally:
+        conn.close()
+    assert_still_serving(secure_broker)
+
+
+def test_once_authenticated_a_sasl_client_sends_frames_up_to_the_listeners_limit(secure_broker, material):
+    config = confluent_config(secure_broker, material, "SASL_SSL", **{
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice",
+        "sasl.password": USERS["alice"]})
+    producer = Producer(config)
+    producer.produce(f"big-{uuid.uuid4().hex[:8]}", os.urandom(900 * 1024))  # incompressible: a 900 KiB frame
+    assert producer.flush(DEADLINE_S) == 0
