@@ -24,8 +24,9 @@ _LISTENER_PREFIX = re.compile(r"listener\.name\.[^.]+\.")
 
 
 def is_listener_key(key: str) -> bool:
-    """Whether key is one a listener reads, directly or as listener.name.<l>.<key>."""
-    return _LISTENER_PREFIX.sub("", key, count=1) in LISTENER_KEYS
+    """Whether key is one a listener reads, directly or as listener.name.<l>.<key> (a JAAS configuration
+    only that way, as in Kafka)."""
+    return _LISTENER_PREFIX.sub("", key, count=1) in LISTENER_KEYS and key != PLAIN_JAAS_KEY
 
 
 def build_listener_security(spec: ListenerSpec, props: dict[str, str]) -> ListenerSecurity:

@@ -141,6 +141,8 @@ def test_the_controller_refuses_a_listener_it_would_serve_wrongly(props, message
 
 def test_misspelled_security_keys_are_reported_as_unknown():
     config = config_from_properties({"ssl.keystore.locaton": "/k.pem", "listener.name.ssl.ssl.client.auht": "x",
-                                     "listener.name.ssl.ssl.client.auth": "required"})
-    assert config.unknown_keys == ("listener.name.ssl.ssl.client.auht", "ssl.keystore.locaton")
+                                     "listener.name.ssl.ssl.client.auth": "required",
+                                     "plain.sasl.jaas.config": "x"})  # Kafka reads it per listener only
+    assert config.unknown_keys == ("listener.name.ssl.ssl.client.auht", "plain.sasl.jaas.config",
+                                   "ssl.keystore.locaton")
     assert config.security_props == {"listener.name.ssl.ssl.client.auth": "required"}
