@@ -81,14 +81,15 @@ def secure_broker(tmp_path_factory, material):
             + " ".join(f'user_{user}="{password}"' for user, password in USERS.items()) + ";")
     broker = BrokerProcess(root / "logs", output=root / "broker.out")
     broker.overrides.update({
-        "listeners": (f"PLAINTEXT://{HOST}:{broker.port},SSL://{HOST}:0,MTLS://{HOST}:0,SASL_SSL://{HOST}:0,"
-                      f"SASL_PLAINTEXT://{HOST}:0"),
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL,SASL_SSL:SASL_SSL,"
+        "listeners": (f"PLAINTEXT://{HOST}:{broker.port},SSL://{HOST}:0,MTLS://{HOST}:0,OPTIONAL://{HOST}:0,"
+                      f"SASL_SSL://{HOST}:0,SASL_PLAINTEXT://{HOST}:0"),
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL,OPTIONAL:SSL,SASL_SSL:SASL_SSL,"
                                           "SASL_PLAINTEXT:SASL_PLAINTEXT",
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": material.server_pem,
         "ssl.truststore.location": material.ca_pem,
         "listener.name.mtls.ssl.client.auth": "required",
+        "listener.name.optional.ssl.client.auth": "requested",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas,
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
@@ -396,3 +397,12 @@ def test_once_authenticated_a_sasl_client_sends_frames_up_to_the_listeners_limit
     producer = Producer(config)
     producer.produce(f"big-{uuid.uuid4().hex[:8]}", os.urandom(900 * 1024))  # incompressible: a 900 KiB frame
     assert producer.flush(DEADLINE_S) == 0
+
+
+def test_requested_client_auth_takes_clients_without_a_certificate_but_not_with_an_untrusted_one(secure_broker,
+                                                                                                 material):
+    round_trip_with_confluent(confluent_config(secure_broker, material, "OPTIONAL", **{"security.protocol": "SSL"}))
+    untrusted = confluent_config(secure_broker, material, "OPTIONAL", **{
+        "security.protocol": "SSL", "ssl.certificate.location": material.stranger_cert,
+        "ssl.key.location": material.stranger_key})
+    assert confluent_error(untrusted) in (KafkaError._SSL, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN)
