@@ -17,7 +17,7 @@ from pathlib import Path
 from replog.metrics.config import split_metrics_config
 from replog.server.listener_config import ListenerSpec, SecurityProtocol, resolve_server_listeners
 from replog.server.listener_socket import write_ready_file
-from replog.server.properties import parse_bool, read_properties
+from replog.server.properties import parse_bool, parse_listeners, read_properties
 
 from .server import ClusterController, ControllerConfig
 
@@ -42,9 +42,14 @@ _LISTENER_KEYS = ("advertised.listeners", "listener.security.protocol.map", "con
 
 
 def _controller_listener(props: dict[str, str]) -> ListenerSpec:
-    """The controller's listener, its protocol from listener.security.protocol.map as a broker's. Nodes reach
-    the controller with SASL/PLAIN over plain TCP for now, so only a PLAINTEXT listener is served; anything else
-    is refused rather than served as plain text under a TLS name."""
+    """The controller's listener, its protocol from listener.security.protocol.map as a broker's. A controller
+    node's listeners are all controller listeners (Kafka requires that of process.roles=controller), so without
+    controller.listener.names they are the ones named, and an unmapped name is PLAINTEXT as in KRaft. Nodes
+    reach the controller with SASL/PLAIN over plain TCP for now, so only a PLAINTEXT listener is served;
+    anything else is refused rather than served as plain text under a TLS name."""
+    if not props.get("controller.listener.names"):
+        names = ",".join(listener.name for listener in parse_listeners(props["listeners"]))
+        props = {**props, "controller.listener.names": names}
     listener = resolve_server_listeners(props, "PLAINTEXT://127.0.0.1:9093")[0]
     if listener.protocol is not SecurityProtocol.PLAINTEXT:
         raise ValueError(f"listener {listener.name} is {listener.protocol.name}: the controller serves PLAINTEXT "

@@ -124,15 +124,16 @@ def test_a_broker_in_a_cluster_keeps_its_links_between_nodes_on_plaintext():
 CONTROLLER_REQUIRED = {"metadata.log.dir": "/tmp/replog-meta", "inter.broker.secret": "s"}
 
 
-def test_the_controller_serves_its_named_listener_as_plaintext():
-    config = controller_config({**CONTROLLER_REQUIRED, "listeners": "CONTROLLER://127.0.0.1:9093",
-                                "controller.listener.names": "CONTROLLER"})
+@pytest.mark.parametrize("names", [{"controller.listener.names": "CONTROLLER"}, {}])
+def test_the_controller_serves_its_controller_listener_as_plaintext(names):
+    config = controller_config({**CONTROLLER_REQUIRED, "listeners": "CONTROLLER://127.0.0.1:9093", **names})
     assert (config.host, config.port) == ("127.0.0.1", 9093)
 
 
 @pytest.mark.parametrize("props, message", [
     ({"listeners": "SSL://127.0.0.1:9093"}, "listener SSL is SSL: the controller serves PLAINTEXT only"),
-    ({"listeners": "CONTROLLER://127.0.0.1:9093"}, "listener CONTROLLER://127.0.0.1:9093 has no security protocol"),
+    ({"listeners": "CONTROLLER://127.0.0.1:9093", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT"},
+     "listener CONTROLLER://127.0.0.1:9093 has no security protocol"),
 ])
 def test_the_controller_refuses_a_listener_it_would_serve_wrongly(props, message):
     with pytest.raises(ValueError, match=message):
