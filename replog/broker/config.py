@@ -10,6 +10,16 @@ from pathlib import Path
 from replog.coordinator.config import GroupCoordinatorConfig
 from replog.log.config import CleanerConfig, LogConfig, parse_cleanup_policy
 from replog.metrics.config import MetricsConfig, split_metrics_config
+from replog.server.listener_config import (
+    ListenerSpec,
+    SecurityProtocol,
+    choose_inter_broker_listener,
+    effective_protocol_map,
+    parse_listener_names,
+    parse_protocol_map,
+    resolve_listeners,
+)
+from replog.server.listener_security import is_listener_key
 from replog.server.properties import Listener, parse_bool, parse_listeners, read_properties
 
 _HOUR_MS = 3600 * 1000
@@ -20,6 +30,9 @@ _KEYS: dict[str, tuple[str, object]] = {
     "broker.id": ("node_id", int),
     "listeners": ("listeners", parse_listeners),
     "advertised.listeners": ("advertised_listeners", parse_listeners),
+    "listener.security.protocol.map": ("listener_security_protocol_map", parse_protocol_map),
+    "inter.broker.listener.name": ("inter_broker_listener_name", str),
+    "controller.listener.names": ("controller_listener_names", parse_listener_names),
     "log.dirs": ("log_dirs", lambda v: [Path(p.strip()) for p in v.split(",") if p.strip()]),
     "log.dir": ("log_dirs", lambda v: [Path(v.strip())]),
     "cluster.id": ("cluster_id", str),
@@ -81,6 +94,11 @@ class BrokerConfig:
     node_id: int = 1
     listeners: list[Listener] = field(default_factory=lambda: parse_listeners("PLAINTEXT://127.0.0.1:9092"))
     advertised_listeners: list[Listener] | None = None
+    listener_security_protocol_map: dict[str, SecurityProtocol] | None = None  # None: Kafka's default map
+    inter_broker_listener_name: str | None = None  # None: the PLAINTEXT listener, else the first
+    controller_listener_names: tuple[str, ...] = ()
+    # the ssl.* and sasl.* keys listeners read, also as listener.name.<l>.* (server/listener_security.py)
+    security_props: dict[str, str] = field(default_factory=dict)
     log_dirs: list[Path] = field(default_factory=lambda: [Path("/tmp/replog-logs")])
     cluster_id: str = "replog-cluster"
     num_partitions: int = 1
@@ -148,8 +166,19 @@ class BrokerConfig:
         return host, int(port)
 
     @property
+    def listener_specs(self) -> list[ListenerSpec]:
+        protocols = effective_protocol_map(self.listener_security_protocol_map, self.controller_listener_names)
+        return resolve_listeners(self.listeners, self.advertised_listeners, protocols)
+
+    @property
+    def inter_broker_listener(self) -> ListenerSpec:
+        return choose_inter_broker_listener(self.listener_specs, self.inter_broker_listener_name)
+
+    @property
     def advertised(self) -> Listener:
-        return (self.advertised_listeners or self.listeners)[0]
+        """The inter-broker listener's advertised address: the one registered first with the controller."""
+        spec = self.inter_broker_listener
+        return Listener(spec.name, spec.advertised_host, spec.advertised_port)
 
     def log_config(self) -> LogConfig:
         return LogConfig(
@@ -195,6 +224,18 @@ class BrokerConfig:
                 raise ValueError("controller.quorum.bootstrap.servers must be host:port")
             if not self.inter_broker_secret:
                 raise ValueError("a broker with a controller needs inter.broker.secret to replicate")
+        self._validate_listeners()
+
+    def _validate_listeners(self) -> None:
+        specs = self.listener_specs
+        inter_broker = self.inter_broker_listener
+        if bound := [s.name for s in specs if s.name in self.controller_listener_names]:
+            # Kafka: a broker-only node does not listen on the controller's listener names.
+            raise ValueError(f"listeners must not contain controller.listener.names ({', '.join(bound)})")
+        if self.controller_bootstrap_servers is not None and inter_broker.protocol is not SecurityProtocol.PLAINTEXT:
+            # The controller reaches brokers at their inter-broker address with PLAIN over plain TCP.
+            raise ValueError(f"inter.broker.listener.name {inter_broker.name} is {inter_broker.protocol.name}: "
+                             f"replog's links between nodes run on a PLAINTEXT listener for now")
 
 
 def load_config(path: str | Path | None, overrides: list[str]) -> BrokerConfig:
@@ -208,7 +249,10 @@ def config_from_properties(props: dict[str, str]) -> BrokerConfig:
     props = {k: v for k, v in props.items() if k not in group_keys}
     values: dict[str, object] = {"metrics": metrics, "group": group}
     unknown = []
+    values["security_props"] = {k: v for k, v in props.items() if is_listener_key(k)}
     for key, raw in props.items():
+        if key in values["security_props"]:
+            continue
         if key not in _KEYS:
             unknown.append(key)
             continue

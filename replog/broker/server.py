@@ -31,7 +31,8 @@ from replog.server.api_versions import unsupported_version_body
 from replog.server.connection import ConnectionHolder
 from replog.server.dispatch import Dispatcher, Handler, RequestContext
 from replog.server.inter_broker import open_inter_broker_connection
-from replog.server.listener import listen, listening_port
+from replog.server.listener import ListenerSecurity, listen, listening_port
+from replog.server.listener_security import build_listener_security
 from replog.server.listener_socket import write_ready_file
 
 from .alter_partition import AlterPartitionManager
@@ -62,7 +63,7 @@ class Broker:
         self.image.brokers[config.node_id] = BrokerEndpoint.from_listener(config.node_id, config.advertised)
         self.connections = ConnectionHolder(config.max_connections)
         self.stop_requested = asyncio.Event()  # set when the broker must stop on its own (every log dir failed)
-        self._server: asyncio.AbstractServer | None = None
+        self._servers: dict[str, asyncio.AbstractServer] = {}  # by listener name, in the order configured
         self._periodic: list[asyncio.Task] = []
         self.log_manager: LogManager | None = None
         self.log_cleaner: LogCleaner | None = None
@@ -111,14 +112,15 @@ class Broker:
         await self.metrics_service.start()
         dispatcher = Dispatcher(self._build_handlers(), functools.partial(unsupported_version_body, BROKER_APIS),
                                 observe_request=self.metrics.observe_request)
-        listener = config.listeners[0]
-        self._server = await listen(listener.host, listener.port, self.connections, dispatcher,
-                                    max_frame_bytes=config.socket_request_max_bytes,
-                                    max_inflight=config.max_inflight_requests_per_connection,
-                                    use_sendfile=config.fetch_sendfile_enable,
-                                    idle_timeout_ms=config.connections_max_idle_ms, backlog=1024)
-        if config.advertised.port == 0:  # listening on port 0: advertise the port the OS picked
-            self.image.brokers[config.node_id] = BrokerEndpoint(config.node_id, config.advertised.host, self.port)
+        specs = config.listener_specs
+        for spec, security in zip(specs, listener_securities(config), strict=True):
+            self._servers[spec.name] = await listen(
+                spec.host, spec.port, self.connections, dispatcher, max_frame_bytes=config.socket_request_max_bytes,
+                max_inflight=config.max_inflight_requests_per_connection, use_sendfile=config.fetch_sendfile_enable,
+                idle_timeout_ms=config.connections_max_idle_ms, backlog=1024, security=security)
+        inter_broker_host, inter_broker_port = self.advertised_listeners[config.inter_broker_listener.name]
+        self.image.brokers[config.node_id] = BrokerEndpoint(config.node_id, inter_broker_host, inter_broker_port,
+                                                            config.broker_rack, self.advertised_listeners)
         self._periodic = [
             asyncio.create_task(self._every(config.replica_high_watermark_checkpoint_interval_ms,
                                             self.log_manager.checkpoint_high_watermarks)),
@@ -133,7 +135,9 @@ class Broker:
             # Register only once listening: the controller connects back as soon as it accepts us.
             self.lifecycle = self._build_lifecycle_manager()
             self.lifecycle.start()
-        log.info("replog broker %d listening on %s:%d", config.node_id, listener.host, self.port)
+        for spec in specs:
+            log.info("replog broker %d listening on %s://%s:%d (%s)", config.node_id, spec.name, spec.host,
+                     self.listener_ports[spec.name], spec.protocol.name)
 
     def _build_handlers(self) -> dict[int, Handler]:
         config = self.config
@@ -149,9 +153,13 @@ class Broker:
 
     def _build_lifecycle_manager(self) -> BrokerLifecycleManager:
         config = self.config
-        advertised = config.advertised
-        port = advertised.port or self.port  # listening on port 0: advertise the one the OS picked
-        identity = BrokerIdentity(config.node_id, config.cluster_id, advertised.host, port, config.broker_rack)
+        inter_broker = config.inter_broker_listener
+        advertised = self.advertised_listeners
+        host, port = advertised[inter_broker.name]
+        others = tuple((spec.name, *advertised[spec.name], spec.protocol.value)
+                       for spec in config.listener_specs if spec.name != inter_broker.name)
+        identity = BrokerIdentity(config.node_id, config.cluster_id, host, port, config.broker_rack,
+                                  other_listeners=others, listener_name=inter_broker.name)
         host, controller_port = config.controller_address
         return BrokerLifecycleManager(
             identity, lambda: self.connect_to_node(host, controller_port, f"lifecycle-{config.node_id}"),
@@ -171,6 +179,8 @@ class Broker:
 
     def metadata_applied(self, broker_epoch: int) -> None:
         """The controller's UpdateMetadata for the registration with `broker_epoch` has been applied."""
+        if (own := self.image.brokers.get(self.config.node_id)) is not None:
+            own.listeners = self.advertised_listeners  # the controller knows only our inter-broker address
         self._metadata_broker_epoch = broker_epoch
         self.has_metadata.set()
 
@@ -232,7 +242,19 @@ class Broker:
 
     @property
     def port(self) -> int:
-        return listening_port(self._server)
+        """The first listener's port."""
+        return listening_port(next(iter(self._servers.values())))
+
+    @property
+    def listener_ports(self) -> dict[str, int]:
+        return {name: listening_port(server) for name, server in self._servers.items()}
+
+    @property
+    def advertised_listeners(self) -> dict[str, tuple[str, int]]:
+        """Advertised address per listener; a listener advertised on port 0 advertises the port it got."""
+        ports = self.listener_ports
+        return {spec.name: (spec.advertised_host, spec.advertised_port or ports[spec.name])
+                for spec in self.config.listener_specs}
 
     # topic administration (single node: the local controller decides, the replica manager acts)
     def create_topic(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str], *,
@@ -339,7 +361,8 @@ class Broker:
         if self.lifecycle is not None and self.config.controlled_shutdown_enable:
             # Still serving: clients keep producing to our leaderships until the controller moves them.
             await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_MAX_WAIT_MS)
-        self._server.close()
+        for server in self._servers.values():
+            server.close()
         self.connections.stop_reading()
         # Parked JoinGroup / SyncGroup answer NOT_COORDINATOR; fetchers stop, and parked operations answer
         # now with what they have, so in-flight responses drain.
@@ -361,10 +384,16 @@ class Broker:
         log.info("replog broker %d stopped cleanly", self.config.node_id)
 
 
+def listener_securities(config: BrokerConfig) -> list[ListenerSecurity]:
+    """Each listener's TLS context and SASL setup, in listener order; ValueError names what is wrong."""
+    return [build_listener_security(spec, config.security_props) for spec in config.listener_specs]
+
+
 async def serve(config: BrokerConfig) -> None:
     broker = Broker(config)
     await broker.start()
-    write_ready_file(port=broker.port, metrics_port=broker.metrics_service.port)
+    write_ready_file(port=broker.port, metrics_port=broker.metrics_service.port,
+                     listener_ports=broker.listener_ports)
     stop = broker.stop_requested
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -378,6 +407,7 @@ def run_broker(config_path: str | None, overrides: list[str]) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = load_config(config_path, overrides)
+        listener_securities(config)  # a listener that cannot serve its protocol stops us here, with a message
     except (OSError, ValueError) as e:
         print(f"replog: bad broker configuration: {e}", file=sys.stderr)
         return 2

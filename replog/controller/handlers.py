@@ -44,7 +44,8 @@ class ControllerApis(Protocol):
     def alter_partition(self, request: Any, version: int) -> dict[str, Any]: ...
 
     def register_broker(self, broker_id: int, incarnation_id: uuid.UUID, host: str, port: int,
-                        rack: str | None = None, cluster_id: str | None = None) -> int: ...
+                        rack: str | None = None, cluster_id: str | None = None,
+                        listeners: tuple[tuple[str, str, int, int], ...] = ()) -> int: ...
 
     def broker_heartbeat(self, broker_id: int, broker_epoch: int, *, want_fence: bool, want_shutdown: bool,
                          offline_log_dirs: Collection[uuid.UUID] = ()) -> HeartbeatAnswer: ...
@@ -78,7 +79,9 @@ def handle_broker_registration(ctx: RequestContext, controller: ControllerApis) 
         try:
             body["broker_epoch"] = controller.register_broker(request.broker_id, request.incarnation_id,
                                                               listener.host, listener.port, request.rack,
-                                                              request.cluster_id)
+                                                              request.cluster_id, listeners=tuple(
+                                                                  (e.name, e.host, e.port, e.security_protocol)
+                                                                  for e in request.listeners))
         except ControllerError as e:
             log.warning("registration of broker %d refused: %s", request.broker_id, e)
             body["error_code"] = e.error_code

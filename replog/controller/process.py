@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from replog.metrics.config import split_metrics_config
+from replog.server.listener_config import ListenerSpec, SecurityProtocol, resolve_server_listeners
 from replog.server.listener_socket import write_ready_file
 from replog.server.properties import parse_bool, parse_listeners, read_properties
 
@@ -37,14 +38,35 @@ _KEYS = {
 }
 
 
+_LISTENER_KEYS = ("advertised.listeners", "listener.security.protocol.map", "controller.listener.names")
+
+
+def _controller_listener(props: dict[str, str]) -> ListenerSpec:
+    """The controller's listener, its protocol from listener.security.protocol.map as a broker's. A controller
+    node's listeners are all controller listeners (Kafka requires that of process.roles=controller), so without
+    controller.listener.names they are the ones named, and an unmapped name is PLAINTEXT as in KRaft. Nodes
+    reach the controller with SASL/PLAIN over plain TCP for now, so only a PLAINTEXT listener is served;
+    anything else is refused rather than served as plain text under a TLS name."""
+    if not props.get("controller.listener.names"):
+        names = ",".join(listener.name for listener in parse_listeners(props["listeners"]))
+        props = {**props, "controller.listener.names": names}
+    listener = resolve_server_listeners(props, "PLAINTEXT://127.0.0.1:9093")[0]
+    if listener.protocol is not SecurityProtocol.PLAINTEXT:
+        raise ValueError(f"listener {listener.name} is {listener.protocol.name}: the controller serves PLAINTEXT "
+                         f"only for now")
+    return listener
+
+
 def controller_config(props: dict[str, str]) -> ControllerConfig:
     """The controller's configuration from properties; ValueError names what is wrong."""
     values: dict[str, object] = {}
     values["metrics"], rest = split_metrics_config(props)
     for key, raw in rest.items():
         if key == "listeners":
-            listener = parse_listeners(raw)[0]
+            listener = _controller_listener(rest)
             values["host"], values["port"] = listener.host, listener.port
+        elif key in _LISTENER_KEYS:
+            continue  # read with listeners
         elif key in _KEYS:
             attribute, parse = _KEYS[key]
             try:

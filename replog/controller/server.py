@@ -207,7 +207,8 @@ class ClusterController:
     # --------------------------------------------------------------------------------- registration
 
     def register_broker(self, broker_id: int, incarnation_id: uuid.UUID, host: str, port: int,
-                        rack: str | None = None, cluster_id: str | None = None) -> int:
+                        rack: str | None = None, cluster_id: str | None = None,
+                        listeners: tuple[tuple[str, str, int, int], ...] = ()) -> int:
         """A BrokerRegistration: returns the new broker epoch. The broker starts fenced; a heartbeat
         unfences it once it has the metadata. A broker registering again while unfenced restarted
         without a clean shutdown, so it is fenced first: its log may have lost unflushed records."""
@@ -220,7 +221,8 @@ class ClusterController:
         previous = self.sessions.register(broker_id, incarnation_id, epoch, self.clock_ms())
         if previous is not None and previous is not BrokerState.FENCED:
             self._fence(broker_id, "registered again")
-        registration = BrokerRegistration(broker_id, host, port, epoch, incarnation_id, rack, fenced=True)
+        registration = BrokerRegistration(broker_id, host, port, epoch, incarnation_id, rack, fenced=True,
+                                          listeners=listeners)
         self._replace_broker(registration)
         # A new process: failed log dirs come back on restart (Kafka keeps a dir offline until then).
         self.metadata.clear_offline_replicas(broker_id)

@@ -82,8 +82,9 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.LEADER_AND_ISR, 7, 7, 4),
         ApiSpec(ApiKey.STOP_REPLICA, 4, 4, 2),
         ApiSpec(ApiKey.UPDATE_METADATA, 8, 8, 6),
-        # v1 only: after a v0 handshake raw SASL tokens follow outside Kafka framing (KIP-152 replaced it).
-        ApiSpec(ApiKey.SASL_HANDSHAKE, 1, 1, NEVER_FLEXIBLE),  # "flexibleVersions": "none"
+        # After a v0 handshake bare size-prefixed SASL tokens follow (KIP-43); v1 wraps them in
+        # SaslAuthenticate (KIP-152). server/dispatch.py handles both.
+        ApiSpec(ApiKey.SASL_HANDSHAKE, 0, 1, NEVER_FLEXIBLE),  # "flexibleVersions": "none"
         ApiSpec(ApiKey.SASL_AUTHENTICATE, 0, 2, 2),
         ApiSpec(ApiKey.ALTER_PARTITION, 2, 3, 0),
         # Broker to controller (KIP-631); v0 of each is all replog's brokers send, the rest adds no meaning here.

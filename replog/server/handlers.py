@@ -14,6 +14,6 @@ def shared_handlers(served: frozenset[int], inter_broker_secret: str | None) -> 
     assert {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE} <= served
     return {
         ApiKey.API_VERSIONS: functools.partial(api_versions.handle, served=served),
-        ApiKey.SASL_HANDSHAKE: sasl_handshake.handle,
-        ApiKey.SASL_AUTHENTICATE: functools.partial(sasl_authenticate.handle, inter_broker_secret=inter_broker_secret),
+        ApiKey.SASL_HANDSHAKE: functools.partial(sasl_handshake.handle, inter_broker_secret=inter_broker_secret),
+        ApiKey.SASL_AUTHENTICATE: sasl_authenticate.handle,
     }

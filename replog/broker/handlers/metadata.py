@@ -50,8 +50,9 @@ def _respond(ctx: RequestContext, topics: TopicAdmin, request) -> list:
     described = [_describe_topic(topics, name, allow_auto_create) for name in names]
     body = {
         "throttle_time": 0,
-        "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                    for b in image.brokers.values()],
+        # Each broker's address on the listener this client connected to (Kafka's per-listener metadata).
+        "brokers": [{"node_id": b.node_id, "host": host, "port": port, "rack": b.rack}
+                    for b in image.brokers.values() for host, port in [b.address_for(ctx.session.listener_name)]],
         "cluster_id": image.cluster_id,
         "controller_id": image.controller_id,
         "topics": described,
