@@ -8,7 +8,9 @@ Towards the brokers it plays two of Kafka's parts (kafka-replication-facts.md, s
 - the ZooKeeper-mode controller's wire: decisions reach the brokers as LeaderAndIsr / UpdateMetadata /
   StopReplica, each carrying the controller id and epoch (brokers refuse an older epoch).
 Every decision is written to the metadata log (fsync) before it is applied or sent, so a restarted
-controller replays the same brokers, leaders and epochs, and takes the next controller epoch.
+controller replays the same brokers, leaders and epochs, and takes the next controller epoch. The metadata log
+is the controller quorum's Raft log (quorum.py; a quorum of one for now), whose leader epoch is the controller
+epoch; the quorum's APIs (Vote, Fetch, DescribeQuorum, ...) are served on the controller's listener.
 
 Single event loop, no locks: each change is decided, logged, applied and its requests queued in one
 synchronous step, so per-broker request order equals the order of changes. Sending is asynchronous: the
@@ -31,6 +33,8 @@ from replog.client.connection import Connection
 from replog.log.partition_log import TopicPartition, parse_topic_partition
 from replog.metrics.config import MetricsConfig
 from replog.metrics.service import MetricsService
+from replog.protocol.apis import CONTROLLER_API_SPECS
+from replog.raft.config import QuorumConfig
 from replog.server.connection import ConnectionHolder
 from replog.server.dispatch import Dispatcher
 from replog.server.inter_broker import open_inter_broker_connection
@@ -43,16 +47,16 @@ from .cluster import BrokerRegistration, ClusterMetadata, ControllerError, Topic
 from .handlers import build_handlers, unsupported_version_body
 from .heartbeats import BROKER_SESSION_TIMEOUT_MS, BrokerSessions, BrokerState, HeartbeatAnswer
 from .leadership import elect_offline_partitions, preferred_leader_elections, without_broker
-from .metadata_log import MetadataLog
 from .metrics import ControllerCollector, controller_snapshot
 from .propagation import Delivery, PropagationError, Propagator
+from .quorum import QuorumMetadataLog, single_voter_config
 from .registry import PartitionRegistration
 from .state_machines import ClusterStates, PartitionReplica, ReplicaState
 
 log = logging.getLogger(__name__)
 
-# ZooKeeper-mode Kafka starts the controller epoch at 0 and increments it on every election, so the first
-# controller runs in epoch 1. Brokers start at -1 and take the epoch of the first request they accept.
+# The controller epoch is the quorum's leader epoch: the first election makes epoch 1. Brokers start at -1
+# and take the epoch of the first request they accept.
 FIRST_CONTROLLER_EPOCH = 1
 # How often silent brokers are looked for; a tenth of the session timeout keeps detection within 10% late.
 MAX_FENCE_CHECK_INTERVAL_MS = 1_000
@@ -86,6 +90,8 @@ class ControllerConfig:
     # The local address of its connections to brokers (as the brokers' inter.broker.bind.host); None: the OS's.
     inter_broker_bind_host: str | None = None
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    # controller.quorum.* (replog/raft/config.py); None: a quorum of this controller alone.
+    quorum: QuorumConfig | None = None
 
     def __post_init__(self) -> None:
         assert self.inter_broker_secret, "a controller without inter.broker.secret cannot talk to brokers"
@@ -114,7 +120,7 @@ class ClusterController:
         self.propagator = Propagator(self.channel, self.metadata, config.controller_id,
                                      lambda: self.controller_epoch, config.propagation_timeout_ms)
         self.connections = ConnectionHolder(config.max_connections)
-        self._log: MetadataLog | None = None
+        self._log: QuorumMetadataLog | None = None
         self._server: asyncio.AbstractServer | None = None
         self._tasks: list[asyncio.Task] = []
         self._metadata_push_needed = asyncio.Event()
@@ -138,7 +144,7 @@ class ClusterController:
     async def start(self) -> None:
         assert self._server is None
         config = self.config
-        self._recover()
+        await self._recover()
         for broker in self.metadata.brokers.values():
             if not broker.fenced:
                 self.channel.add_broker(broker.broker_id, broker.host, broker.port)
@@ -150,7 +156,9 @@ class ClusterController:
             collector=ControllerCollector(self),
             snapshot=lambda now_ms: controller_snapshot(self.metadata, self.controller_epoch))
         await self.metrics_service.start()
-        dispatcher = Dispatcher(build_handlers(self, config.inter_broker_secret), unsupported_version_body)
+        assert self._log is not None
+        dispatcher = Dispatcher(build_handlers(self, config.inter_broker_secret, self._log.shell.handlers()),
+                                unsupported_version_body, api_specs=CONTROLLER_API_SPECS)
         self._server = await listen(config.host, config.port, self.connections, dispatcher,
                                     max_frame_bytes=config.max_frame_bytes,
                                     max_inflight=config.max_inflight_requests_per_connection, use_sendfile=False)
@@ -162,11 +170,14 @@ class ClusterController:
                  self.controller_id, config.host, self.port, self.controller_epoch, len(self.metadata.brokers),
                  len(self.metadata.topics))
 
-    def _recover(self) -> None:
-        """Replay the metadata log, take the next controller epoch, and compact the log to a snapshot."""
-        self._log, logged = MetadataLog.open(self.config.metadata_log_dir)
-        previous_epoch = records.replay((entry.record for entry in logged), self.metadata)
-        self.controller_epoch = max(FIRST_CONTROLLER_EPOCH, previous_epoch + 1)
+    async def _recover(self) -> None:
+        """Lead the quorum, replay the metadata log, and compact the log to a snapshot."""
+        config = self.config
+        quorum = single_voter_config(config.controller_id, config.host, config.port, config.quorum)
+        self._log, logged = await QuorumMetadataLog.open(config.metadata_log_dir, config.controller_id, quorum,
+                                                         config.cluster_id, self._open_controller_connection)
+        records.replay(logged, self.metadata)
+        self.controller_epoch = self._log.epoch
         for topic in self.metadata.topics.values():
             self.states.topic_created(topic.partitions.values(), self.metadata.live_broker_ids())
         self._log.compact(records.snapshot_records(self.controller_epoch, self.metadata))
@@ -191,7 +202,7 @@ class ClusterController:
         if self.metrics_service is not None:
             await self.metrics_service.stop()
         if self._log is not None:
-            self._log.close()
+            await self._log.close()
         log.info("controller %d stopped", self.controller_id)
 
     async def settle(self) -> None:
@@ -532,6 +543,10 @@ class ClusterController:
             log.warning("%s: %s", what, e)
             return e
         return None
+
+    async def _open_controller_connection(self, host: str, port: int) -> Connection:
+        """To another voter of the quorum: authenticated as the inter-broker principal, as to brokers."""
+        return await self._open_broker_connection(host, port)
 
     async def _open_broker_connection(self, host: str, port: int) -> Connection:
         name = f"controller-{self.controller_id}"

@@ -80,7 +80,7 @@ class QuorumShell:
         self.directory = Path(directory)
         self._connect = connect
         self._cluster_id = cluster_id
-        self._on_commit = on_commit
+        self.on_commit = on_commit  # called after every step; the state machine takes what committed
         self._rng = rng or random.Random()
         self.node: RaftNode | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -91,6 +91,7 @@ class QuorumShell:
         self._answers: dict[int, _PendingAnswer] = {}  # by the correlation id given to an incoming request
         self._next_incoming_id = 1
         self._appends: list[_Append] = []
+        self._commit_waiters: list[tuple[int, asyncio.Future]] = []
 
     # ------------------------------------------------------------------ life
 
@@ -121,6 +122,8 @@ class QuorumShell:
         self._connections.clear()
         for pending in self._answers.values():
             pending.future.cancel()
+        for _, future in self._commit_waiters:
+            future.cancel()
         for append in self._appends:
             if not append.future.done():
                 append.future.set_exception(NotLeaderError(f"node {self.node_id} stopped"))
@@ -151,6 +154,38 @@ class QuorumShell:
         self._after_step([])
         return await append.future
 
+    def propose_durably(self, values: list[bytes]) -> int:
+        """Append as the leader and fsync this node's log before returning (the quorum learns of the entries
+        at the next flush): for a quorum of one they are decided when this returns. Returns the last offset."""
+        assert self.node is not None
+        offset = self.node.propose(values, self.now_ms())
+        self.node.log.flush()
+        self._after_step([])
+        return offset
+
+    async def wait_committed(self, offset: int) -> None:
+        """Until the high watermark reaches `offset` (everything before it is committed)."""
+        assert self.node is not None and self._loop is not None
+        if self.node.high_watermark is not None and self.node.high_watermark >= offset:
+            return
+        future = self._loop.create_future()
+        self._commit_waiters.append((offset, future))
+        await future
+
+    def _wake_commit_waiters(self) -> None:
+        hw = self.node.high_watermark if self.node is not None else None
+        if hw is None or not self._commit_waiters:
+            return
+        waiting = []
+        for offset, future in self._commit_waiters:
+            if future.done():
+                continue
+            if hw >= offset:
+                future.set_result(None)
+            else:
+                waiting.append((offset, future))
+        self._commit_waiters = waiting
+
     # ------------------------------------------------------------------ driving the node
 
     def _step(self, action: Callable[[int], list[Envelope]]) -> None:
@@ -164,7 +199,8 @@ class QuorumShell:
             else:
                 self._answer(envelope)
         self._settle_appends()
-        self._on_commit()
+        self._wake_commit_waiters()
+        self.on_commit()
         self._schedule_tick()
 
     def _schedule_tick(self) -> None:
