@@ -60,6 +60,8 @@ log = logging.getLogger(__name__)
 FIRST_CONTROLLER_EPOCH = 1
 # How often silent brokers are looked for; a tenth of the session timeout keeps detection within 10% late.
 MAX_FENCE_CHECK_INTERVAL_MS = 1_000
+# A fence check this many intervals late means the controller's own loop stopped, not the brokers.
+STALL_FACTOR = 3
 
 
 def monotonic_ms() -> int:
@@ -131,6 +133,7 @@ class ClusterController:
         # The log dir ids each broker has reported offline since it registered (KIP-858's OfflineLogDirs).
         self._offline_log_dirs: dict[int, frozenset[uuid.UUID]] = {}
         self.metrics_service: MetricsService | None = None
+        self.stalls = 0  # times the event loop was found stalled (process_stalled)
 
     @property
     def controller_id(self) -> int:
@@ -505,9 +508,24 @@ class ClusterController:
 
     async def _fence_silent_brokers(self) -> None:
         interval_ms = min(MAX_FENCE_CHECK_INTERVAL_MS, max(1, self.config.broker_session_timeout_ms // 10))
+        loop = asyncio.get_running_loop()
+        last_check = loop.time()
         while True:
             await asyncio.sleep(interval_ms / 1000)
+            gap_ms = (loop.time() - last_check) * 1000
+            last_check = loop.time()
+            if gap_ms > STALL_FACTOR * interval_ms:
+                self.process_stalled(int(gap_ms))
             self.fence_expired_brokers()
+
+    def process_stalled(self, gap_ms: int) -> None:
+        """The event loop stopped for `gap_ms` (SIGSTOP, a frozen VM, a long pause): the heartbeats that came
+        meanwhile wait unread in the sockets, so every broker gets a full session timeout from now, as from a
+        newly active controller, instead of being fenced for a silence that was this controller's own."""
+        self.sessions.restart_clocks(self.clock_ms())
+        self.stalls += 1
+        log.warning("controller %d was stalled for %d ms: every broker's session restarts now", self.controller_id,
+                    gap_ms)
 
     async def _rebalance_leaders(self) -> None:
         while True:
