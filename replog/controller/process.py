@@ -3,7 +3,8 @@
 Keys (Kafka's names where Kafka has one): node.id (the controller id, default 3000), listeners
 (PLAINTEXT://host:port), metadata.log.dir (required: the append-only metadata log), inter.broker.secret
 (required), cluster.id, broker.session.timeout.ms, unclean.leader.election.enable, num.partitions,
-default.replication.factor, auto.leader.rebalance.enable, leader.imbalance.check.interval.seconds,
+default.replication.factor, metadata.log.max.record.bytes.between.snapshots (KIP-630, 20 MiB),
+auto.leader.rebalance.enable, leader.imbalance.check.interval.seconds,
 leader.imbalance.per.broker.percentage, and the metrics.* keys brokers take (metrics.port,
 metrics.dump.dir, ...; the dumps default to metadata.log.dir/metrics-dumps), and the quorum's keys with Kafka's
 names and defaults: controller.quorum.voters (id@host:port,...; this controller alone for now, and so also
@@ -50,6 +51,7 @@ _KEYS = {
     "leader.imbalance.per.broker.percentage": ("leader_imbalance_per_broker_percentage", int),
     "num.partitions": ("num_partitions", int),
     "default.replication.factor": ("default_replication_factor", int),
+    "metadata.log.max.record.bytes.between.snapshots": ("metadata_snapshot_max_bytes", int),
 }
 
 
@@ -81,6 +83,8 @@ def controller_config(props: dict[str, str]) -> ControllerConfig:
         raise ValueError("leader.imbalance.check.interval.seconds must be positive")
     if not 0 <= int(values.get("leader_imbalance_per_broker_percentage", 10)) <= 100:
         raise ValueError("leader.imbalance.per.broker.percentage must be between 0 and 100")
+    if int(values.get("metadata_snapshot_max_bytes", 1)) <= 0:
+        raise ValueError("metadata.log.max.record.bytes.between.snapshots must be positive")
     if int(values.get("broker_session_timeout_ms", 1)) <= 0:
         raise ValueError("broker.session.timeout.ms must be positive")
     if int(values.get("num_partitions", 1)) <= 0 or int(values.get("default_replication_factor", 1)) <= 0:

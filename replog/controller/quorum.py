@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from replog.raft.commits import Committed, LoadSnapshot
 from replog.raft.config import VOTERS, QuorumConfig, QuorumConfigError
 from replog.raft.messages import OffsetAndEpoch
 from replog.raft.shell import ConnectFactory, QuorumShell
+from replog.raft.snapshots import SnapshotPolicy
 
 from .records import CorruptMetadataError, Record
 
@@ -66,15 +67,22 @@ def decode_record(data: bytes, where: str) -> Record:
 class QuorumMetadataLog:
     """The open log; create it with `await QuorumMetadataLog.open(...)`."""
 
-    def __init__(self, shell: QuorumShell, lock: DirectoryLock) -> None:
+    def __init__(self, shell: QuorumShell, lock: DirectoryLock, policy: SnapshotPolicy,
+                 snapshot_records: Callable[[], list[Record]]) -> None:
         self._shell = shell
         self._lock = lock
+        self._policy = policy
+        self._snapshot_records = snapshot_records  # the state machine's current state, as records
+        self._records_since_snapshot = 0
+        self._bytes_since_snapshot = 0
 
     @classmethod
     async def open(cls, directory: Path, controller_id: int, quorum: QuorumConfig, cluster_id: str,
-                   connect: ConnectFactory) -> tuple[QuorumMetadataLog, list[Record]]:
+                   connect: ConnectFactory, *, snapshot_records: Callable[[], list[Record]],
+                   policy: SnapshotPolicy | None = None) -> tuple[QuorumMetadataLog, list[Record]]:
         """Start this controller's voter in `directory` and return it with every committed record, oldest first
-        (the snapshot's first)."""
+        (the snapshot's first). snapshot_records() is the controller's state as records: a snapshot is taken
+        of it when `policy` says one is due."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         lock = DirectoryLock.acquire(directory)  # two controllers on one dir would interleave their appends
@@ -82,7 +90,7 @@ class QuorumMetadataLog:
                             cluster_id=cluster_id)
         try:
             shell.start()
-            metadata_log = cls(shell, lock)
+            metadata_log = cls(shell, lock, policy or SnapshotPolicy(), snapshot_records)
             records = await metadata_log._committed_so_far()
         except BaseException:
             await shell.stop()
@@ -106,8 +114,19 @@ class QuorumMetadataLog:
         return out
 
     def _discard_committed(self) -> None:
-        """The active controller applied its records when it decided them; committing only moves the queue."""
-        self._shell.take_committed()
+        """The active controller applied its records when it decided them; committing only moves the queue,
+        and may make a snapshot due (KIP-630: after so many records or bytes since the last)."""
+        for item in self._shell.take_committed():
+            if isinstance(item, Committed):
+                self._records_since_snapshot += 1
+                self._bytes_since_snapshot += len(item.entry.value)
+        node = self._shell.node
+        assert node is not None
+        # Between controller steps everything appended is applied, so with the whole log committed the
+        # current state is the state at the log's end.
+        if node.high_watermark == node.log.end_offset and self._policy.due(self._records_since_snapshot,
+                                                                            self._bytes_since_snapshot):
+            self.compact(self._snapshot_records())
 
     @property
     def epoch(self) -> int:
@@ -141,6 +160,9 @@ class QuorumMetadataLog:
         if snapshot_id.offset == node.log.start_offset:
             return  # nothing since the last snapshot
         node.create_snapshot(snapshot_id, b"\n".join(encode_record(r) for r in records) + b"\n")
+        self._records_since_snapshot = self._bytes_since_snapshot = 0
+        log.info("metadata snapshot at offset %d (epoch %d) of %d records", snapshot_id.offset, snapshot_id.epoch,
+                 len(records))
 
     async def close(self) -> None:
         await self._shell.stop()

@@ -35,6 +35,7 @@ from replog.metrics.config import MetricsConfig
 from replog.metrics.service import MetricsService
 from replog.protocol.apis import CONTROLLER_API_SPECS
 from replog.raft.config import QuorumConfig
+from replog.raft.snapshots import SnapshotPolicy
 from replog.server.connection import ConnectionHolder
 from replog.server.dispatch import Dispatcher
 from replog.server.inter_broker import open_inter_broker_connection
@@ -94,6 +95,7 @@ class ControllerConfig:
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     # controller.quorum.* (replog/raft/config.py); None: a quorum of this controller alone.
     quorum: QuorumConfig | None = None
+    metadata_snapshot_max_bytes: int = 20 * 1024 * 1024  # metadata.log.max.record.bytes.between.snapshots
 
     def __post_init__(self) -> None:
         assert self.inter_broker_secret, "a controller without inter.broker.secret cannot talk to brokers"
@@ -101,6 +103,7 @@ class ControllerConfig:
         assert 0 <= self.port < 65536
         assert self.broker_session_timeout_ms > 0
         assert self.num_partitions > 0 and self.default_replication_factor > 0
+        assert self.metadata_snapshot_max_bytes > 0
         assert self.leader_imbalance_check_interval_ms > 0 and 0 <= self.leader_imbalance_per_broker_percentage <= 100
 
 
@@ -177,8 +180,11 @@ class ClusterController:
         """Lead the quorum, replay the metadata log, and compact the log to a snapshot."""
         config = self.config
         quorum = single_voter_config(config.controller_id, config.host, config.port, config.quorum)
-        self._log, logged = await QuorumMetadataLog.open(config.metadata_log_dir, config.controller_id, quorum,
-                                                         config.cluster_id, self._open_controller_connection)
+        self._log, logged = await QuorumMetadataLog.open(
+            config.metadata_log_dir, config.controller_id, quorum, config.cluster_id,
+            self._open_controller_connection,
+            snapshot_records=lambda: records.snapshot_records(self.controller_epoch, self.metadata),
+            policy=SnapshotPolicy(max_bytes=config.metadata_snapshot_max_bytes))
         records.replay(logged, self.metadata)
         self.controller_epoch = self._log.epoch
         for topic in self.metadata.topics.values():

@@ -64,7 +64,7 @@ def test_a_snapshot_rebuilds_the_state_and_the_controller_epoch():
 
 async def _open_log(directory) -> tuple[QuorumMetadataLog, list[records.Record]]:
     return await QuorumMetadataLog.open(directory, 3000, QuorumConfig(voters={3000: ("127.0.0.1", 1)}),
-                                        "cluster", _no_connections)
+                                        "cluster", _no_connections, snapshot_records=list)
 
 
 async def _no_connections(host: str, port: int):

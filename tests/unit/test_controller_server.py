@@ -376,6 +376,21 @@ async def test_a_third_start_takes_a_third_epoch(controllers, brokers):
     assert not third.metadata.brokers[1].fenced
 
 
+async def test_a_running_controller_snapshots_its_metadata_and_a_restart_replays_the_snapshot(
+        controllers, brokers, tmp_path):
+    # KIP-630: a snapshot once metadata.log.max.record.bytes.between.snapshots have committed since the last.
+    first = await controllers.start(*brokers.values(), metadata_snapshot_max_bytes=2_000)
+    quorum_dir = tmp_path / "metadata" / "__cluster_metadata-0"
+    snapshots_at_start = sorted(quorum_dir.glob("*.checkpoint"))
+    for i in range(10):
+        await first.create_topic(f"t{i}", {0: [1, 2, 3]})
+    await wait_until(lambda: sorted(quorum_dir.glob("*.checkpoint")) != snapshots_at_start, "a new snapshot")
+    topics, registered = dict(first.metadata.topics), dict(first.metadata.brokers)
+    await first.stop()
+    second = await controllers.start()
+    assert second.metadata.topics == topics and second.metadata.brokers == registered
+
+
 async def test_controllers_with_other_log_dirs_start_afresh(controllers, brokers, tmp_path):
     first = await controllers.start(brokers[1])
     await first.create_topic("t", {0: [1]})
