@@ -92,6 +92,7 @@ class QuorumShell:
         self._next_incoming_id = 1
         self._appends: list[_Append] = []
         self._commit_waiters: list[tuple[int, asyncio.Future]] = []
+        self._stopped = False
 
     # ------------------------------------------------------------------ life
 
@@ -112,6 +113,7 @@ class QuorumShell:
         self._after_step([])
 
     async def stop(self) -> None:
+        self._stopped = True  # no more ticks, nor steps for answers still on their way
         if self._timer is not None:
             self._timer.cancel()
         for task in list(self._exchanges):
@@ -190,9 +192,12 @@ class QuorumShell:
 
     def _step(self, action: Callable[[int], list[Envelope]]) -> None:
         assert self.node is not None
-        self._after_step(action(self.now_ms()))
+        if not self._stopped:
+            self._after_step(action(self.now_ms()))
 
     def _after_step(self, out: list[Envelope]) -> None:
+        if self._stopped:
+            return
         for envelope in out:
             if isinstance(envelope.message, m.Request.__args__):
                 self._spawn_exchange(envelope)
@@ -298,7 +303,7 @@ class QuorumShell:
             return self._answer_now(api_key, version, ErrorCode.invalid_request)
         if not isinstance(request, m.DescribeQuorumRequest) and not ctx.session.cluster_action:
             return self._answer_now(api_key, version, ErrorCode.cluster_authorization_failed)
-        if self.node is None:
+        if self.node is None or self._stopped:
             return self._answer_now(api_key, version, ErrorCode.not_leader_or_follower)
         correlation_id = self._next_incoming_id
         self._next_incoming_id += 1
