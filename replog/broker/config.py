@@ -159,11 +159,20 @@ class BrokerConfig:
 
     @property
     def controller_address(self) -> tuple[str, int] | None:
+        """The first controller of controller.quorum.bootstrap.servers, None without any."""
+        addresses = self.controller_addresses
+        return addresses[0] if addresses else None
+
+    @property
+    def controller_addresses(self) -> list[tuple[str, int]]:
+        """Every controller of controller.quorum.bootstrap.servers (host:port,...), in order."""
         if not self.controller_bootstrap_servers:
-            return None
-        first = self.controller_bootstrap_servers.split(",")[0].strip()
-        host, _, port = first.rpartition(":")
-        return host, int(port)
+            return []
+        addresses = []
+        for item in filter(None, (part.strip() for part in self.controller_bootstrap_servers.split(","))):
+            host, _, port = item.rpartition(":")
+            addresses.append((host.strip("[]"), int(port)))
+        return addresses
 
     @property
     def listener_specs(self) -> list[ListenerSpec]:
@@ -219,9 +228,13 @@ class BrokerConfig:
         if self.replica_lag_time_max_ms <= 0 or self.num_replica_fetchers <= 0:
             raise ValueError("replica.lag.time.max.ms and num.replica.fetchers must be positive")
         if self.controller_bootstrap_servers is not None:
-            host, _, port = self.controller_bootstrap_servers.split(",")[0].strip().rpartition(":")
-            if not host or not port.isdigit():
-                raise ValueError("controller.quorum.bootstrap.servers must be host:port")
+            items = [part.strip() for part in self.controller_bootstrap_servers.split(",") if part.strip()]
+            for item in items:
+                host, _, port = item.rpartition(":")
+                if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                    raise ValueError(f"controller.quorum.bootstrap.servers must be host:port,...: {item!r} is not")
+            if not items:
+                raise ValueError("controller.quorum.bootstrap.servers names no controller")
             if not self.inter_broker_secret:
                 raise ValueError("a broker with a controller needs inter.broker.secret to replicate")
         self._validate_listeners()

@@ -37,6 +37,7 @@ from replog.server.listener_socket import write_ready_file
 
 from .alter_partition import AlterPartitionManager
 from .config import BrokerConfig, load_config, report_unknown_keys
+from .controller_client import ControllerFinder
 from .group_coordinator import GroupCoordinatorShell
 from .handlers import BROKER_APIS, build_handlers
 from .handlers.context import ControlPlane, GroupCoordination, TopicAdmin, TopicDefaults
@@ -76,6 +77,9 @@ class Broker:
         self.metrics = BrokerMetrics(config.node_id)
         self.metrics_service: MetricsService | None = None
         self._controller_connection: Connection | None = None  # for forwarded topic administration
+        # Which controller of controller.quorum.bootstrap.servers the session, AlterPartition and forwarding use.
+        self._controllers = (ControllerFinder(config.controller_addresses, self.connect_to_node)
+                             if config.controller_addresses else None)
         self._metadata_broker_epoch = -1  # the broker epoch of the last UpdateMetadata applied
         self.has_metadata = asyncio.Event()  # set by the first UpdateMetadata: until then Metadata requests wait
 
@@ -160,13 +164,15 @@ class Broker:
                        for spec in config.listener_specs if spec.name != inter_broker.name)
         identity = BrokerIdentity(config.node_id, config.cluster_id, host, port, config.broker_rack,
                                   other_listeners=others, listener_name=inter_broker.name)
-        host, controller_port = config.controller_address
-        return BrokerLifecycleManager(
-            identity, lambda: self.connect_to_node(host, controller_port, f"lifecycle-{config.node_id}"),
+        assert self._controllers is not None
+        lifecycle = BrokerLifecycleManager(
+            identity, self._controllers.connector(f"lifecycle-{config.node_id}"),
             heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
             has_metadata=lambda epoch: self._metadata_broker_epoch == epoch,
             offline_log_dirs=lambda: [self.log_manager.directory_id(d)
                                       for d in self.log_manager.failure_channel.offline_dirs])
+        lifecycle.on_controller_lost = self._controllers.lost
+        return lifecycle
 
     def _on_log_dir_failure(self, log_dir: Path, error: OSError) -> None:
         """The replica manager has taken the dir's partitions offline; tell the controller now. With no
@@ -191,11 +197,17 @@ class Broker:
 
     async def forward_to_controller(self, ctx: RequestContext) -> bytes:
         """Send a client's request on to the controller unchanged and return the response body (KIP-590)."""
+        assert self._controllers is not None
         if self._controller_connection is None or self._controller_connection.closed:
-            host, port = self.config.controller_address
-            self._controller_connection = await self.connect_to_node(host, port, f"forwarding-{self.config.node_id}")
+            connect = self._controllers.connector(f"forwarding-{self.config.node_id}")
+            self._controller_connection = await connect()
         api_key, version = ctx.header.api_key, ctx.api_version
-        frame = await self._controller_connection.request(api_key, version, [memoryview(ctx.frame)[ctx.body_offset:]])
+        connection = self._controller_connection
+        try:
+            frame = await connection.request(api_key, version, [memoryview(ctx.frame)[ctx.body_offset:]])
+        except (KafkaError, OSError):
+            self._controllers.lost(connection)  # the next forwarded request tries the next controller
+            raise
         _, offset = decode_response_header(frame, response_header_version(api_key, version))
         return bytes(frame[offset:])
 
@@ -217,12 +229,12 @@ class Broker:
 
             fetcher_manager = ReplicaFetcherManager(fetcher_config, leader_endpoint, clock_ms,
                                                     on_fetched=self.metrics.record_follower_fetch)
-            controller_host, controller_port = config.controller_address
+            assert self._controllers is not None
             self.alter_partition_manager = AlterPartitionManager(
-                config.node_id,
-                lambda: self.connect_to_node(controller_host, controller_port, f"alter-partition-{config.node_id}"),
+                config.node_id, self._controllers.connector(f"alter-partition-{config.node_id}"),
                 lambda *args, **kwargs: self.replica_manager.complete_isr_change(*args, **kwargs),
                 broker_epoch=lambda: -1 if self.lifecycle is None else self.lifecycle.broker_epoch)
+            self.alter_partition_manager.on_controller_lost = self._controllers.lost
             alter_isr = self.alter_partition_manager.submit
         return ReplicaManager(
             config.node_id, self.log_manager, config.log_config(), config.min_insync_replicas,

@@ -17,8 +17,9 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from replog.protocol.apis import ApiKey
+from replog.protocol.apis import CONTROLLER_API_SPECS, ApiKey
 from replog.protocol.messages import decode_request, encode_response
+from replog.raft.shell import QUORUM_APIS
 from replog.server import api_versions
 from replog.server.dispatch import Handler, RequestContext
 from replog.server.handlers import shared_handlers
@@ -31,7 +32,7 @@ log = logging.getLogger(__name__)
 
 CONTROLLER_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
                              ApiKey.ALTER_PARTITION, ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT,
-                             ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS})
+                             ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS}) | QUORUM_APIS
 CONFIG_SOURCE_TOPIC = 1  # DescribeConfigs' TOPIC_CONFIG source, as CreateTopics v5+ reports configs
 
 
@@ -186,9 +187,12 @@ async def handle_delete_topics(ctx: RequestContext, controller: ControllerApis) 
     return [encode_response(ApiKey.DELETE_TOPICS, ctx.api_version, {"throttle_time": 0, "responses": results})]
 
 
-def build_handlers(controller: ControllerApis, inter_broker_secret: str) -> dict[int, Handler]:
+def build_handlers(controller: ControllerApis, inter_broker_secret: str,
+                   quorum_handlers: Mapping[int, Handler]) -> dict[int, Handler]:
+    """quorum_handlers: the controller quorum's APIs (replog/raft/shell.py)."""
     handlers: dict[int, Handler] = {
-        **shared_handlers(CONTROLLER_APIS, inter_broker_secret),
+        **shared_handlers(CONTROLLER_APIS, inter_broker_secret, CONTROLLER_API_SPECS),
+        **quorum_handlers,
         ApiKey.ALTER_PARTITION: functools.partial(handle_alter_partition, controller=controller),
         ApiKey.BROKER_REGISTRATION: functools.partial(handle_broker_registration, controller=controller),
         ApiKey.BROKER_HEARTBEAT: functools.partial(handle_broker_heartbeat, controller=controller),
@@ -200,4 +204,4 @@ def build_handlers(controller: ControllerApis, inter_broker_secret: str) -> dict
 
 
 def unsupported_version_body() -> list:
-    return api_versions.unsupported_version_body(CONTROLLER_APIS)
+    return api_versions.unsupported_version_body(CONTROLLER_APIS, CONTROLLER_API_SPECS)

@@ -2,7 +2,7 @@
 
 Like KRaft's metadata records, each record carries a whole entity's new state (a broker registration, a
 topic, a partition registration), so replaying them in order rebuilds the controller's state exactly, and
-a snapshot is just one record per live entity. Records are plain JSON-ready dicts; metadata_log.py stores
+a snapshot is just one record per live entity. Records are plain JSON-ready dicts; quorum.py stores
 them without looking inside.
 """
 

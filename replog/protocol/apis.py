@@ -30,7 +30,12 @@ class ApiKey(enum.IntEnum):
     SASL_AUTHENTICATE = 36
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
+    VOTE = 52
+    BEGIN_QUORUM_EPOCH = 53
+    END_QUORUM_EPOCH = 54
+    DESCRIBE_QUORUM = 55
     ALTER_PARTITION = 56
+    FETCH_SNAPSHOT = 59
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
 
@@ -90,8 +95,17 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         # Broker to controller (KIP-631); v0 of each is all replog's brokers send, the rest adds no meaning here.
         ApiSpec(ApiKey.BROKER_REGISTRATION, 0, 2, 0),
         ApiSpec(ApiKey.BROKER_HEARTBEAT, 0, 1, 0),
+        # The controller quorum (KIP-595, KIP-630, KIP-996), served by controllers only; replog/raft/codec.py.
+        ApiSpec(ApiKey.VOTE, 0, 2, 0),
+        ApiSpec(ApiKey.BEGIN_QUORUM_EPOCH, 0, 0, 1),
+        ApiSpec(ApiKey.END_QUORUM_EPOCH, 0, 0, 1),
+        ApiSpec(ApiKey.DESCRIBE_QUORUM, 0, 2, 0),
+        ApiSpec(ApiKey.FETCH_SNAPSHOT, 0, 0, 0),
     )
 }
+
+# A controller's Fetch is the quorum's (KRaft's, with ReplicaState and topic ids: v16), not a broker's range.
+CONTROLLER_API_SPECS: dict[int, ApiSpec] = {**SUPPORTED_APIS, ApiKey.FETCH: ApiSpec(ApiKey.FETCH, 16, 16, 12)}
 
 
 def request_header_version(api_key: int, api_version: int) -> int:

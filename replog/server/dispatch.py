@@ -8,11 +8,11 @@ connection on a request it cannot parse.
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from replog.protocol.apis import SUPPORTED_APIS, ApiKey, response_header_version
+from replog.protocol.apis import SUPPORTED_APIS, ApiKey, ApiSpec, response_header_version
 from replog.protocol.fetch import RecordsPart, part_length
 from replog.protocol.frames import size_prefix
 from replog.protocol.headers import (
@@ -65,9 +65,12 @@ RequestObserver = Callable[[int, float, float], None]
 
 class Dispatcher:
     def __init__(self, handlers: dict[int, Handler], unsupported_api_versions: Callable[[], Body],
-                 observe_request: RequestObserver | None = None) -> None:
-        assert set(handlers) <= set(SUPPORTED_APIS)
+                 observe_request: RequestObserver | None = None,
+                 api_specs: Mapping[int, ApiSpec] = SUPPORTED_APIS) -> None:
+        """api_specs: the version ranges this server accepts (a controller's Fetch differs from a broker's)."""
+        assert set(handlers) <= set(api_specs)
         self._handlers = handlers
+        self._api_specs = api_specs
         self._unsupported_api_versions = unsupported_api_versions
         self._observe_request = observe_request
 
@@ -79,7 +82,7 @@ class Dispatcher:
             api_key, api_version, correlation_id = peek_request_ids(frame)
         except DecodeError as e:
             raise CloseConnection(str(e)) from e
-        spec = SUPPORTED_APIS.get(api_key)
+        spec = self._api_specs.get(api_key)
         if spec is None or api_key not in self._handlers:
             raise CloseConnection(f"unknown API key {api_key}")
         if not spec.supports(api_version):
