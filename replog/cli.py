@@ -2,6 +2,7 @@
 
 import argparse
 import asyncio
+import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -13,6 +14,8 @@ from .client.cluster import Cluster
 from .client.consumer import Consumer
 from .client.errors import KafkaError
 from .client.producer import Producer
+from .client.quorum_admin import describe_quorum, parse_controllers
+from .cluster_nodes.quorum_report import format_quorum_replication, format_quorum_status
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -297,7 +300,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
             print(control.format_nodes(manifest))
         elif args.cluster_command == "status":
             status = control.cluster_status(args.data_dir)
-            print(control.format_status(status))
+            print(json.dumps(control.status_json(status)) if args.json else control.format_status(status))
             return EXIT_OK if status.all_up else EXIT_ERROR
         elif args.cluster_command == "down":
             print(control.format_outcomes(control.cluster_down(args.data_dir)))
@@ -311,6 +314,15 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     except ClusterError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_ERROR
+    return EXIT_OK
+
+
+# metadata-quorum
+
+
+async def _metadata_quorum(args: argparse.Namespace) -> int:
+    quorum = await describe_quorum(parse_controllers(args.bootstrap_controller))
+    print(format_quorum_status(quorum) if args.status else format_quorum_replication(quorum))
     return EXIT_OK
 
 
@@ -497,7 +509,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--controller-override", action="append", metavar="KEY=VALUE",
         help="a config key for the controller; repeatable (default: none)"
     )
-    cluster.add_parser("status", help="which nodes run and serve; exit 1 unless all do")
+    cluster.add_parser("status", help="which nodes run and serve, and the active controller; exit 1 unless all "
+                       "do").add_argument("--json", action="store_true",
+                                          help="print the nodes and the quorum as one JSON object (default: a table)")
     cluster.add_parser("down", help="SIGTERM the brokers, then the controller; idempotent")
     for action, what in [("stop-node", "SIGTERM a node and wait until it exits"), ("kill-node", "SIGKILL a node"),
                          ("start-node", "start a stopped node again with its id, port and data")]:  # fmt: skip
@@ -507,6 +521,20 @@ def build_parser() -> argparse.ArgumentParser:
         action_parser.add_argument("--data-dir", required=True,
                                    help="the cluster's directory, holding cluster.json (required)")
         action_parser.set_defaults(func=cmd_cluster)
+
+    quorum = commands.add_parser(
+        "metadata-quorum", help="describe the controllers' metadata quorum, like kafka-metadata-quorum",
+        description="Ask the metadata quorum's leader (DescribeQuorum) for its state or its replication.")
+    quorum.add_argument("--bootstrap-controller", required=True, metavar="HOST:PORT[,HOST:PORT...]",
+                        help="controllers to ask, in turn, until the quorum's leader answers (required)")
+    describe = quorum.add_subparsers(dest="quorum_command", required=True).add_parser(
+        "describe", help="print the quorum's leader, epoch and high watermark, or each replica's progress")
+    shown = describe.add_mutually_exclusive_group(required=True)
+    shown.add_argument("--status", action="store_true", help="leader, epoch, high watermark, follower lag, voters "
+                       "and observers (one of --status, --replication is required)")
+    shown.add_argument("--replication", action="store_true", help="a row per voter and observer: log end offset, "
+                       "lag and fetch times (one of --status, --replication is required)")
+    describe.set_defaults(func=lambda a: asyncio.run(_metadata_quorum(a)))
 
     analyze = commands.add_parser("analyze", help="analyse metrics dumps with PySpark: tables, plots, report",
                                   description="Analyse metrics dumps (docs/metrics-dumps.md) with PySpark: "

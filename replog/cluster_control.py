@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .client import BrokerInfo
+from .client import BrokerInfo, KafkaError
+from .client.quorum_admin import QuorumInfo, describe_quorum
 from .cluster_nodes.manifest import (
     CLUSTER_FILE,
     ClusterError,
@@ -36,12 +37,14 @@ from .cluster_nodes.nodes import (
     wait_until_serving,
 )
 from .cluster_nodes.plan import base_ports, format_properties, plan_cluster
+from .cluster_nodes.quorum_report import quorum_json, table
 from .harness.metrics_layout import METRICS_DIR
 from .harness.probes import answers_api_versions
 from .harness.processes import HOST, StopOutcome, is_running_as, listening_socket, read_ready_file
 from .log.checkpoint import write_atomically
 
 READY_TIMEOUT_S = 30.0
+QUORUM_TIMEOUT_MS = 2_000  # one DescribeQuorum round trip per controller
 
 
 # commands
@@ -135,10 +138,15 @@ class NodeStatus:
 class ClusterStatus:
     nodes: list[NodeStatus]
     metadata_brokers: dict[int, BrokerInfo] | None  # as a serving broker's Metadata lists them
+    quorum: QuorumInfo | None = None  # as the quorum's leader answers DescribeQuorum; None if none answers
 
     @property
     def all_up(self) -> bool:
         return all(s.alive and s.serving for s in self.nodes)
+
+    def is_active(self, node: Node) -> bool:
+        """The active controller is the metadata quorum's leader (KIP-631)."""
+        return node.role is Role.CONTROLLER and self.quorum is not None and self.quorum.leader_id == node.id
 
 
 def cluster_status(root: str | Path) -> ClusterStatus:
@@ -148,15 +156,24 @@ def cluster_status(root: str | Path) -> ClusterStatus:
         for n in manifest.nodes
     ]
     serving = ",".join(f"{HOST}:{s.node.port}" for s in statuses if s.serving and s.node.role is Role.BROKER)
-    return ClusterStatus(statuses, asyncio.run(metadata_brokers(serving)) if serving else None)
+    controllers = [(HOST, s.node.port) for s in statuses if s.serving and s.node.role is Role.CONTROLLER]
+    return ClusterStatus(statuses, asyncio.run(metadata_brokers(serving)) if serving else None,
+                         asyncio.run(_quorum(controllers)) if controllers else None)
+
+
+async def _quorum(controllers: list[tuple[str, int]]) -> QuorumInfo | None:
+    try:
+        return await describe_quorum(controllers, QUORUM_TIMEOUT_MS)
+    except KafkaError:
+        return None  # no leader now (an election), or none of them answers: status says "none"
 
 
 def cluster_down(root: str | Path, timeout: float = STOP_TIMEOUT_S) -> dict[str, StopOutcome]:
-    """Stop the brokers (in parallel, each moving its leaderships away), then the controller; idempotent."""
+    """Stop the brokers (in parallel, each moving its leaderships away), then the controllers; idempotent."""
     manifest = load_manifest(root)
     try:
         outcomes = stop_nodes(manifest.brokers, timeout)
-        outcomes |= stop_nodes([manifest.controller], timeout)
+        outcomes |= stop_nodes(manifest.controllers, timeout)
     finally:
         save_manifest(manifest)
     return outcomes
@@ -215,7 +232,7 @@ def format_nodes(manifest: ClusterManifest) -> str:
          str(manifest.log_path(n)))
         for n in manifest.nodes
     ]
-    return _table(rows) + f"\nmetrics dumps: {manifest.root / METRICS_DIR}"
+    return table(rows) + f"\nmetrics dumps: {manifest.root / METRICS_DIR}"
 
 
 def format_status(status: ClusterStatus) -> str:
@@ -223,7 +240,7 @@ def format_status(status: ClusterStatus) -> str:
     rows += [
         (
             str(s.node.id),
-            str(s.node.role),
+            f"{s.node.role}(active)" if status.is_active(s.node) else str(s.node.role),
             str(s.node.pid or "-"),
             str(s.node.port),
             _yes(s.alive),
@@ -238,7 +255,24 @@ def format_status(status: ClusterStatus) -> str:
             f"{b.node_id} ({b.host}:{b.port})"
             for b in sorted(status.metadata_brokers.values(), key=lambda b: b.node_id)
         )
-    return f"{_table(rows)}\nbrokers in the cluster metadata: {listed or 'none'}"
+    if status.quorum is None:
+        quorum = "unknown (no controller answers DescribeQuorum as leader)"
+    else:
+        q = status.quorum
+        quorum = f"leader {q.leader_id}, epoch {q.leader_epoch}, high watermark {q.high_watermark}"
+    return f"{table(rows)}\nmetadata quorum: {quorum}\nbrokers in the cluster metadata: {listed or 'none'}"
+
+
+def status_json(status: ClusterStatus) -> dict:
+    """`cluster status --json` (issue 19): every node with its role and liveness, and the quorum."""
+    return {
+        "nodes": [
+            {"id": s.node.id, "role": str(s.node.role), "active": status.is_active(s.node), "alive": s.alive,
+             "serving": s.serving, "pid": s.node.pid, "port": s.node.port}
+            for s in status.nodes
+        ],
+        "quorum": quorum_json(status.quorum),
+    }
 
 
 def format_outcomes(outcomes: Mapping[str, StopOutcome]) -> str:
@@ -249,8 +283,3 @@ def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
-def _table(rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows
-    )

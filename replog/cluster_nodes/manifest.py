@@ -11,6 +11,7 @@ from ..harness.processes import HOST
 from ..log.checkpoint import write_atomically
 
 CLUSTER_FILE = "cluster.json"
+FIRST_CONTROLLER_ID = 3000  # controllers are 3000, 3001, ... (issue 19); brokers are 1..N
 
 
 class ClusterError(Exception):
@@ -33,7 +34,10 @@ class Node:
 
     @property
     def name(self) -> str:
-        return "controller" if self.role is Role.CONTROLLER else f"broker-{self.id}"
+        if self.role is Role.CONTROLLER:
+            # The first controller keeps today's file names; more controllers are told apart by id.
+            return "controller" if self.id == FIRST_CONTROLLER_ID else f"controller-{self.id}"
+        return f"broker-{self.id}"
 
     def to_json(self) -> dict:
         return {
@@ -61,7 +65,7 @@ class ClusterManifest:
     """What cluster.json records: enough to find, stop and restart every node by hand."""
 
     root: Path
-    controller: Node
+    controllers: list[Node]  # the metadata quorum's voters
     brokers: list[Node]
 
     @property
@@ -69,8 +73,13 @@ class ClusterManifest:
         return ",".join(f"{HOST}:{b.port}" for b in self.brokers)
 
     @property
+    def controller(self) -> Node:
+        """The first controller: the only one of a single-controller cluster."""
+        return self.controllers[0]
+
+    @property
     def nodes(self) -> list[Node]:
-        return [self.controller, *self.brokers]
+        return [*self.controllers, *self.brokers]
 
     def node(self, node_id: int) -> Node:
         for node in self.nodes:
@@ -90,19 +99,18 @@ class ClusterManifest:
         return self.root / f"{node.name}.ready"
 
     def to_json(self) -> dict:
-        return {
-            "bootstrap": self.bootstrap,
-            "controller": self.controller.to_json(),
-            "brokers": [b.to_json() for b in self.brokers],
-        }
+        # One controller is written as today's "controller"; a quorum as issue 19's "controllers" list.
+        controllers = ({"controller": self.controllers[0].to_json()} if len(self.controllers) == 1
+                       else {"controllers": [c.to_json() for c in self.controllers]})
+        return {"bootstrap": self.bootstrap, **controllers, "brokers": [b.to_json() for b in self.brokers]}
 
     @classmethod
     def from_json(cls, root: Path, data: Mapping) -> "ClusterManifest":
-        return cls(
-            root,
-            Node.from_json(Role.CONTROLLER, data["controller"]),
-            [Node.from_json(Role.BROKER, b) for b in data["brokers"]],
-        )
+        listed = data["controllers"] if "controllers" in data else [data["controller"]]
+        controllers = [Node.from_json(Role.CONTROLLER, c) for c in listed]
+        if not controllers:
+            raise ValueError("no controller listed")
+        return cls(root, controllers, [Node.from_json(Role.BROKER, b) for b in data["brokers"]])
 
 
 def save_manifest(manifest: ClusterManifest) -> None:

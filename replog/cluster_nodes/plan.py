@@ -7,9 +7,9 @@ from pathlib import Path
 
 from ..harness.metrics_layout import metrics_properties
 from ..harness.processes import HOST
-from .manifest import ClusterManifest, Node, Role
+from .manifest import FIRST_CONTROLLER_ID, ClusterManifest, Node, Role
 
-CONTROLLER_ID = 3000  # the controller's node.id default; brokers are 1..N
+CONTROLLER_ID = FIRST_CONTROLLER_ID  # the controller's node.id default; brokers are 1..N
 MAX_BROKERS = 32  # each broker is a Python process on this machine
 # `up` derives these from each node's identity and place; an override would break the cluster.
 MANAGED_KEYS = frozenset(
@@ -107,7 +107,7 @@ def plan_cluster(
     secret = secret or secrets.token_hex(16)
     controller = Node(CONTROLLER_ID, Role.CONTROLLER, node_ports[0], root / "controller", [])
     nodes = [Node(i, Role.BROKER, node_ports[i], root / f"broker-{i}", []) for i in range(1, brokers + 1)]
-    manifest = ClusterManifest(root, controller, nodes)
+    manifest = ClusterManifest(root, [controller], nodes)
     properties = {
         controller.name: controller_properties(
             controller.id, controller.port, controller.data_dir, secret,

@@ -22,8 +22,9 @@ import asyncio
 import functools
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
@@ -319,7 +320,10 @@ class QuorumShell:
         pending = self._answers.pop(envelope.correlation_id, None)
         if pending is None or pending.future.done():
             return
-        body = codec.encode_response(envelope.message, pending.version, pending.fetch_offset)
+        message = envelope.message
+        if isinstance(message, m.DescribeQuorumResponse):
+            message = _with_wall_clock_timestamps(message, int(time.time() * 1000) - self.now_ms())
+        body = codec.encode_response(message, pending.version, pending.fetch_offset)
         pending.future.set_result([body])
 
     def _answer_now(self, api_key: int, version: int, error: ErrorCode) -> Awaitable[list]:
@@ -339,6 +343,20 @@ def _sender_of(request: m.Request, fallback: int) -> int:
         case m.FetchRequest() | m.FetchSnapshotRequest():
             return request.replica_id
     return fallback  # DescribeQuorum: any client; a distinct id per request keeps answers apart
+
+
+def _with_wall_clock_timestamps(answer: m.DescribeQuorumResponse, wall_minus_loop_ms: int) -> m.DescribeQuorumResponse:
+    """The node keeps fetch times on the loop's monotonic clock; DescribeQuorum v1+ (KIP-836) reports them in
+    ms since the epoch, -1 when unknown."""
+    def wall(timestamp: int) -> int:
+        return timestamp + wall_minus_loop_ms if timestamp >= 0 else -1
+
+    def to_wall(replica: m.ReplicaProgress) -> m.ReplicaProgress:
+        return replace(replica, last_fetch_timestamp=wall(replica.last_fetch_timestamp),
+                       last_caught_up_timestamp=wall(replica.last_caught_up_timestamp))
+
+    return replace(answer, current_voters=tuple(map(to_wall, answer.current_voters)),
+                   observers=tuple(map(to_wall, answer.observers)))
 
 
 def _error_response(api_key: int, error: ErrorCode) -> m.Response:

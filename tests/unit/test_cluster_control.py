@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from replog.client.cluster import BrokerInfo
-from replog.cluster_control import ClusterStatus, NodeStatus, format_status
+from replog.client.quorum_admin import QuorumInfo, ReplicaState
+from replog.cluster_control import ClusterStatus, NodeStatus, format_status, status_json
 from replog.cluster_nodes.manifest import (
     CLUSTER_FILE,
     ClusterError,
@@ -212,3 +213,62 @@ def test_status_table_and_metadata_line(tmp_path):
     assert lines[2].split() == ["1", "broker", "4242", "19001", "yes", "yes"]
     assert lines[-1] == "brokers in the cluster metadata: 1 (127.0.0.1:19001)"
     assert not status.all_up
+
+
+def three_controllers(tmp_path: Path) -> ClusterManifest:
+    """A manifest as `cluster up --controllers 3` will write it: controllers 3000..3002, then the brokers."""
+    manifest, _ = plan(tmp_path)
+    extra = [Node(CONTROLLER_ID + i, Role.CONTROLLER, 19100 + i, tmp_path / f"controller-{CONTROLLER_ID + i}",
+                  ["python", "-m", "replog", "controller", "start"]) for i in (1, 2)]
+    return ClusterManifest(tmp_path, [manifest.controller, *extra], manifest.brokers)
+
+
+def test_cluster_json_lists_several_controllers_and_reads_them_back(tmp_path):
+    manifest = three_controllers(tmp_path)
+    save_manifest(manifest)
+    data = json.loads((tmp_path / CLUSTER_FILE).read_text())
+    assert list(data) == ["bootstrap", "controllers", "brokers"]
+    assert [c["id"] for c in data["controllers"]] == [3000, 3001, 3002]
+    assert load_manifest(tmp_path) == manifest
+    assert [n.name for n in manifest.nodes[:3]] == ["controller", "controller-3001", "controller-3002"]
+    assert manifest.node(3002).port == 19102
+
+
+def test_cluster_json_without_any_controller_is_refused(tmp_path):
+    (tmp_path / CLUSTER_FILE).write_text(json.dumps({"bootstrap": "", "controllers": [], "brokers": []}))
+    with pytest.raises(ClusterError, match="unreadable.*no controller"):
+        load_manifest(tmp_path)
+
+
+def quorum_led_by(leader_id: int) -> QuorumInfo:
+    voters = tuple(ReplicaState(i, 10 - (i - CONTROLLER_ID), 5, 5) for i in range(CONTROLLER_ID, CONTROLLER_ID + 3))
+    return QuorumInfo(leader_id, 4, 9, voters, ())
+
+
+def test_status_marks_the_quorum_leader_as_the_active_controller(tmp_path):
+    manifest = three_controllers(tmp_path)
+    status = ClusterStatus([NodeStatus(n, True, True) for n in manifest.nodes], {}, quorum_led_by(3001))
+    lines = format_status(status).splitlines()
+    assert lines[0].split() == ["NODE", "ROLE", "PID", "PORT", "ALIVE", "SERVING"]
+    assert [line.split()[1] for line in lines[1:4]] == ["controller", "controller(active)", "controller"]
+    assert lines[-2] == "metadata quorum: leader 3001, epoch 4, high watermark 9"
+    no_leader = ClusterStatus(status.nodes, {}, None)
+    assert "(active)" not in format_status(no_leader)
+    assert format_status(no_leader).splitlines()[-2].startswith("metadata quorum: unknown")
+
+
+def test_status_json_has_the_issues_shape(tmp_path):
+    manifest = three_controllers(tmp_path)
+    manifest.brokers[0].pid = 4242
+    statuses = [NodeStatus(n, n.pid is not None, n.id != 3002) for n in manifest.nodes]
+    data = json.loads(json.dumps(status_json(ClusterStatus(statuses, None, quorum_led_by(3000)))))
+    assert [(n["id"], n["role"], n["active"]) for n in data["nodes"]] == [
+        (3000, "controller", True), (3001, "controller", False), (3002, "controller", False),
+        (1, "broker", False), (2, "broker", False), (3, "broker", False)]
+    assert data["nodes"][3] == {"id": 1, "role": "broker", "active": False, "alive": True, "serving": True,
+                                "pid": 4242, "port": 19001}
+    assert data["nodes"][2]["serving"] is False
+    assert data["quorum"] == {"leader_id": 3000, "epoch": 4, "high_watermark": 9, "voters": [
+        {"id": 3000, "log_end_offset": 10, "lag": 0}, {"id": 3001, "log_end_offset": 9, "lag": 1},
+        {"id": 3002, "log_end_offset": 8, "lag": 2}]}
+    assert status_json(ClusterStatus(statuses, None, None))["quorum"] is None
