@@ -254,20 +254,21 @@ class RaftNode:
         return False
 
     def _become_prospective(self, now_ms: int, retries: int) -> None:
-        """Ask for pre-votes in this epoch first (KIP-996); only a majority of them makes a candidate."""
-        leader, voted = s.leader_id_of(self.state, self.node_id), getattr(self.state, "voted_id", None)
-        if isinstance(self.state, Candidate):
-            voted = self.node_id
+        """Ask for pre-votes in this epoch first (KIP-996); only a majority of them makes a candidate. The
+        epoch's leader or vote is kept (a resigned leader's is itself, a lost candidate's vote its own)."""
+        saved = s.election_state(self.state, self.node_id, self.voters)
         self._transition(Prospective(self.epoch, frozenset({self.node_id}), frozenset(), retries,
-                                     now_ms + self._election_timeout(), leader, voted), now_ms)
+                                     now_ms + self._election_timeout(), saved.leader_id, saved.voted_id), now_ms)
         self._send_vote_requests(now_ms)
 
     def _after_lost_pre_vote(self, state: Prospective, now_ms: int) -> None:
         """Back to the epoch's leader (its fetches decide whether it is really gone), or to waiting: Kafka's
         prospectiveTransitionAfterElectionLoss."""
-        if state.leader_id is not None and state.leader_id != self.node_id:
+        if state.leader_id == self.node_id:  # it led this epoch: it must neither vote nor lead in it again
+            self._transition(Resigned(state.epoch, now_ms + self._election_timeout(), ()), now_ms)
+        elif state.leader_id is not None:
             self._transition(Follower(state.epoch, state.leader_id, now_ms + self.config.fetch_timeout_ms), now_ms)
-        elif state.voted_id is not None and state.voted_id != self.node_id:
+        elif state.voted_id is not None:  # its own vote too, as a candidate that lost: one vote per epoch
             self._transition(Voted(state.epoch, state.voted_id, now_ms + self._election_timeout()), now_ms)
         else:
             self._transition(Unattached(state.epoch, now_ms + self._election_timeout()), now_ms)
