@@ -92,19 +92,10 @@ class RaftNode:
     def next_deadline_ms(self) -> int:
         """When `tick` has something to do next (a timer, a flush, a resend, a parked fetch's max wait)."""
         times: list[int] = []
-        match self.state:
-            case Unattached(election_deadline_ms=deadline) if deadline is not None:
-                times.append(deadline)
-            case Voted(election_deadline_ms=deadline) | Resigned(election_deadline_ms=deadline):
-                times.append(deadline)
-            case Candidate(backoff_until_ms=backoff) if backoff is not None:
-                times.append(backoff)
-            case Candidate(election_deadline_ms=deadline) | Prospective(election_deadline_ms=deadline):
-                times.append(deadline)
-            case Follower(fetch_deadline_ms=deadline):
-                times.append(deadline)
-                if not self._channel.is_waiting_for(self.state.leader_id):
-                    times.append(self._retry_at_ms)
+        if (timer := s.timer_deadline_ms(self.state)) is not None:
+            times.append(timer)
+        if isinstance(self.state, Follower) and not self._channel.is_waiting_for(self.state.leader_id):
+            times.append(self._retry_at_ms)
         if isinstance(self.state, Unattached) and not self.is_voter and self._channel.idle:
             times.append(self._retry_at_ms)  # an observer looks for the leader
         if (expiry := self._channel.next_expiry_ms()) is not None:
@@ -262,16 +253,8 @@ class RaftNode:
         self._send_vote_requests(now_ms)
 
     def _after_lost_pre_vote(self, state: Prospective, now_ms: int) -> None:
-        """Back to the epoch's leader (its fetches decide whether it is really gone), or to waiting: Kafka's
-        prospectiveTransitionAfterElectionLoss."""
-        if state.leader_id == self.node_id:  # it led this epoch: it must neither vote nor lead in it again
-            self._transition(Resigned(state.epoch, now_ms + self._election_timeout(), ()), now_ms)
-        elif state.leader_id is not None:
-            self._transition(Follower(state.epoch, state.leader_id, now_ms + self.config.fetch_timeout_ms), now_ms)
-        elif state.voted_id is not None:  # its own vote too, as a candidate that lost: one vote per epoch
-            self._transition(Voted(state.epoch, state.voted_id, now_ms + self._election_timeout()), now_ms)
-        else:
-            self._transition(Unattached(state.epoch, now_ms + self._election_timeout()), now_ms)
+        self._transition(s.after_lost_pre_vote(state, self.node_id, lambda: now_ms + self._election_timeout(),
+                                               now_ms + self.config.fetch_timeout_ms), now_ms)
 
     def _become_candidate(self, now_ms: int, retries: int) -> None:
         assert self.is_voter
@@ -370,13 +353,9 @@ class RaftNode:
 
     def _common_request_error(self, envelope: Envelope, cluster_id: str, epoch: int, sender_must_vote: bool,
                               ) -> ErrorCode | None:
-        if cluster_id != self.cluster_id:
-            return ErrorCode.inconsistent_cluster_id
-        if sender_must_vote and (envelope.source not in self.voters or not self.is_voter):
-            return ErrorCode.inconsistent_voter_set  # never a vote, nor a leader, from outside the voter set
-        if epoch < self.epoch:
-            return ErrorCode.fenced_leader_epoch
-        return None
+        return s.request_error(cluster_id == self.cluster_id,
+                               envelope.source in self.voters and self.is_voter or not sender_must_vote,
+                               epoch, self.epoch)
 
     def _on_vote_request(self, envelope: Envelope, request: m.VoteRequest, now_ms: int) -> None:
         error = self._common_request_error(envelope, request.cluster_id, request.candidate_epoch, True)
