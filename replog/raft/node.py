@@ -156,7 +156,7 @@ class RaftNode:
         elif isinstance(state, Candidate):
             if state.backoff_until_ms is not None:
                 if now_ms >= state.backoff_until_ms:
-                    self._become_prospective(now_ms, state.retries + 1)
+                    self._stand(now_ms, state.retries + 1)
             elif now_ms >= state.election_deadline_ms:
                 self._start_backoff(state, now_ms)
             else:
@@ -164,21 +164,21 @@ class RaftNode:
         elif isinstance(state, Follower):
             if now_ms >= state.fetch_deadline_ms:
                 if self.is_voter:
-                    self._become_prospective(now_ms, retries=1)
+                    self._stand(now_ms, retries=1)
                 else:
                     self._transition(Unattached(state.epoch, None), now_ms)
             else:
                 self._maybe_fetch(now_ms)
         elif isinstance(state, Resigned):
             if now_ms >= state.election_deadline_ms:
-                self._become_prospective(now_ms, retries=1)
+                self._stand(now_ms, retries=1)
             else:
                 end = m.EndQuorumEpochRequest(self.cluster_id, self.node_id, state.epoch, state.preferred_successors)
                 for voter in sorted(self.voters - {self.node_id} - self._end_epoch_acked):
                     self._channel.send(voter, end, now_ms)
         elif self.is_voter:  # Unattached or Voted
             if now_ms >= state.election_deadline_ms:
-                self._become_prospective(now_ms, retries=1)
+                self._stand(now_ms, retries=1)
         elif self._channel.idle and now_ms >= self._retry_at_ms:
             self._probe_for_leader(now_ms)
         return self._channel.drain()
@@ -243,6 +243,13 @@ class RaftNode:
             self._transition(Follower(epoch, leader_id, now_ms + self.config.fetch_timeout_ms), now_ms)
             return True
         return False
+
+    def _stand(self, now_ms: int, retries: int) -> None:
+        """An election timer fired: pre-votes first (KIP-996), or straight to candidacy without them."""
+        if self.config.pre_vote:
+            self._become_prospective(now_ms, retries)
+        else:
+            self._become_candidate(now_ms, retries)
 
     def _become_prospective(self, now_ms: int, retries: int) -> None:
         """Ask for pre-votes in this epoch first (KIP-996); only a majority of them makes a candidate. The
