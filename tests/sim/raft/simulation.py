@@ -14,11 +14,12 @@ The invariants (invariants.py) are checked after every event.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import traceback
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from replog.raft import messages as m
 from replog.raft.commits import Committed
@@ -135,8 +136,8 @@ class QuorumSimulation:
         # Lines, or callables that format one: most runs never print their trace.
         self.trace: deque = deque(maxlen=TRACE_LINES)
         self._proposals = 0
-        # (requester, responder, correlation id) -> the requester's incarnation that sent the request
-        self._asked_by: dict[tuple[int, int, int], int] = {}
+        self._wire_ids = itertools.count(1)
+        self._wire: dict[int, tuple[int, int]] = {}  # wire id -> (incarnation that asked, its correlation id)
 
     # ------------------------------------------------------------------ running
 
@@ -183,23 +184,24 @@ class QuorumSimulation:
         self._after(host, host.node.tick(self.clock.now_ms))
 
     def _send(self, envelope: Envelope) -> None:
-        """Send over a connection of this incarnation: a request remembers which incarnation of its sender
-        asked, and the answer reaches only that one (a restarted process has new connections, so an answer
-        to its previous life, whose correlation id may be reused, never arrives)."""
+        """Send over a connection of this incarnation. A request travels under a wire id of its own; its
+        answer reaches only the incarnation that asked, under the id that incarnation used (a restarted
+        process has new connections: an answer to its previous life never arrives, even when the new life
+        reuses the correlation id)."""
         source, target = self.hosts[envelope.source], self.hosts[envelope.destination]
-        key = (envelope.destination, envelope.source, envelope.correlation_id)
         if isinstance(envelope.message, REQUESTS):
-            asked_by = source.incarnation
-            self._asked_by[(envelope.source, envelope.destination, envelope.correlation_id)] = asked_by
-        else:
-            asked_by = self._asked_by.pop(key, None)
-        self.network.send(str(envelope.source), str(envelope.destination),
-                          lambda: self._deliver(target, envelope, asked_by))
-
-    def _deliver(self, host: SimNode, envelope: Envelope, asked_by: int | None) -> None:
-        if host.node is None:
+            wire_id = next(self._wire_ids)
+            self._wire[wire_id] = (source.incarnation, envelope.correlation_id)
+            sent = replace(envelope, correlation_id=wire_id)
+            self.network.send(str(envelope.source), str(envelope.destination), lambda: self._deliver(target, sent))
             return
-        if not isinstance(envelope.message, REQUESTS) and asked_by != host.incarnation:
+        asked_by, correlation_id = self._wire[envelope.correlation_id]
+        answer = replace(envelope, correlation_id=correlation_id)
+        self.network.send(str(envelope.source), str(envelope.destination),
+                          lambda: self._deliver(target, answer, asked_by))
+
+    def _deliver(self, host: SimNode, envelope: Envelope, asked_by: int | None = None) -> None:
+        if host.node is None or (asked_by is not None and asked_by != host.incarnation):
             return
         now = self.clock.now_ms
         self.trace.append(lambda: f"{now} {envelope.source}->{envelope.destination} "
