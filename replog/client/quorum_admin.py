@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from ..protocol.apis import ApiKey
+from ..protocol.primitives import DecodeError
 from .connection import Connection
 from .errors import NETWORK_EXCEPTION, KafkaError
 
@@ -77,6 +78,8 @@ async def _describe_at(host: str, port: int, timeout_ms: int) -> QuorumInfo:
         request = {"topics": [{"topic_name": METADATA_TOPIC,
                                "partitions": [{"partition_index": METADATA_PARTITION}]}]}
         response = await connection.send(ApiKey.DESCRIBE_QUORUM, request)
+    except DecodeError as e:  # not a controller's answer: this one is no use, the next may be
+        raise KafkaError(NETWORK_EXCEPTION, f"DescribeQuorum at {host}:{port}: {e}") from None
     finally:
         connection.close()
     where = f"DescribeQuorum at {host}:{port}"

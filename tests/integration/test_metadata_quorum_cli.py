@@ -83,6 +83,11 @@ def test_metadata_quorum_and_cluster_status_describe_a_quorum_of_one(cluster):
     # ms since the epoch (KIP-836), not the controller's monotonic clock
     assert before_ms - 600_000 <= int(leader[3]) <= int(time.time() * 1000) + 1000
 
+    # a broker is no controller: it does not offer DescribeQuorum
+    broker = run("metadata-quorum", "--bootstrap-controller", f"{HOST}:{cluster.brokers[0].port}", "describe",
+                 "--status")
+    assert broker.returncode == 1 and "UNSUPPORTED_VERSION" in broker.stderr, broker.stderr
+
     table = run("cluster", "status", "--data-dir", str(cluster.root))
     assert table.returncode == 0, table.stdout + table.stderr
     rows = {line.split()[0]: line.split() for line in table.stdout.splitlines()[1:] if line[:1].isdigit()}
