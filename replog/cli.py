@@ -4,6 +4,7 @@ import argparse
 import asyncio
 import json
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -322,7 +323,10 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 async def _metadata_quorum(args: argparse.Namespace) -> int:
     quorum = await describe_quorum(parse_controllers(args.bootstrap_controller))
-    print(format_quorum_status(quorum) if args.status else format_quorum_replication(quorum))
+    if args.status:
+        print(format_quorum_status(quorum))
+    else:
+        print(format_quorum_replication(quorum, int(time.time() * 1000) if args.human_readable else None))
     return EXIT_OK
 
 
@@ -534,6 +538,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "and observers (one of --status, --replication is required)")
     shown.add_argument("--replication", action="store_true", help="a row per voter and observer: log end offset, "
                        "lag and fetch times (one of --status, --replication is required)")
+    describe.add_argument("--human-readable", action="store_true",
+                          help="--replication: timestamps as 'N ms ago' (default: ms since the epoch)")
     describe.set_defaults(func=lambda a: asyncio.run(_metadata_quorum(a)))
 
     analyze = commands.add_parser("analyze", help="analyse metrics dumps with PySpark: tables, plots, report",

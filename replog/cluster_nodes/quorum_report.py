@@ -9,7 +9,8 @@ from ..client.quorum_admin import QuorumInfo, ReplicaState
 def max_follower_lag(quorum: QuorumInfo) -> tuple[int, int]:
     """(MaxFollowerLag, MaxFollowerLagTimeMs) as MetadataQuorumCommand computes them: the voter with the
     smallest log end offset against the leader; the time is the gap between their last caught-up timestamps,
-    0 when the leader is that voter, -1 when a timestamp is unknown (or there is no leader)."""
+    0 when the leader is that voter, -1 when a timestamp is unknown (or there is no leader). Unlike Kafka, a
+    follower level with the leader also counts 0 ms, where Kafka may subtract timestamps if it picks it."""
     leader = quorum.leader
     if leader is None or not quorum.voters:
         return -1, -1
@@ -38,22 +39,29 @@ def format_quorum_status(quorum: QuorumInfo, cluster_id: str | None = None) -> s
     return "\n".join(f"{name + ':':<{width}}{value}" for name, value in fields)
 
 
-def replication_rows(quorum: QuorumInfo) -> list[tuple[str, ...]]:
-    """The leader first, then the other voters, then the observers, each group by node id (as Kafka orders)."""
+def replication_rows(quorum: QuorumInfo, now_ms: int | None = None) -> list[tuple[str, ...]]:
+    """The leader first, then the other voters, then the observers, each group by node id (as Kafka orders).
+    With now_ms (--human-readable), timestamps read "N ms ago"."""
     followers = sorted((v for v in quorum.voters if v.replica_id != quorum.leader_id), key=lambda r: r.replica_id)
     leader = quorum.leader
     ordered = ([(leader, "Leader")] if leader is not None else []) + [(v, "Follower") for v in followers]
     ordered += [(o, "Observer") for o in sorted(quorum.observers, key=lambda r: r.replica_id)]
     header = ("NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status")
     return [header] + [
-        (str(r.replica_id), str(r.log_end_offset), str(quorum.lag(r)), str(r.last_fetch_timestamp),
-         str(r.last_caught_up_timestamp), status)
+        (str(r.replica_id), str(r.log_end_offset), str(quorum.lag(r)), _timestamp(r.last_fetch_timestamp, now_ms),
+         _timestamp(r.last_caught_up_timestamp, now_ms), status)
         for r, status in ordered
     ]
 
 
-def format_quorum_replication(quorum: QuorumInfo) -> str:
-    return table(replication_rows(quorum))
+def format_quorum_replication(quorum: QuorumInfo, now_ms: int | None = None) -> str:
+    return table(replication_rows(quorum, now_ms))
+
+
+def _timestamp(ms: int, now_ms: int | None) -> str:
+    if ms < 0 or now_ms is None:
+        return str(ms)
+    return f"{max(0, now_ms - ms)} ms ago"  # 0 when the controller's clock runs a little ahead of ours
 
 
 def quorum_json(quorum: QuorumInfo | None) -> dict | None:

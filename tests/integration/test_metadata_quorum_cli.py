@@ -83,6 +83,12 @@ def test_metadata_quorum_and_cluster_status_describe_a_quorum_of_one(cluster):
     # ms since the epoch (KIP-836), not the controller's monotonic clock
     assert before_ms - 600_000 <= int(leader[3]) <= int(time.time() * 1000) + 1000
 
+    readable = run("metadata-quorum", "--bootstrap-controller", controller, "describe", "--replication",
+                   "--human-readable")
+    assert readable.returncode == 0, readable.stderr
+    ago = readable.stdout.splitlines()[1].split()
+    assert ago[0] == "3000" and ago[4:6] == ["ms", "ago"] and int(ago[3]) < 600_000
+
     # a broker is no controller: it does not offer DescribeQuorum
     broker = run("metadata-quorum", "--bootstrap-controller", f"{HOST}:{cluster.brokers[0].port}", "describe",
                  "--status")

@@ -70,6 +70,15 @@ def test_replication_lists_the_leader_then_followers_then_observers():
     assert lines[1].split() == ["3001", "42", "0", str(T), str(T), "Leader"]
 
 
+def test_replication_human_readable_says_how_long_ago():
+    rows = replication_rows(THREE, now_ms=T + 250)
+    assert rows[1][3:5] == ("250 ms ago", "250 ms ago")
+    assert rows[2][3:5] == ("1150 ms ago", "750 ms ago")
+    unknown = replication_rows(quorum([(3001, 1, -1, -1)]), now_ms=T)
+    assert unknown[1][3:5] == ("-1", "-1")
+    assert replication_rows(quorum([(3001, 1, T + 5, T + 5)]), now_ms=T)[1][3] == "0 ms ago"  # clock skew
+
+
 def test_replication_without_a_leader_lists_every_voter_as_a_follower_with_unknown_lag():
     rows = replication_rows(quorum([(3000, 5, T, T), (3001, 6, T, T)], leader_id=-1))
     assert [(r[0], r[2], r[5]) for r in rows[1:]] == [("3000", "-1", "Follower"), ("3001", "-1", "Follower")]
