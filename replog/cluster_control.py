@@ -281,5 +281,3 @@ def format_outcomes(outcomes: Mapping[str, StopOutcome]) -> str:
 
 def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
-
-
