@@ -1,5 +1,6 @@
 """`replog metadata-quorum describe` and `replog cluster status [--json]` against real controllers: a
-`replog cluster up` cluster (a quorum of one, in processes) and three in-process QuorumShells."""
+`replog cluster up` cluster (a quorum of one, in processes) and three in-process QuorumShells (DescribeQuorum
+directly, and `cluster status` over a cluster.json that lists them)."""
 
 import asyncio
 import json
@@ -14,7 +15,15 @@ from kio.schema.errors import ErrorCode
 
 from replog.client.errors import KafkaError
 from replog.client.quorum_admin import QuorumInfo, describe_quorum
-from replog.cluster_nodes.manifest import CLUSTER_FILE, load_manifest
+from replog.cluster_control import cluster_status, format_status, status_json
+from replog.cluster_nodes.manifest import (
+    CLUSTER_FILE,
+    ClusterManifest,
+    Node,
+    Role,
+    load_manifest,
+    save_manifest,
+)
 from replog.cluster_nodes.nodes import kill_nodes
 from replog.cluster_nodes.quorum_report import format_quorum_replication, max_follower_lag
 from tests.conditions import POLL_INTERVAL_S
@@ -150,6 +159,29 @@ async def test_describe_quorum_of_three_finds_the_leader_and_every_voters_progre
         rows = [line.split() for line in format_quorum_replication(quorum).splitlines()[1:]]
         assert [(r[0], r[5]) for r in rows] == [(str(leader.node_id), "Leader")] + [
             (str(m.node_id), "Follower") for m in sorted(followers, key=lambda m: m.node_id)]
+    finally:
+        for member in members:
+            await member.stop()
+
+
+async def test_cluster_status_marks_the_leader_among_three_controllers(tmp_path):
+    members = await _start_quorum(tmp_path / "quorum", 3)
+    try:
+        leader = await _wait_for_leader(members)
+        await _append(members, b"x")
+        leader = await _wait_for_leader(members)
+        # cluster.json as `cluster up --controllers 3` will write it; no pids: these controllers run in this test
+        controllers = [Node(m.node_id, Role.CONTROLLER, m.shell.config.voters[m.node_id][1], m.shell.directory,
+                            ["not", "a", "process"]) for m in members]
+        save_manifest(ClusterManifest(tmp_path, controllers, []))
+        status = await asyncio.to_thread(cluster_status, tmp_path)  # it runs its own event loop
+        assert [s.serving for s in status.nodes] == [True, True, True]
+        assert [status.is_active(s.node) for s in status.nodes] == [m is leader for m in members]
+        data = status_json(status)
+        assert [n["active"] for n in data["nodes"]] == [m is leader for m in members]
+        assert data["quorum"]["leader_id"] == leader.node_id
+        assert [v["id"] for v in data["quorum"]["voters"]] == [m.node_id for m in members]
+        assert f"{leader.node_id}  controller(active)" in format_status(status)
     finally:
         for member in members:
             await member.stop()
