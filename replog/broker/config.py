@@ -117,6 +117,8 @@ class BrokerConfig:
     inter_broker_bind_host: str | None = None
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     unknown_keys: tuple[str, ...] = ()
+    # The keys given in the properties file or overrides: DescribeConfigs' STATIC_BROKER_CONFIG source.
+    given_keys: frozenset[str] = frozenset()
 
     @property
     def controller_address(self) -> tuple[str, int] | None:
@@ -164,6 +166,16 @@ class BrokerConfig:
                 raise ValueError("a broker with a controller needs inter.broker.secret to replicate")
 
 
+def broker_config_keys() -> dict[str, str]:
+    """Each broker config key DescribeConfigs lists, with its attribute: the first key of each attribute
+    (log.retention.ms, not its aliases log.retention.minutes and .hours)."""
+    keys: dict[str, str] = {}
+    for key, (attribute, _) in _KEYS.items():
+        if attribute not in keys.values():
+            keys[key] = attribute
+    return keys
+
+
 def load_config(path: str | Path | None, overrides: list[str]) -> BrokerConfig:
     return config_from_properties(read_properties(path, overrides))
 
@@ -181,7 +193,8 @@ def config_from_properties(props: dict[str, str]) -> BrokerConfig:
             values[attribute] = parser(raw)  # type: ignore[operator]
         except ValueError as e:
             raise ValueError(f"invalid value for {key}: {raw!r} ({e})") from e
-    config = BrokerConfig(**values, unknown_keys=tuple(sorted(unknown)))  # type: ignore[arg-type]
+    config = BrokerConfig(**values, unknown_keys=tuple(sorted(unknown)),  # type: ignore[arg-type]
+                          given_keys=frozenset(k for k in props if k in _KEYS))
     config.validate()
     return config
 

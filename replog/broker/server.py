@@ -14,9 +14,12 @@ import sys
 import time
 from pathlib import Path
 
+from kio.schema.errors import ErrorCode
+
 from replog.client.connection import Connection
 from replog.fetcher.leader_endpoint import RemoteLeaderEndpoint
 from replog.fetcher.manager import FetcherConfig, LeaderInfo, ReplicaFetcherManager
+from replog.log.dynamic_configs import ConfigResource
 from replog.log.log_manager import LogManager
 from replog.metrics.service import MetricsService
 from replog.protocol.apis import response_header_version
@@ -30,8 +33,9 @@ from replog.server.listener_socket import write_ready_file
 
 from .alter_partition import AlterPartitionManager
 from .config import BrokerConfig, load_config, report_unknown_keys
+from .dynamic_config import apply_dynamic_configs
 from .handlers import BROKER_APIS, build_handlers
-from .handlers.context import ControlPlane, TopicAdmin, TopicDefaults
+from .handlers.context import ConfigAdmin, ControlPlane, TopicAdmin, TopicDefaults
 from .lifecycle import BrokerIdentity, BrokerLifecycleManager
 from .local_controller import LocalController
 from .metadata import BrokerEndpoint, MetadataImage, TopicMetadata
@@ -128,8 +132,10 @@ class Broker:
                             forward_to_controller=self.forward_to_controller if self.in_cluster else None,
                             has_metadata=self.has_metadata)
         control = ControlPlane(self.replica_manager, self.image, registration=self)
+        admin = ConfigAdmin(self.image, config, local=self,
+                            forward_to_controller=self.forward_to_controller if self.in_cluster else None)
         return build_handlers(self.replica_manager, topics, control, self.controller.allocate_producer_id,
-                              config.inter_broker_secret)
+                              config.inter_broker_secret, admin)
 
     def _build_lifecycle_manager(self) -> BrokerLifecycleManager:
         config = self.config
@@ -157,6 +163,7 @@ class Broker:
         """The controller's UpdateMetadata for the registration with `broker_epoch` has been applied."""
         self._metadata_broker_epoch = broker_epoch
         self.has_metadata.set()
+        apply_dynamic_configs(self.replica_manager, self.image, self.config)
 
     def is_stale_broker_epoch(self, broker_epoch: int) -> bool:
         """A controller request meant for an earlier registration of this broker (Kafka's
@@ -233,6 +240,18 @@ class Broker:
             self.replica_manager.apply_metadata(self.image)
         return topic
 
+    def alter_configs(self, resources: list[ConfigResource], *, incremental: bool,
+                      validate_only: bool) -> list[tuple[ErrorCode, str | None]]:
+        outcomes = self.controller.alter_configs(resources, incremental=incremental, validate_only=validate_only)
+        if not validate_only:
+            apply_dynamic_configs(self.replica_manager, self.image, self.config)
+        return outcomes
+
+    def create_partitions(self, name: str, count: int, assignment: list[list[int]] | None, *,
+                          validate_only: bool) -> None:
+        self.controller.create_partitions(name, count, assignment, validate_only=validate_only)
+        if not validate_only:
+            self.replica_manager.apply_metadata(self.image)
 
     # background work
     async def _every(self, interval_ms: int, action) -> None:

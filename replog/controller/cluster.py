@@ -95,6 +95,8 @@ class ClusterMetadata:
         # again (restarts). Not in the metadata log: a broker keeps reporting its offline dirs in every
         # heartbeat, so a restarted controller learns them again.
         self._offline_replicas: dict[int, set[TopicPartition]] = {}
+        # Dynamic broker configs (KIP-226) by entity name: "" is the cluster-wide default, "1" broker 1.
+        self.broker_configs: dict[str, dict[str, str]] = {}
 
     # ----------------------------------------------------------------------------------------- brokers
 

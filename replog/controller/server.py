@@ -454,6 +454,12 @@ class ClusterController:
             del self._pending_deletions[name]
         log.info("broker %d deleted its replicas of deleted topic %s", broker_id, name)
 
+    def commit_records(self, new_records: list[records.Record]) -> None:
+        """Log records (fsync), then apply them exactly as replay does: the commit of admin operations
+        (controller/admin.py)."""
+        self._log.append(new_records)
+        records.replay(new_records, self.metadata)
+
     def registration(self, topic: str, partition: int) -> PartitionRegistration:
         return self.metadata.registration(topic, partition)
 

@@ -18,6 +18,10 @@ class ApiKey(enum.IntEnum):
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    CREATE_PARTITIONS = 37
+    INCREMENTAL_ALTER_CONFIGS = 44
     SASL_AUTHENTICATE = 36
     ALTER_PARTITION = 56
     BROKER_REGISTRATION = 62
@@ -56,6 +60,12 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.DELETE_TOPICS, 1, 6, 4),
         ApiSpec(ApiKey.INIT_PRODUCER_ID, 0, 4, 2),
         ApiSpec(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, 4),
+        # Admin APIs (issue 16). DescribeConfigs v0 is gone from kio's schemas (Kafka 4 removed it); v1 is
+        # what every client since Kafka 1.1 sends.
+        ApiSpec(ApiKey.DESCRIBE_CONFIGS, 1, 4, 4),
+        ApiSpec(ApiKey.ALTER_CONFIGS, 0, 2, 2),
+        ApiSpec(ApiKey.CREATE_PARTITIONS, 0, 3, 2),
+        ApiSpec(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, 1),
         ApiSpec(ApiKey.LEADER_AND_ISR, 7, 7, 4),
         ApiSpec(ApiKey.STOP_REPLICA, 4, 4, 2),
         ApiSpec(ApiKey.UPDATE_METADATA, 8, 8, 6),

@@ -9,8 +9,11 @@ from replog.server.handlers import shared_handlers
 
 from ..replica_manager import ReplicaManager
 from . import (
+    alter_configs,
+    create_partitions,
     create_topics,
     delete_topics,
+    describe_configs,
     fetch,
     init_producer_id,
     leader_and_isr,
@@ -21,7 +24,7 @@ from . import (
     stop_replica,
     update_metadata,
 )
-from .context import ControlPlane, TopicAdmin
+from .context import ConfigAdmin, ControlPlane, TopicAdmin
 
 _REPLICA_APIS = {
     ApiKey.PRODUCE: produce,
@@ -39,16 +42,24 @@ _CONTROL_APIS = {
     ApiKey.UPDATE_METADATA: update_metadata,
     ApiKey.STOP_REPLICA: stop_replica,
 }
-BROKER_APIS = frozenset(_REPLICA_APIS) | frozenset(_TOPIC_APIS) | frozenset(_CONTROL_APIS) | {
+_ADMIN_APIS = {
+    ApiKey.DESCRIBE_CONFIGS: describe_configs,
+    ApiKey.ALTER_CONFIGS: alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: alter_configs,
+    ApiKey.CREATE_PARTITIONS: create_partitions,
+}
+BROKER_APIS = frozenset(_REPLICA_APIS) | frozenset(_TOPIC_APIS) | frozenset(_CONTROL_APIS) | frozenset(_ADMIN_APIS) | {
     ApiKey.INIT_PRODUCER_ID, ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
 
 
 def build_handlers(replicas: ReplicaManager, topics: TopicAdmin, control: ControlPlane,
-                   allocate_producer_id: Callable[[], int], inter_broker_secret: str | None) -> dict[int, Handler]:
+                   allocate_producer_id: Callable[[], int], inter_broker_secret: str | None,
+                   admin: ConfigAdmin) -> dict[int, Handler]:
     handlers: dict[int, Handler] = {
         **{key: functools.partial(module.handle, replicas=replicas) for key, module in _REPLICA_APIS.items()},
         **{key: functools.partial(module.handle, topics=topics) for key, module in _TOPIC_APIS.items()},
         **{key: functools.partial(module.handle, control=control) for key, module in _CONTROL_APIS.items()},
+        **{key: functools.partial(module.handle, admin=admin) for key, module in _ADMIN_APIS.items()},
         ApiKey.INIT_PRODUCER_ID: functools.partial(init_producer_id.handle, allocate_producer_id=allocate_producer_id),
         **shared_handlers(BROKER_APIS, inter_broker_secret),
     }

@@ -9,9 +9,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from kio.schema.errors import ErrorCode
+
 from replog.log.config import LogConfig
+from replog.log.dynamic_configs import ConfigResource
 from replog.server.dispatch import RequestContext
 
+from ..config import BrokerConfig
 from ..lifecycle import BrokerLifecycleManager
 from ..metadata import MetadataImage, TopicMetadata
 from ..replica_manager import ReplicaManager
@@ -72,3 +76,24 @@ class ControlPlane:
     replicas: ReplicaManager
     image: MetadataImage
     registration: Registration
+
+
+class LocalAdmin(Protocol):
+    """The admin operations a single node decides itself (the Broker implements it)."""
+
+    def alter_configs(self, resources: list[ConfigResource], *, incremental: bool,
+                      validate_only: bool) -> list[tuple[ErrorCode, str | None]]: ...
+
+    def create_partitions(self, name: str, count: int, assignment: list[list[int]] | None, *,
+                          validate_only: bool) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigAdmin:
+    """What DescribeConfigs, AlterConfigs, IncrementalAlterConfigs and CreatePartitions use. In a cluster the
+    changes are the controller's (forwarded, KIP-590); describing is answered from this broker's image."""
+
+    image: MetadataImage
+    static: BrokerConfig
+    local: LocalAdmin
+    forward_to_controller: Callable[[RequestContext], Awaitable[bytes]] | None

@@ -1,0 +1,233 @@
+"""Third-party admin clients as witnesses of the admin surface (issue 16): confluent-kafka's AdminClient and
+kafka-python's KafkaAdminClient describe and change topic and broker configs and add partitions, against a
+single broker and against a 3-broker cluster run by a controller; bad input gets Kafka's error codes."""
+
+import asyncio
+
+import pytest
+
+from replog.harness.local_cluster import LocalCluster
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka.admin import (  # noqa: E402
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+)
+
+TIMEOUT = 30
+
+
+def admin_of(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def create(admin: AdminClient, topic: str, partitions: int = 1, replication: int = 1) -> None:
+    for future in admin.create_topics([NewTopic(topic, partitions, replication)]).values():
+        future.result(TIMEOUT)
+
+
+def describe(admin: AdminClient, resource_type: str, name: str) -> dict:
+    """librdkafka always asks for synonyms (DescribeConfigs v1+ include_synonyms)."""
+    resource = ConfigResource(resource_type, name)
+    return admin.describe_configs([resource])[resource].result(TIMEOUT)
+
+
+def incremental(admin: AdminClient, resource_type: str, name: str, *ops: tuple[str, str | None, AlterConfigOpType],
+                validate_only: bool = False) -> None:
+    entries = [ConfigEntry(k, v, incremental_operation=op) for k, v, op in ops]
+    resource = ConfigResource(resource_type, name, incremental_configs=entries)
+    admin.incremental_alter_configs([resource], validate_only=validate_only)[resource].result(TIMEOUT)
+
+
+def error_of(future) -> confluent_kafka.KafkaError:
+    with pytest.raises(confluent_kafka.KafkaException) as caught:
+        future.result(TIMEOUT)
+    return caught.value.args[0]
+
+
+def produce_one(bootstrap: str, topic: str, size: int) -> confluent_kafka.KafkaError | None:
+    """Produce one record of `size` bytes (no client-side size limit, no retries); the delivery error."""
+    outcome = []
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.max.bytes": 10_000_000,
+                                         "enable.idempotence": False, "retries": 0})
+    producer.produce(topic, b"x" * size, on_delivery=lambda err, msg: outcome.append(err))
+    assert producer.flush(TIMEOUT) == 0
+    return outcome[0]
+
+
+# ------------------------------------------------------------------------------------------ one broker
+
+
+def test_confluent_describes_every_topic_key_with_its_default_source(broker):
+    admin = admin_of(broker.bootstrap)
+    create(admin, "described")
+    configs = describe(admin, "topic", "described")
+    assert {"retention.ms", "segment.bytes", "min.insync.replicas", "cleanup.policy",
+            "leader.replication.throttled.replicas"} <= set(configs)
+    assert configs["retention.ms"].value == "604800000"
+    assert configs["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+    assert not configs["retention.ms"].is_read_only and not configs["retention.ms"].is_sensitive
+
+
+def test_confluent_incremental_operations_and_validate_only(broker):
+    admin = admin_of(broker.bootstrap)
+    create(admin, "altered")
+    incremental(admin, "topic", "altered", ("retention.ms", "1000", AlterConfigOpType.SET),
+                ("leader.replication.throttled.replicas", "0:1", AlterConfigOpType.APPEND))
+    incremental(admin, "topic", "altered", ("leader.replication.throttled.replicas", "1:1", AlterConfigOpType.APPEND))
+    incremental(admin, "topic", "altered", ("segment.ms", "5000", AlterConfigOpType.SET), validate_only=True)
+    configs = describe(admin, "topic", "altered")
+    assert configs["retention.ms"].value == "1000"
+    assert configs["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    # Synonyms in precedence order: the override, then the broker's default for it.
+    assert [s.source for s in configs["retention.ms"].synonyms.values()][0] == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert "log.retention.ms" in configs["retention.ms"].synonyms
+    assert configs["leader.replication.throttled.replicas"].value == "0:1,1:1"
+    assert configs["segment.ms"].source == ConfigSource.DEFAULT_CONFIG.value  # validate_only changed nothing
+    incremental(admin, "topic", "altered", ("leader.replication.throttled.replicas", "0:1", AlterConfigOpType.SUBTRACT),
+                ("retention.ms", None, AlterConfigOpType.DELETE))
+    configs = describe(admin, "topic", "altered")
+    assert configs["leader.replication.throttled.replicas"].value == "1:1"
+    assert configs["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+
+
+def test_topic_config_takes_effect_at_once_and_survives_restart(broker):
+    admin = admin_of(broker.bootstrap)
+    create(admin, "limited")
+    assert produce_one(broker.bootstrap, "limited", 5_000) is None
+    incremental(admin, "topic", "limited", ("max.message.bytes", "2000", AlterConfigOpType.SET))
+    error = produce_one(broker.bootstrap, "limited", 5_000)
+    assert error is not None and error.code() == confluent_kafka.KafkaError.MSG_SIZE_TOO_LARGE
+    broker.stop()
+    broker.start()
+    admin = admin_of(broker.bootstrap)
+    assert describe(admin, "topic", "limited")["max.message.bytes"].value == "2000"
+    error = produce_one(broker.bootstrap, "limited", 5_000)
+    assert error is not None and error.code() == confluent_kafka.KafkaError.MSG_SIZE_TOO_LARGE
+
+
+def test_dynamic_broker_configs_are_inherited_by_topics(broker):
+    admin = admin_of(broker.bootstrap)
+    create(admin, "inherits")
+    incremental(admin, "broker", "1", ("log.retention.ms", "60000", AlterConfigOpType.SET))
+    configs = describe(admin, "topic", "inherits")
+    assert configs["retention.ms"].value == "60000"
+    assert configs["retention.ms"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    broker_configs = describe(admin, "broker", "1")
+    assert broker_configs["log.retention.ms"].value == "60000"
+    assert broker_configs["log.retention.ms"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    assert broker_configs["node.id"].is_read_only and not broker_configs["log.retention.ms"].is_read_only
+    not_dynamic = ConfigResource("broker", "1", incremental_configs=[ConfigEntry("node.id", "7", incremental_operation=AlterConfigOpType.SET)])
+    error = error_of(admin.incremental_alter_configs([not_dynamic])[not_dynamic])
+    assert error.code() == confluent_kafka.KafkaError.INVALID_CONFIG and "node.id" in error.str()
+
+
+def test_confluent_alter_configs_replaces_the_whole_set(broker):
+    admin = admin_of(broker.bootstrap)
+    create(admin, "replaced")
+    for configs in ({"retention.ms": "1000", "segment.ms": "2000"}, {"segment.ms": "3000"}):
+        resource = ConfigResource("topic", "replaced", set_config=configs)
+        with pytest.warns(DeprecationWarning):
+            admin.alter_configs([resource])[resource].result(TIMEOUT)
+    configs = describe(admin, "topic", "replaced")
+    assert configs["segment.ms"].value == "3000"
+    assert configs["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+
+
+@pytest.mark.parametrize(("key", "value", "named"), [
+    ("no.such.config", "1", "no.such.config"),
+    ("retention.ms", "soon", "retention.ms"),
+    ("min.insync.replicas", "0", "min.insync.replicas"),
+])
+def test_bad_config_is_invalid_config_naming_it(broker, key, value, named):
+    admin = admin_of(broker.bootstrap)
+    create(admin, "strict")
+    resource = ConfigResource("topic", "strict", incremental_configs=[ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)])
+    error = error_of(admin.incremental_alter_configs([resource])[resource])
+    assert error.code() == confluent_kafka.KafkaError.INVALID_CONFIG
+    assert named in error.str()
+
+
+def test_confluent_create_partitions_and_its_refusals(broker):
+    admin = admin_of(broker.bootstrap)
+    create(admin, "grows")
+    for future in admin.create_partitions([NewPartitions("grows", 3)]).values():
+        future.result(TIMEOUT)
+    assert sorted(admin.list_topics(timeout=TIMEOUT).topics["grows"].partitions) == [0, 1, 2]
+    assert produce_one(broker.bootstrap, "grows", 10) is None
+    fewer = error_of(admin.create_partitions([NewPartitions("grows", 2)])["grows"])
+    assert fewer.code() == confluent_kafka.KafkaError.INVALID_PARTITIONS
+    wrong = error_of(admin.create_partitions([NewPartitions("grows", 4, replica_assignment=[[7]])])["grows"])
+    assert wrong.code() == confluent_kafka.KafkaError.INVALID_REPLICA_ASSIGNMENT
+    for future in admin.create_partitions([NewPartitions("grows", 5)], validate_only=True).values():
+        future.result(TIMEOUT)
+    assert len(admin.list_topics(timeout=TIMEOUT).topics["grows"].partitions) == 3
+
+
+def test_kafka_python_describe_alter_configs_and_create_partitions(broker):
+    kafka_admin = pytest.importorskip("kafka.admin")
+    create(admin_of(broker.bootstrap), "kp-admin")
+    client = kafka_admin.KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        topic = kafka_admin.ConfigResource("TOPIC", "kp-admin", {"retention.ms": "12345"})
+        client.alter_configs([topic])
+        described = client.describe_configs([kafka_admin.ConfigResource("TOPIC", "kp-admin")], config_filter="all")
+        assert "12345" in repr(described)
+        client.create_partitions({"kp-admin": 2})
+        partitions = client.describe_topics(["kp-admin"])[0]["partitions"]
+        assert len(partitions) == 2
+    finally:
+        client.close()
+
+
+# ------------------------------------------------------------------------------------------ a cluster
+
+
+@pytest.fixture
+async def cluster(tmp_path):
+    cluster = LocalCluster(tmp_path)
+    try:
+        await cluster.start()
+        yield cluster
+    finally:
+        await cluster.stop()
+
+
+async def test_cluster_configs_and_partitions_through_the_controller(cluster):
+    admin = admin_of(cluster.bootstrap)
+    await asyncio.to_thread(create, admin, "replicated", 1, 3)
+    await asyncio.to_thread(incremental, admin, "topic", "replicated",
+                            ("max.message.bytes", "2000", AlterConfigOpType.SET))
+    assert cluster.controller.metadata.topics["replicated"].configs == {"max.message.bytes": "2000"}
+    error = await asyncio.to_thread(produce_one, cluster.bootstrap, "replicated", 5_000)
+    assert error is not None and error.code() == confluent_kafka.KafkaError.MSG_SIZE_TOO_LARGE
+    bad = ConfigResource("topic", "replicated", incremental_configs=[ConfigEntry("bogus.key", "1", incremental_operation=AlterConfigOpType.SET)])
+    error = await asyncio.to_thread(error_of, admin.incremental_alter_configs([bad])[bad])
+    assert error.code() == confluent_kafka.KafkaError.INVALID_CONFIG and "bogus.key" in error.str()
+
+    await asyncio.to_thread(incremental, admin, "broker", "2",
+                            ("follower.replication.throttled.rate", "50000000", AlterConfigOpType.SET))
+    described = await asyncio.to_thread(describe, admin, "broker", "2")
+    assert described["follower.replication.throttled.rate"].value == "50000000"
+    assert described["follower.replication.throttled.rate"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+
+    for future in admin.create_partitions([NewPartitions("replicated", 4)]).values():
+        await asyncio.to_thread(future.result, TIMEOUT)
+    partitions = cluster.controller.metadata.topics["replicated"].partitions
+    assert sorted(partitions) == [0, 1, 2, 3] and all(len(p.replicas) == 3 for p in partitions.values())
+    listed = (await asyncio.to_thread(admin.list_topics, timeout=TIMEOUT)).topics["replicated"].partitions
+    assert sorted(listed) == [0, 1, 2, 3]
+    unknown = admin.create_partitions([NewPartitions("replicated", 5, replica_assignment=[[1, 2, 9]])])
+    error = await asyncio.to_thread(error_of, unknown["replicated"])
+    assert error.code() == confluent_kafka.KafkaError.INVALID_REPLICA_ASSIGNMENT and "9" in error.str()
+
+    # The metadata log keeps configs and partitions across a controller restart.
+    await cluster.restart_controller()
+    assert cluster.controller.metadata.topics["replicated"].configs == {"max.message.bytes": "2000"}
+    assert cluster.controller.metadata.broker_configs == {"2": {"follower.replication.throttled.rate": "50000000"}}
+    assert len(cluster.controller.metadata.topics["replicated"].partitions) == 4
