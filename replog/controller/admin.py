@@ -24,6 +24,7 @@ from replog.log.dynamic_configs import (
 from . import records
 from .assignment import assign_replicas
 from .cluster import MAX_PARTITIONS_PER_TOPIC, ClusterMetadata, ControllerError
+from .elections import Answer, ElectionType, decide_elections
 from .propagation import PropagationError, Propagator
 from .registry import MAX_REPLICATION_FACTOR, is_valid_replica_list, new_partition
 from .state_machines import ClusterStates
@@ -182,3 +183,22 @@ async def create_partitions(target: AdminTarget, topic_name: str, count: int,
     deliveries += target.propagator.update_metadata()
     await target.propagator.wait(deliveries)
 
+
+
+# ----------------------------------------------------------------------------------------- ElectLeaders
+
+
+async def elect_leaders(target: AdminTarget, election_type: ElectionType,
+                        requested: Sequence[tuple[str, int]] | None) -> dict[tuple[str, int], Answer]:
+    """Elect, commit and tell the replicas; the answer per partition once they have the new leaders."""
+    answers, changes = decide_elections(target.metadata, election_type, requested)
+    if not changes:
+        return answers
+    target.commit_records([records.partition_record(p) for p in changes])
+    target.states.partitions_changed(changes)
+    log.info("%s leader election moved %d leaderships", election_type.name.lower(), len(changes))
+    try:
+        await target.propagator.wait(target.propagator.leader_and_isr(changes) + target.propagator.update_metadata())
+    except PropagationError as e:
+        log.warning("elected leaders not yet confirmed by every replica: %s", e)
+    return answers

@@ -13,11 +13,13 @@ from replog.server.dispatch import RequestContext
 
 from . import admin
 from .cluster import ControllerError
+from .elections import ElectionType
 from .propagation import PropagationError
 
 log = logging.getLogger(__name__)
 
-ADMIN_APIS = frozenset({ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.CREATE_PARTITIONS})
+ADMIN_APIS = frozenset({ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.CREATE_PARTITIONS,
+                        ApiKey.ELECT_LEADERS})
 
 
 def config_responses(resources, outcomes) -> list[dict]:
@@ -65,3 +67,30 @@ async def handle_create_partitions(ctx: RequestContext, target: admin.AdminTarge
                 error, message = ErrorCode.request_timed_out, str(e)
         results.append({"name": topic.name, "error_code": error, "error_message": message})
     return [encode_response(ApiKey.CREATE_PARTITIONS, ctx.api_version, {"throttle_time": 0, "results": results})]
+
+
+async def handle_elect_leaders(ctx: RequestContext, target: admin.AdminTarget) -> list:
+    """ElectLeaders (43) v0-2; v0 has no election type (preferred only)."""
+    request = decode_request(ApiKey.ELECT_LEADERS, ctx.api_version, ctx.frame, ctx.body_offset)
+    election_type = getattr(request, "election_type", ElectionType.PREFERRED)
+    requested = None if request.topic_partitions is None else [
+        (t.topic, p) for t in request.topic_partitions for p in t.partitions]
+    error, answers = ErrorCode.none, {}
+    if not ctx.session.cluster_action:
+        error = ErrorCode.cluster_authorization_failed
+    elif election_type not in ElectionType.__members__.values():
+        error = ErrorCode.invalid_request
+    else:
+        answers = await admin.elect_leaders(target, ElectionType(election_type), requested)
+    if error != ErrorCode.none:  # every requested partition carries the request-wide error
+        answers = {key: (error, None) for key in requested or ()}
+    return [encode_response(ApiKey.ELECT_LEADERS, ctx.api_version, election_response(error, answers))]
+
+
+def election_response(error: ErrorCode, answers: dict) -> dict:
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, partition), (code, message) in answers.items():
+        by_topic.setdefault(topic, []).append({"partition_id": partition, "error_code": code,
+                                               "error_message": message})
+    return {"throttle_time": 0, "error_code": error, "replica_election_results": [
+        {"topic": topic, "partition_result": results} for topic, results in by_topic.items()]}

@@ -23,7 +23,7 @@ from replog.server import api_versions
 from replog.server.dispatch import Handler, RequestContext
 from replog.server.handlers import shared_handlers
 
-from .admin_handlers import ADMIN_APIS, handle_alter_configs, handle_create_partitions
+from .admin_handlers import ADMIN_APIS, handle_alter_configs, handle_create_partitions, handle_elect_leaders
 from .cluster import ClusterMetadata, ControllerError, TopicRegistration, alter_partition_error
 from .heartbeats import HeartbeatAnswer
 from .propagation import PropagationError
@@ -195,6 +195,7 @@ def build_handlers(controller: ControllerApis, inter_broker_secret: str) -> dict
         ApiKey.ALTER_CONFIGS: functools.partial(handle_alter_configs, target=controller),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: functools.partial(handle_alter_configs, target=controller),
         ApiKey.CREATE_PARTITIONS: functools.partial(handle_create_partitions, target=controller),
+        ApiKey.ELECT_LEADERS: functools.partial(handle_elect_leaders, target=controller),
     }
     assert set(handlers) == CONTROLLER_APIS
     return handlers

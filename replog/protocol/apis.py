@@ -16,14 +16,18 @@ class ApiKey(enum.IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
+    ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     SASL_AUTHENTICATE = 36
     ALTER_PARTITION = 56
+    DESCRIBE_CLUSTER = 60
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
 
@@ -66,6 +70,10 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.ALTER_CONFIGS, 0, 2, 2),
         ApiSpec(ApiKey.CREATE_PARTITIONS, 0, 3, 2),
         ApiSpec(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, 1),
+        ApiSpec(ApiKey.ELECT_LEADERS, 0, 2, 2),
+        ApiSpec(ApiKey.DESCRIBE_CLUSTER, 0, 1, 0),
+        ApiSpec(ApiKey.DELETE_RECORDS, 0, 2, 2),
+        ApiSpec(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, 2),  # no v0 schema in kio either
         ApiSpec(ApiKey.LEADER_AND_ISR, 7, 7, 4),
         ApiSpec(ApiKey.STOP_REPLICA, 4, 4, 2),
         ApiSpec(ApiKey.UPDATE_METADATA, 8, 8, 6),

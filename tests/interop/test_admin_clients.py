@@ -7,6 +7,8 @@ import asyncio
 import pytest
 
 from replog.harness.local_cluster import LocalCluster
+from replog.log.checkpoint import OffsetCheckpointFile
+from replog.log.log_manager import LOG_START_OFFSET_CHECKPOINT
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import (  # noqa: E402
@@ -231,3 +233,105 @@ async def test_cluster_configs_and_partitions_through_the_controller(cluster):
     assert cluster.controller.metadata.topics["replicated"].configs == {"max.message.bytes": "2000"}
     assert cluster.controller.metadata.broker_configs == {"2": {"follower.replication.throttled.rate": "50000000"}}
     assert len(cluster.controller.metadata.topics["replicated"].partitions) == 4
+
+
+# ------------------------------------------------- DescribeCluster, DescribeLogDirs, DeleteRecords, ElectLeaders
+
+
+def produce_many(bootstrap: str, topic: str, count: int) -> None:
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    for i in range(count):
+        producer.produce(topic, f"v{i}".encode(), partition=0)
+    assert producer.flush(TIMEOUT) == 0
+
+
+def first_fetch_error(bootstrap: str, topic: str, offset: int):
+    """What a consumer that may not reset its position gets when it fetches at `offset`."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "below-start",
+                                         "auto.offset.reset": "error", "enable.auto.commit": False})
+    consumer.assign([confluent_kafka.TopicPartition(topic, 0, offset)])
+    try:
+        for _ in range(100):
+            msg = consumer.poll(0.2)
+            if msg is not None:
+                return msg.error(), msg.offset()
+        raise AssertionError("no answer to the fetch")
+    finally:
+        consumer.close()
+
+
+def test_confluent_describe_cluster_and_delete_records(broker):
+    admin = admin_of(broker.bootstrap)
+    described = admin.describe_cluster().result(TIMEOUT)
+    assert described.cluster_id == "replog-cluster"
+    assert [n.id for n in described.nodes] == [1] and described.controller.id == 1
+    create(admin, "trimmed")
+    produce_many(broker.bootstrap, "trimmed", 100)
+    deleted = admin.delete_records([confluent_kafka.TopicPartition("trimmed", 0, 40)])
+    assert next(iter(deleted.values())).result(TIMEOUT).low_watermark == 40
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "watermarks"})
+    assert consumer.get_watermark_offsets(confluent_kafka.TopicPartition("trimmed", 0), timeout=TIMEOUT) == (40, 100)
+    consumer.close()
+    error, _ = first_fetch_error(broker.bootstrap, "trimmed", 10)
+    assert error is not None and error.code() == confluent_kafka.KafkaError._AUTO_OFFSET_RESET
+    error, offset = first_fetch_error(broker.bootstrap, "trimmed", 40)
+    assert error is None and offset == 40
+    beyond = admin.delete_records([confluent_kafka.TopicPartition("trimmed", 0, 500)])
+    assert error_of(next(iter(beyond.values()))).code() == confluent_kafka.KafkaError.OFFSET_OUT_OF_RANGE
+
+
+def test_kafka_python_describe_log_dirs_and_elect_leaders_on_one_node(broker):
+    kafka_admin = pytest.importorskip("kafka.admin")
+    create(admin_of(broker.bootstrap), "on-disk")
+    produce_many(broker.bootstrap, "on-disk", 10)
+    client = kafka_admin.KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        described = repr(client.describe_log_dirs())
+        assert "on-disk" in described and str(broker.log_dir) in described
+        errors = client.elect_leaders(0, {"on-disk": [0]}, raise_errors=False)
+        codes = [p.error_code for t in errors.replica_election_results for p in t.partition_result]
+        assert codes == [84]  # ELECTION_NOT_NEEDED: the only broker leads already
+    finally:
+        client.close()
+
+
+@pytest.fixture
+async def cluster_with_fast_checkpoints(tmp_path):
+    cluster = LocalCluster(tmp_path, overrides={"log.flush.offset.checkpoint.interval.ms": "200"})
+    try:
+        await cluster.start()
+        yield cluster
+    finally:
+        await cluster.stop()
+
+
+async def test_cluster_delete_records_followers_follow_and_preferred_election(cluster_with_fast_checkpoints):
+    cluster = cluster_with_fast_checkpoints
+    admin = admin_of(cluster.bootstrap)
+    await asyncio.to_thread(create, admin, "shared", 1, 3)
+    await asyncio.to_thread(produce_many, cluster.bootstrap, "shared", 100)
+    deleted = admin.delete_records([confluent_kafka.TopicPartition("shared", 0, 60)])
+    assert (await asyncio.to_thread(next(iter(deleted.values())).result, TIMEOUT)).low_watermark == 60
+
+    def log_starts() -> dict[int, int]:
+        starts = {}
+        for node_id in cluster.brokers:
+            path = cluster.log_dir(node_id, "shared", 0).parent / LOG_START_OFFSET_CHECKPOINT
+            starts[node_id] = OffsetCheckpointFile(path).read().get(("shared", 0), 0) if path.exists() else 0
+        return starts
+    await cluster.wait_for(lambda: set(log_starts().values()) == {60}, 20.0, "every replica's log start at 60")
+
+    preferred = cluster.controller.registration("shared", 0).replicas[0]
+    await cluster.kill(preferred)
+    await cluster.wait_for(lambda: cluster.controller.registration("shared", 0).leader not in (preferred, -1), 20.0,
+                           "leadership to move off the killed broker")
+    await cluster.restart(preferred)
+    await cluster.wait_for_isr("shared", 0, set(cluster.brokers))
+    kafka_admin = pytest.importorskip("kafka.admin")
+    client = kafka_admin.KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        response = await asyncio.to_thread(client.elect_leaders, 0, {"shared": [0]}, raise_errors=False)
+    finally:
+        client.close()
+    assert [p.error_code for t in response.replica_election_results for p in t.partition_result] == [0]
+    assert cluster.controller.registration("shared", 0).leader == preferred

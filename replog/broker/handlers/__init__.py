@@ -12,8 +12,12 @@ from . import (
     alter_configs,
     create_partitions,
     create_topics,
+    delete_records,
     delete_topics,
+    describe_cluster,
     describe_configs,
+    describe_log_dirs,
+    elect_leaders,
     fetch,
     init_producer_id,
     leader_and_isr,
@@ -31,6 +35,8 @@ _REPLICA_APIS = {
     ApiKey.FETCH: fetch,
     ApiKey.LIST_OFFSETS: list_offsets,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
+    ApiKey.DELETE_RECORDS: delete_records,
+    ApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs,
 }
 _TOPIC_APIS = {
     ApiKey.METADATA: metadata,
@@ -47,6 +53,8 @@ _ADMIN_APIS = {
     ApiKey.ALTER_CONFIGS: alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: alter_configs,
     ApiKey.CREATE_PARTITIONS: create_partitions,
+    ApiKey.ELECT_LEADERS: elect_leaders,
+    ApiKey.DESCRIBE_CLUSTER: describe_cluster,
 }
 BROKER_APIS = frozenset(_REPLICA_APIS) | frozenset(_TOPIC_APIS) | frozenset(_CONTROL_APIS) | frozenset(_ADMIN_APIS) | {
     ApiKey.INIT_PRODUCER_ID, ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
