@@ -134,7 +134,9 @@ def decide_new_partitions(metadata: ClusterMetadata, topic_name: str, count: int
     replication_factor = len(topic.partitions[0].replicas)
     added = count - current
     if assignment is None:
-        new = assign_replicas(metadata.active_broker_ids(), added, replication_factor, start_partition_id=current)
+        active = metadata.active_broker_ids()
+        new = assign_replicas(active, added, replication_factor, start_partition_id=current,
+                              racks={b: metadata.brokers[b].rack for b in active})
     else:
         new = _checked_assignment(metadata, assignment, added, replication_factor, current)
     return [new_partition(topic_name, topic.topic_id, index, replicas) for index, replicas in sorted(new.items())]

@@ -392,7 +392,8 @@ class ClusterController:
             assignment = assign_replicas(
                 self.metadata.active_broker_ids(),
                 self.config.num_partitions if partitions is None else partitions,
-                self.config.default_replication_factor if replication_factor is None else replication_factor)
+                self.config.default_replication_factor if replication_factor is None else replication_factor,
+                racks={b: self.metadata.brokers[b].rack for b in self.metadata.active_broker_ids()})
         inactive = sorted({r for replicas in assignment.values() for r in replicas
                            if r in self.metadata.brokers and not self.metadata.is_eligible(r)})
         if inactive:
