@@ -92,6 +92,7 @@ class Broker:
             self.alter_partition_manager.start()
         else:
             self.replica_manager.apply_metadata(self.image)
+            apply_dynamic_configs(self.replica_manager, self.image, config)  # as persisted by the last run
         self.metrics_service = MetricsService(
             config.metrics, node_id=config.node_id, role="broker", data_dir=config.log_dirs[0],
             collector=BrokerCollector(self.metrics, self.replica_manager),

@@ -124,6 +124,16 @@ def test_dynamic_broker_configs_are_inherited_by_topics(broker):
     assert broker_configs["log.retention.ms"].value == "60000"
     assert broker_configs["log.retention.ms"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
     assert broker_configs["node.id"].is_read_only and not broker_configs["log.retention.ms"].is_read_only
+    # A dynamic broker default applies to the topics without an override at once, and after a restart.
+    incremental(admin, "broker", "1", ("message.max.bytes", "2000", AlterConfigOpType.SET))
+    error = produce_one(broker.bootstrap, "inherits", 5_000)
+    assert error is not None and error.code() == confluent_kafka.KafkaError.MSG_SIZE_TOO_LARGE
+    broker.stop()
+    broker.start()
+    admin = admin_of(broker.bootstrap)
+    error = produce_one(broker.bootstrap, "inherits", 5_000)
+    assert error is not None and error.code() == confluent_kafka.KafkaError.MSG_SIZE_TOO_LARGE
+    assert describe(admin, "broker", "1")["message.max.bytes"].value == "2000"
     not_dynamic = ConfigResource("broker", "1", incremental_configs=[ConfigEntry("node.id", "7", incremental_operation=AlterConfigOpType.SET)])
     error = error_of(admin.incremental_alter_configs([not_dynamic])[not_dynamic])
     assert error.code() == confluent_kafka.KafkaError.INVALID_CONFIG and "node.id" in error.str()
