@@ -345,3 +345,28 @@ async def test_cluster_delete_records_followers_follow_and_preferred_election(cl
         client.close()
     assert [p.error_code for t in response.replica_election_results for p in t.partition_result] == [0]
     assert cluster.controller.registration("shared", 0).leader == preferred
+
+
+async def test_kafka_python_unclean_election_brings_an_offline_partition_back(cluster):
+    """Replicas [a, b]: b dies (the ISR shrinks to a), then a dies: no leader. b returns but is not in the ISR,
+    and unclean.leader.election.enable is off, so the partition stays offline until an unclean election."""
+    admin = admin_of(cluster.bootstrap)
+    await asyncio.to_thread(create, admin, "fragile", 1, 2)
+    a, b = cluster.controller.registration("fragile", 0).replicas
+    await cluster.kill(b)
+    await cluster.wait_for_isr("fragile", 0, {a})
+    await cluster.kill(a)
+    await cluster.wait_for(lambda: cluster.controller.registration("fragile", 0).leader == -1, 20.0,
+                           "the partition to lose its leader")
+    await cluster.restart(b)
+    assert cluster.controller.registration("fragile", 0).leader == -1
+    kafka_admin = pytest.importorskip("kafka.admin")
+    survivor = next(n for n in cluster.brokers if n not in (a, b))
+    client = kafka_admin.KafkaAdminClient(bootstrap_servers=cluster.brokers[survivor].bootstrap)
+    try:
+        response = await asyncio.to_thread(client.elect_leaders, 1, {"fragile": [0]}, raise_errors=False)
+    finally:
+        client.close()
+    assert [p.error_code for t in response.replica_election_results for p in t.partition_result] == [0]
+    elected = cluster.controller.registration("fragile", 0)
+    assert (elected.leader, elected.isr) == (b, (b,))
