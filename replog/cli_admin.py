@@ -129,10 +129,10 @@ def add_admin_commands(commands, bootstrap) -> None:
                                   description="Describe or alter topic and broker configs, as kafka-configs.sh.")
     bootstrap(configs)
     action = configs.add_mutually_exclusive_group(required=True)
-    action.add_argument("--describe", action="store_true", help="print the entity's dynamic configs")
-    action.add_argument("--alter", action="store_true", help="change configs (--add-config, --delete-config)")
-    configs.add_argument("--entity-type", choices=["topics", "brokers"], required=True, help="what to configure")
-    configs.add_argument("--entity-name", help="the topic name or broker id")
+    action.add_argument("--describe", action="store_true", help="print the entity's dynamic configs (this or --alter is required)")
+    action.add_argument("--alter", action="store_true", help="change configs with --add-config, --delete-config (this or --describe is required)")
+    configs.add_argument("--entity-type", choices=["topics", "brokers"], required=True, help="what to configure (required)")
+    configs.add_argument("--entity-name", help="the topic name or broker id (required unless --entity-default)")
     configs.add_argument("--entity-default", action="store_true",
                          help="brokers: the cluster-wide default instead of one broker (default: off)")
     configs.add_argument("--add-config", metavar="K=V,...",
@@ -155,9 +155,10 @@ def add_admin_commands(commands, bootstrap) -> None:
     bootstrap(election)
     election.add_argument("--election-type", choices=["preferred", "unclean"], required=True,
                           help="preferred: hand leadership back to the first replica; unclean: elect any live "
-                               "replica of a partition without a leader")
-    election.add_argument("--topic", help="with --partition: the one partition to elect for")
-    election.add_argument("--partition", type=int, help="with --topic")
+                               "replica of a partition without a leader (required)")
+    election.add_argument("--topic", help="with --partition: the one partition to elect for (default: none)")
+    election.add_argument("--partition", type=int, help="with --topic: the partition (default: none)")
     election.add_argument("--all-topic-partitions", action="store_true", help="every partition (default: off)")
-    election.add_argument("--path-to-json-file", help='{"partitions": [{"topic": "t", "partition": 0}]}')
+    election.add_argument("--path-to-json-file",
+                          help='the partitions, as {"partitions": [{"topic": "t", "partition": 0}]} (default: none)')
     election.set_defaults(func=lambda a: asyncio.run(_leader_election(a)))
