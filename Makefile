@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test compat bench clean
 
 setup: $(STAMP)
 
@@ -16,8 +16,12 @@ demo: setup
 	$(PY) -m replog.demo
 
 test: setup
-	$(VENV)/bin/lint-imports
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -q
+
+# librdkafka's own integration suite against replog; fails if a test in tests/compat/librdkafka-passing.txt fails.
+compat: setup
+	$(PY) -m tests.compat.librdkafka
 
 bench: setup
 	$(PY) -m benchmarks --quick

@@ -25,7 +25,8 @@ import sys
 import time
 from pathlib import Path
 
-from replog.analytics.synthetic import Scenario, generate
+from replog.analytics.synthetic import generate
+from replog.analytics.synthetic_scenario import Scenario
 
 from .harness import Result, Stats
 

@@ -234,6 +234,7 @@ def cmd_log_dump(args: argparse.Namespace) -> int:
 
 def cmd_cluster(args: argparse.Namespace) -> int:
     from . import cluster_control as control  # imported lazily: only these commands manage processes
+    from .cluster_nodes.manifest import ClusterError
 
     try:
         if args.cluster_command == "up":
@@ -259,7 +260,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         else:
             node = control.start_node(args.data_dir, args.node_id)
             print(f"node {node.id}: started (pid {node.pid}), serving on port {node.port}")
-    except control.ClusterError as e:
+    except ClusterError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_ERROR
     return EXIT_OK

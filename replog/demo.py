@@ -22,6 +22,7 @@ from pathlib import Path
 
 from . import cli, cluster_control
 from .client import Admin, Consumer, KafkaError, NewTopic, PartitionDescription, Producer
+from .cluster_nodes.manifest import CLUSTER_FILE, ClusterError
 
 BROKERS = 3
 TOPIC = "demo"
@@ -269,10 +270,10 @@ def main() -> int:
         )
         print(f"bootstrap {manifest.bootstrap}\n{cluster_control.format_nodes(manifest)}")
         asyncio.run(tell_story(root, manifest.bootstrap, checks))
-    except (cluster_control.ClusterError, KafkaError, TimeoutError) as e:
+    except (ClusterError, KafkaError, TimeoutError) as e:
         checks.check(False, f"the story runs to its end ({type(e).__name__}: {e})")
     finally:
-        if (root / cluster_control.CLUSTER_FILE).exists():
+        if (root / CLUSTER_FILE).exists():
             step("replog cluster down")
             print(cluster_control.format_outcomes(cluster_control.cluster_down(root)))
     if checks.failed:

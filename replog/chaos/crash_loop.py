@@ -33,175 +33,48 @@ import asyncio
 import os
 import random
 import shutil
-import statistics
 import tempfile
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import confluent_kafka
 
 from ..harness.local_cluster import LocalCluster
-from .checker import ANOMALY_CLASSES, CheckResult, History, check
-from .log_verifier import (
-    HIGH_WATERMARK_CHECKPOINT,
-    LEADER_EPOCH_CHECKPOINT,
-    RECOVERY_POINT_CHECKPOINT,
-    read_offset_checkpoint,
-    verify_log_dir,
-    verify_partition,
+from .checker import History, check
+from .crash_loop_config import (
+    ACKS_ALL_CONFIG,
+    ACKS_ALL_WRITERS,
+    ACKS_ONE_CONFIG,
+    ACKS_ONE_PREFIX,
+    ASSIGNMENT,
+    BROKER_OVERRIDES,
+    BROKERS,
+    CATCH_UP_TIMEOUT_S,
+    CONSUME_BATCH,
+    CONSUME_POLL_S,
+    CONSUME_TIMEOUT_S,
+    KILL_AGAIN_CHANCE,
+    KILL_LEADER_CHANCE,
+    LIVE_READS,
+    LIVE_RECHECK_S,
+    MAX_KILL_DELAY_S,
+    MIN_KILL_DELAY_S,
+    PARTITIONS,
+    RECORDS_PER_SECOND,
+    SESSION_TIMEOUT_MS,
+    TOPIC,
+    TOPIC_CONFIGS,
+    UNFENCE_TIMEOUT_S,
+    VALUE_BYTES,
+    WATERMARK_TIMEOUT_S,
 )
-from .runner import LoadProducer, isrs_whole, replica_difference
-
-TOPIC = "crash"
-BROKERS = (1, 2, 3)  # LocalCluster's node ids
-PARTITIONS = 4
-ASSIGNMENT = {p: [BROKERS[(p + i) % len(BROKERS)] for i in range(len(BROKERS))] for p in range(PARTITIONS)}
-SEGMENT_BYTES = 256 * 1024
-INDEX_INTERVAL_BYTES = 512
-TOPIC_CONFIGS = {"min.insync.replicas": "2", "unclean.leader.election.enable": "false",
-                 "segment.bytes": str(SEGMENT_BYTES), "index.interval.bytes": str(INDEX_INTERVAL_BYTES)}
-# Checkpoints every second, so that torn-write rounds find recovery points and HWs on disk to respect.
-BROKER_OVERRIDES = {"log.flush.offset.checkpoint.interval.ms": "1000"}
-SESSION_TIMEOUT_MS = 2_000  # a killed broker's old session must expire before it may register again
-VALUE_BYTES = 200
-ACKS_ALL_WRITERS = 2
-RECORDS_PER_SECOND = 250  # per writer: heavy for 2 shared cores running three Python brokers
-WRITER_CONFIG = {
-    "linger.ms": 5,
-    "request.timeout.ms": 5_000,
-    "message.timeout.ms": 60_000,
-    "topic.metadata.refresh.interval.ms": 1_000,
-    "log_level": 2,  # refused and reset connections are the point of the run
-}
-ACKS_ALL_CONFIG = {**WRITER_CONFIG, "acks": "all", "enable.idempotence": True}
-# No retries: an acks=1 retry could write a value twice, which the exactly-once check would count.
-ACKS_ONE_CONFIG = {**WRITER_CONFIG, "acks": "1", "enable.idempotence": False, "message.send.max.retries": 0}
-ACKS_ONE_PREFIX = "one"
-MIN_KILL_DELAY_S = 0.2
-MAX_KILL_DELAY_S = 2.0
-KILL_AGAIN_CHANCE = 0.2  # the broker just restarted, before it caught up
-KILL_LEADER_CHANCE = 0.4
-CATCH_UP_TIMEOUT_S = 90.0  # loaded machine: a restarted broker copies what it missed, plus what it lost
-UNFENCE_TIMEOUT_S = 30.0
-CONSUME_TIMEOUT_S = 120.0
-WATERMARK_TIMEOUT_S = 10.0
-CONSUME_BATCH = 1_000
-CONSUME_POLL_S = 0.5
-LIVE_RECHECK_S = 1.0  # a live log is read twice; only a problem seen both times is real (not a racing append)
-LIVE_READS = 5  # bound on reads of a live log dir whose files a truncation keeps removing under the reader
-MAX_GARBAGE_BYTES = 4096
-
-CUT_BATCH = "cut last batch"
-GARBAGE_TAIL = "garbage after last batch"
-CUT_INDEX = "cut offset or time index"
-CORRUPT_CHECKPOINT = "corrupt checkpoint tail"
-TORN_TMP_CHECKPOINT = "torn checkpoint .tmp"
-DAMAGE_KINDS = (CUT_BATCH, GARBAGE_TAIL, CUT_INDEX, CORRUPT_CHECKPOINT, TORN_TMP_CHECKPOINT)
-# Kafka resets these two when they do not parse (LogManager.loadLogs); a bad HW or leader-epoch checkpoint
-# is a storage error there, and an atomic write (tmp, fsync, rename, fsync dir) never tears them.
-RESETTABLE_CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT, "log-start-offset-checkpoint")
-
-
-@dataclass
-class Restart:
-    number: int
-    victim: int
-    why: str  # "again", "leader of partition N", "random"
-    damage: str | None = None
-    process_start_s: float = 0.0  # launch to answering ApiVersions: log recovery happens here
-    unfenced_s: float = 0.0  # launch to unfenced by the controller
-
-
-@dataclass
-class CrashLoopReport:
-    seed: int
-    planned_restarts: int
-    torn_fraction: float
-    restarts: list[Restart] = field(default_factory=list)
-    verifier_problems: list[str] = field(default_factory=list)
-    torn_tails_seen: int = 0  # short last writes a SIGKILL left (legitimate)
-    loop_error: str = ""
-    attempted: int = 0
-    acknowledged: int = 0
-    failed: int = 0
-    acks_one_acknowledged: int = 0
-    failure_reasons: Counter = field(default_factory=Counter)
-    writer_fatal_errors: list[str] = field(default_factory=list)
-    converged: bool = False
-    high_watermarks: dict[int, int] = field(default_factory=dict)
-    read: int = 0
-    read_during_loop: int = 0
-    corrupt_served: list[str] = field(default_factory=list)
-    incomplete_reads: list[int] = field(default_factory=list)
-    check: CheckResult = field(default_factory=CheckResult)
-    replica_divergence: list[str] = field(default_factory=list)
-    elapsed: float = 0.0
-
-    @property
-    def damage_counts(self) -> Counter:
-        return Counter(r.damage for r in self.restarts if r.damage is not None)
-
-    @property
-    def problems(self) -> list[str]:
-        found = [f"{n} {anomaly}" for anomaly, n in self.check.counts.items() if n]
-        if self.loop_error:
-            found.append(f"the loop stopped: {self.loop_error}")
-        if self.verifier_problems:
-            found.append(f"{len(self.verifier_problems)} on-disk problems")
-        if self.corrupt_served:
-            found.append(f"{len(self.corrupt_served)} corrupt batches served")
-        if not self.converged:
-            found.append("the ISRs never became whole at the end")
-        if self.incomplete_reads:
-            found.append(f"partitions {self.incomplete_reads} not read up to their high watermark")
-        if self.replica_divergence:
-            found.append(f"{len(self.replica_divergence)} partitions with divergent replicas")
-        if self.writer_fatal_errors:
-            found.append(f"{len(self.writer_fatal_errors)} fatal writer errors")
-        return found
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-    def format(self) -> str:
-        lines = [f"replog crash-loop: seed {self.seed}, {len(self.restarts)} of {self.planned_restarts} restarts, "
-                 f"torn-write fraction {self.torn_fraction:g}"]
-        for r in self.restarts:
-            lines.append(f"  #{r.number}: kill {r.victim} ({r.why}); damage: {r.damage or 'none'}; serving after "
-                         f"{r.process_start_s:.2f}s, unfenced after {r.unfenced_s:.2f}s")
-        lines.append("torn writes injected: " + (", ".join(f"{kind}: {n}" for kind, n in
-                                                        sorted(self.damage_counts.items())) or "none"))
-        lines.append(f"short last writes left by SIGKILL: {self.torn_tails_seen}")
-        serving = [r.process_start_s for r in self.restarts if r.process_start_s]
-        unfenced = [r.unfenced_s for r in self.restarts if r.unfenced_s]
-        if serving:
-            lines.append(f"recovery (launch to serving): p50 {statistics.median(serving):.2f}s, "
-                         f"max {max(serving):.2f}s; to unfenced: p50 {statistics.median(unfenced):.2f}s, "
-                         f"max {max(unfenced):.2f}s")
-        unknown = self.attempted - self.acknowledged - self.failed
-        lines.append(f"acks=all writes: {self.attempted} attempted, {self.acknowledged} acknowledged, "
-                     f"{self.failed} failed, {unknown} unknown; acks=1 acknowledged: {self.acks_one_acknowledged}")
-        lines += [f"  failed with {reason}: {n}" for reason, n in self.failure_reasons.most_common()]
-        lines += [f"  writer fatal error: {e}" for e in self.writer_fatal_errors]
-        lines.append(f"read with check.crcs=true: {self.read_during_loop} records during the loop, {self.read} "
-                     "at the end; high watermarks "
-                     + ", ".join(f"{p}: {hw}" for p, hw in sorted(self.high_watermarks.items())))
-        lines += [f"  corrupt batch served: {c}" for c in self.corrupt_served]
-        lines.append("anomalies:")
-        for anomaly in ANOMALY_CLASSES:
-            lines.append(f"  {anomaly}: {self.check.counts[anomaly]}")
-            lines += [f"    e.g. {example}" for example in self.check.examples[anomaly]]
-        lines.append(f"  on-disk problems: {len(self.verifier_problems)}")
-        lines += [f"    {p}" for p in self.verifier_problems[:20]]
-        lines.append(f"  divergent replicas: {len(self.replica_divergence)}")
-        lines += [f"    {d}" for d in self.replica_divergence]
-        verdict = "OK" if self.ok else "FAILED: " + "; ".join(self.problems)
-        lines.append(f"result: {verdict} (seed {self.seed}, {self.elapsed:.0f}s)")
-        return "\n".join(lines)
+from .crash_loop_report import CrashLoopReport, Restart
+from .load import LoadProducer
+from .log_verifier import verify_log_dir
+from .replica_checks import isrs_whole, replica_difference
+from .torn_writes import DAMAGE_KINDS, inject_damage
 
 
 class Reader(threading.Thread):
@@ -242,75 +115,11 @@ def unpad(raw: bytes) -> str:
     return raw.split(b"|", 1)[0].decode(errors="replace")
 
 
-# ---------------------------------------------------------------------------------------------- damage
-
 
 def new_writer(prefix: str, bootstrap: str, config: dict, stop: threading.Event) -> LoadProducer:
     """A writer of `<prefix>-<n>` values padded to VALUE_BYTES, round-robin over the crash topic."""
     return LoadProducer(prefix, bootstrap, stop, topic=TOPIC, partitions=PARTITIONS, config=config,
                         records_per_second=RECORDS_PER_SECOND, encode=pad, decode=unpad)
-
-
-def recovery_point(log_dir: Path, partition_dir: Path) -> int:
-    """The partition's checkpointed recovery point (0 when absent or unreadable: everything is unflushed)."""
-    return read_offset_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, []).get(partition_dir.name, 0)
-
-
-def last_segment(partition_dir: Path) -> Path:
-    return max(partition_dir.glob("*.log"), key=lambda p: p.name)
-
-
-def inject_damage(kind: str, log_dir: Path, rng: random.Random) -> str | None:
-    """Damage the stopped broker's log dir as a power loss could; a description, or None if no partition
-    has unflushed data of the kind to damage."""
-    partition_dirs = sorted(d for d in log_dir.glob(f"{TOPIC}-*") if d.is_dir())
-    rng.shuffle(partition_dirs)
-    if kind == CORRUPT_CHECKPOINT:
-        path = log_dir / rng.choice(RESETTABLE_CHECKPOINTS)
-        if not path.exists() or path.stat().st_size == 0:
-            return None
-        data = path.read_bytes()
-        cut = rng.randrange(data.rstrip(b"\n").rfind(b"\n") + 1, len(data))  # inside the last line
-        path.write_bytes(data[:cut] + rng.choice([b"", b"\x00" * rng.randint(1, 8), b"x"]))
-        return f"{path.name} cut at byte {cut} of {len(data)}"
-    if kind == TORN_TMP_CHECKPOINT:
-        names = [HIGH_WATERMARK_CHECKPOINT, RECOVERY_POINT_CHECKPOINT] + [
-            f"{d.name}/{LEADER_EPOCH_CHECKPOINT}" for d in partition_dirs]
-        path = log_dir / rng.choice(names)
-        data = path.read_bytes() if path.exists() else b"0\n1\n"
-        torn = data[:rng.randrange(len(data) + 1)]
-        path.with_name(path.name + ".tmp").write_bytes(torn)
-        return f"{path.relative_to(log_dir)}.tmp with {len(torn)} of {len(data)} bytes"
-    for partition_dir in partition_dirs:
-        flushed = recovery_point(log_dir, partition_dir)
-        segment = last_segment(partition_dir)
-        batches = [b for b in verify_partition(partition_dir, torn_tail=True).batches
-                   if b.segment == int(segment.stem)]
-        if not batches or batches[-1].base_offset < flushed:
-            continue  # nothing unflushed in the active segment here
-        last = batches[-1]
-        where = f"{partition_dir.name}/{segment.name}"
-        if kind == CUT_BATCH:
-            cut = last.position + rng.randint(1, last.size - 1)
-            os.truncate(segment, cut)
-            return f"{where} cut at {cut}, inside the batch of offsets {last.base_offset}..{last.last_offset}"
-        if kind == GARBAGE_TAIL:
-            garbage = rng.randbytes(rng.randint(1, MAX_GARBAGE_BYTES))
-            with open(segment, "r+b") as f:
-                f.seek(last.position + last.size)
-                f.truncate()
-                f.write(garbage)
-            return f"{where}: {len(garbage)} random bytes after offset {last.last_offset}"
-        if kind == CUT_INDEX:
-            index = segment.with_suffix(rng.choice([".index", ".timeindex"]))
-            if not index.exists():
-                continue
-            used = len(index.read_bytes().rstrip(b"\0"))
-            cut = rng.randint(0, used)
-            os.truncate(index, cut)
-            return f"{partition_dir.name}/{index.name} cut at {cut} of {used} used bytes"
-        raise ValueError(f"unknown damage {kind!r}")
-    return None
 
 
 # ------------------------------------------------------------------------------------------------ loop
@@ -549,4 +358,3 @@ def main(*, restarts: int, seed: int | None, data_dir: Path | None, torn_fractio
         return 1
     if data_dir is None:
         shutil.rmtree(root)
-    return 0

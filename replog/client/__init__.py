@@ -5,7 +5,8 @@ from .cluster import BrokerInfo, Cluster, PartitionInfo
 from .connection import Connection
 from .consumer import Consumer, ConsumerRecord, OffsetAndTimestamp
 from .errors import KafkaError
-from .producer import Producer, RecordMetadata, murmur2, partition_for_key
+from .partitioner import murmur2, partition_for_key
+from .producer import Producer, RecordMetadata
 from .sync import SyncAdmin, SyncConsumer, SyncProducer
 
 __all__ = [

@@ -1,21 +1,18 @@
-"""Asynchronous producer: partitioner, per-partition accumulator, sequence bookkeeping and the sender loop.
+"""Asynchronous producer: the Producer API and its sender loop.
 
-Records are appended to the open batch of their partition; a batch is closed by size (batch_size) or age
-(linger_ms), then encoded once with build_batch and sent to the partition leader, one batch per partition per
-ProduceRequest, all partitions of a leader in one request. With idempotence each batch gets its producer id,
-epoch and base sequence when it is first drained and keeps them across retries; up to five batches per
-partition may be in flight, and a partition that has a batch to retry sends nothing else until the retry
-queue is empty, so the broker always sees sequences in order.
+Records are appended to the open batch of their partition (accumulator.py); a batch is closed by size
+(batch_size) or age (linger_ms), then encoded once with build_batch and sent to the partition leader, one batch
+per partition per ProduceRequest, all partitions of a leader in one request. With idempotence each batch gets
+its producer id, epoch and base sequence when it is first drained and keeps them across retries
+(sequences.py); up to five batches per partition may be in flight, and a partition that has a batch to retry
+sends nothing else until the retry queue is empty, so the broker always sees sequences in order.
 """
 
 import asyncio
-import bisect
-import itertools
 import random
 import time
-from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
@@ -26,20 +23,19 @@ from ..protocol.produce import (
     ProduceTopicData,
     encode_produce_request,
 )
-from ..protocol.records import RECORD_BATCH_OVERHEAD, Compression, build_batch, increment_sequence
+from ..protocol.records import Compression, build_batch
+from .accumulator import ProducerBatch, RecordAccumulator, TopicPartition
 from .cluster import Cluster
 from .connection import decode_response_frame
 from .errors import REQUEST_TIMED_OUT, STALE_METADATA_CODES, KafkaError, is_retriable
-
-TopicPartition = tuple[str, int]
-RecordTuple = tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]], int]
+from .partitioner import partition_for_key
+from .sequences import PartitionState
 
 DUPLICATE_SEQUENCE = ErrorCode.duplicate_sequence_number.value
 OUT_OF_ORDER_SEQUENCE = ErrorCode.out_of_order_sequence_number.value
 # Outcomes that leave it unknown whether the broker wrote the batch; sequences cannot be rewound after them.
 _UNKNOWN_OUTCOME = frozenset({REQUEST_TIMED_OUT, ErrorCode.network_exception.value})
 MAX_IN_FLIGHT_IDEMPOTENT = 5  # the broker remembers the last 5 batches per producer for deduplication
-RECORD_OVERHEAD_BYTES = 21  # varint lengths, deltas and attributes of one record, upper bound for small ones
 MAX_SENDER_SLEEP_S = 1.0
 _COMPRESSION_NAMES = {c.name.lower(): c for c in Compression}
 
@@ -50,196 +46,6 @@ class RecordMetadata:
     partition: int
     offset: int  # -1 with acks=0
     timestamp: int
-
-
-def murmur2(data: bytes) -> int:
-    """Kafka's Utils.murmur2 (signed 32-bit result), so keys land on the partitions Java clients pick."""
-    m = 0x5BD1E995
-    length = len(data)
-    h = (0x9747B28C ^ length) & 0xFFFFFFFF
-    tail = length & ~3
-    for i in range(0, tail, 4):
-        k = int.from_bytes(data[i : i + 4], "little")
-        k = (k * m) & 0xFFFFFFFF
-        k ^= k >> 24
-        k = (k * m) & 0xFFFFFFFF
-        h = ((h * m) & 0xFFFFFFFF) ^ k
-    rest = length & 3
-    if rest == 3:
-        h ^= data[tail + 2] << 16
-    if rest >= 2:
-        h ^= data[tail + 1] << 8
-    if rest >= 1:
-        h ^= data[tail]
-        h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 15
-    assert 0 <= h < 2**32
-    return h - 2**32 if h >= 2**31 else h
-
-
-def partition_for_key(key: bytes, num_partitions: int) -> int:
-    """Kafka's default partitioner for keyed records: toPositive(murmur2(key)) % numPartitions."""
-    assert num_partitions > 0
-    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
-
-
-def record_size(record: RecordTuple) -> int:
-    key, value, headers, _ = record
-    size = RECORD_OVERHEAD_BYTES + (len(key) if key else 0) + (len(value) if value else 0)
-    for name, header_value in headers:
-        size += len(name) + (len(header_value) if header_value else 0) + 4
-    return size
-
-
-_batch_ids = itertools.count()
-
-
-@dataclass(slots=True, eq=False)
-class ProducerBatch:
-    topic: str
-    partition: int
-    created: float
-    deadline: float  # delivery timeout: the batch fails if not acknowledged by then
-    records: list[RecordTuple] = field(default_factory=list)
-    futures: list[asyncio.Future] = field(default_factory=list)
-    size: int = RECORD_BATCH_OVERHEAD
-    batch_id: int = field(default_factory=lambda: next(_batch_ids))
-    base_sequence: int = -1
-    attempts: int = 0
-    resequenced: bool = False  # its sequence moved down after an earlier batch failed for good
-    payload: bytes | None = None
-    done: asyncio.Future | None = None  # created by flush() for the batches it waits on
-    finished: bool = False
-
-    @property
-    def tp(self) -> TopicPartition:
-        return (self.topic, self.partition)
-
-    def order_key(self) -> int:
-        # Retries go out in sequence order (idempotent) or in creation order (which is the same thing).
-        return self.batch_id
-
-
-class RecordAccumulator:
-    """Per-partition queues of batches; pure bookkeeping driven by the caller's clock."""
-
-    def __init__(self, batch_size: int, linger_ms: float, delivery_timeout_ms: float) -> None:
-        assert batch_size > 0
-        assert linger_ms >= 0
-        self.batch_size = batch_size
-        self.linger = linger_ms / 1000
-        self.delivery_timeout = delivery_timeout_ms / 1000
-        self.buffered_bytes = 0  # bytes of batches not yet acknowledged (released by release())
-        self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
-
-    def append(
-        self, tp: TopicPartition, record: RecordTuple, future: asyncio.Future, now: float
-    ) -> ProducerBatch:
-        """Add a record to the open batch of tp, starting a new batch when it would overflow."""
-        queue = self._queues.setdefault(tp, deque())
-        size = record_size(record)
-        batch = queue[-1] if queue else None
-        if batch is None or (batch.records and batch.size + size > self.batch_size):
-            batch = ProducerBatch(tp[0], tp[1], created=now, deadline=now + self.delivery_timeout)
-            queue.append(batch)
-        batch.records.append(record)
-        batch.futures.append(future)
-        batch.size += size
-        self.buffered_bytes += size
-        assert len(batch.records) == len(batch.futures)
-        return batch
-
-    def ready(self, now: float, *, flush: bool) -> tuple[list[TopicPartition], float | None]:
-        """Partitions whose head batch may be sent now, and when the next lingering batch becomes sendable."""
-        ready: list[TopicPartition] = []
-        next_time: float | None = None
-        for tp, queue in self._queues.items():
-            if not queue:
-                continue
-            head = queue[0]
-            send_at = head.created + self.linger
-            if flush or len(queue) > 1 or head.size >= self.batch_size or now >= send_at:
-                ready.append(tp)
-            else:
-                next_time = send_at if next_time is None else min(next_time, send_at)
-        return ready, next_time
-
-    def drain(self, tp: TopicPartition) -> ProducerBatch:
-        queue = self._queues[tp]
-        batch = queue.popleft()
-        if not queue:
-            del self._queues[tp]
-        assert batch.records
-        return batch
-
-    def expired(self, now: float) -> list[ProducerBatch]:
-        """Remove and return batches whose delivery timeout passed while still waiting to be sent."""
-        out: list[ProducerBatch] = []
-        for tp in list(self._queues):
-            queue = self._queues[tp]
-            while queue and queue[0].deadline <= now:
-                out.append(queue.popleft())
-            if not queue:
-                del self._queues[tp]
-        return out
-
-    def release(self, batch: ProducerBatch) -> None:
-        self.buffered_bytes -= batch.size - RECORD_BATCH_OVERHEAD
-        assert self.buffered_bytes >= 0
-
-    def pending(self) -> list[ProducerBatch]:
-        return [b for queue in self._queues.values() for b in queue]
-
-    def __len__(self) -> int:
-        return sum(len(q) for q in self._queues.values())
-
-
-@dataclass(slots=True)
-class PartitionState:
-    """Sequence numbers and in-flight/retry queues of one partition (sans-IO)."""
-
-    next_sequence: int = 0
-    in_flight: list[ProducerBatch] = field(default_factory=list)
-    retries: list[ProducerBatch] = field(default_factory=list)  # kept sorted by order_key
-    backoff_until: float = 0.0
-
-    def can_send(self, now: float, max_in_flight: int) -> bool:
-        if self.retries:
-            # Retry strictly one batch at a time, in order, once everything sent earlier has been answered.
-            return not self.in_flight and now >= self.backoff_until
-        return len(self.in_flight) < max_in_flight
-
-    def assign_sequence(self, batch: ProducerBatch) -> None:
-        assert batch.base_sequence == -1
-        batch.base_sequence = self.next_sequence
-        self.next_sequence = increment_sequence(self.next_sequence, len(batch.records))
-
-    def schedule_retry(self, batch: ProducerBatch, backoff_until: float) -> None:
-        assert batch not in self.retries
-        bisect.insort(self.retries, batch, key=ProducerBatch.order_key)
-        self.backoff_until = max(self.backoff_until, backoff_until)
-
-    def earlier_batch_pending(self, batch: ProducerBatch) -> bool:
-        """Is some batch created before this one still unacknowledged (so an out-of-order error is expected)?"""
-        return any(b.batch_id < batch.batch_id for b in itertools.chain(self.in_flight, self.retries))
-
-    def rewind_after(self, failed: ProducerBatch) -> None:
-        """The broker never wrote `failed`: close the gap by moving later batches' sequences down."""
-        count = len(failed.records)
-        for b in itertools.chain(self.in_flight, self.retries):
-            if b.batch_id > failed.batch_id and b.base_sequence >= 0:
-                b.base_sequence = _decrement_sequence(b.base_sequence, count)
-                b.resequenced = True
-                b.payload = None  # the sequence is under the CRC: rebuild before resending
-        self.next_sequence = _decrement_sequence(self.next_sequence, count)
-
-
-def _decrement_sequence(sequence: int, count: int) -> int:
-    assert sequence >= 0
-    assert count > 0
-    return (sequence - count) % (2**31)
 
 
 def parse_compression(name: str | Compression) -> Compression:

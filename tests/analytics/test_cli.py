@@ -7,7 +7,8 @@ import sys
 
 from pyspark.testing import assertDataFrameEqual
 
-from replog.analytics.synthetic import Scenario, generate
+from replog.analytics.synthetic import generate
+from replog.analytics.synthetic_scenario import Scenario
 from replog.cli import main
 
 WINDOW_S = 10

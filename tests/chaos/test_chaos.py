@@ -10,8 +10,9 @@ import pytest
 
 from replog import cli
 from replog.chaos import nemesis
+from replog.chaos.chaos_run_config import HW_CATCH_UP_BOUND_S
 from replog.chaos.checker import ANOMALY_CLASSES
-from replog.chaos.runner import HW_CATCH_UP_BOUND_S, run_chaos
+from replog.chaos.runner import run_chaos
 from replog.harness.local_cluster import LocalCluster
 from replog.harness.tcp_proxy import BLACKHOLE
 

@@ -13,7 +13,9 @@ from replog.broker.handlers.context import TopicAdmin, TopicDefaults
 from replog.broker.metadata import MetadataImage, PartitionMetadata, TopicMetadata
 from replog.chaos import crash_loop
 from replog.chaos.checker import ANOMALY_CLASSES
+from replog.chaos.crash_loop_report import CrashLoopReport
 from replog.chaos.log_verifier import RECOVERY_POINT_CHECKPOINT, read_offset_checkpoint, verify_partition
+from replog.chaos.torn_writes import DAMAGE_KINDS
 from replog.harness.broker_process import BrokerProcess
 from replog.log.config import LogConfig
 from replog.log.log_manager import LogManager
@@ -35,7 +37,7 @@ LONG_SEED = 300
 LONG_RESTARTS = 300
 
 
-def assert_clean(report: crash_loop.CrashLoopReport) -> None:
+def assert_clean(report: CrashLoopReport) -> None:
     print(report.format())  # shown by pytest when the test fails: every round and every count
     assert report.check.counts == dict.fromkeys(ANOMALY_CLASSES, 0)
     assert report.verifier_problems == []
@@ -50,7 +52,7 @@ def assert_clean(report: crash_loop.CrashLoopReport) -> None:
 async def test_a_short_crash_loop_with_torn_writes_recovers_every_time(tmp_path):
     report = await crash_loop.run_crash_loop(tmp_path, restarts=SHORT_RESTARTS, seed=SHORT_SEED, torn_fraction=1.0)
     assert_clean(report)
-    assert set(report.damage_counts) == set(crash_loop.DAMAGE_KINDS)
+    assert set(report.damage_counts) == set(DAMAGE_KINDS)
     assert any(r.why.startswith("again") for r in report.restarts)
     assert any(r.why.startswith("leader") for r in report.restarts)
 
@@ -60,7 +62,7 @@ async def test_a_short_crash_loop_with_torn_writes_recovers_every_time(tmp_path)
 async def test_hundreds_of_restarts_recover_every_time(tmp_path):
     report = await crash_loop.run_crash_loop(tmp_path, restarts=LONG_RESTARTS, seed=LONG_SEED, torn_fraction=0.5)
     assert_clean(report)
-    assert set(report.damage_counts) == set(crash_loop.DAMAGE_KINDS)
+    assert set(report.damage_counts) == set(DAMAGE_KINDS)
 
 
 def test_bad_arguments_are_a_usage_error_before_anything_starts(capsys):

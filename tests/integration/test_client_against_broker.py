@@ -15,7 +15,7 @@ from replog.client import (
     SyncConsumer,
     SyncProducer,
 )
-from replog.client.producer import partition_for_key
+from replog.client.partitioner import partition_for_key
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 

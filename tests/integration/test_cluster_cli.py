@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from replog.cluster_control import CLUSTER_FILE, is_running_as, kill_nodes, load_manifest
+from replog.cluster_nodes.manifest import CLUSTER_FILE, load_manifest
+from replog.cluster_nodes.nodes import kill_nodes
+from replog.harness.processes import is_running_as
 
 CLI = [sys.executable, "-m", "replog"]
 TIMEOUT_S = 60

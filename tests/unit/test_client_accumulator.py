@@ -2,7 +2,7 @@
 
 import asyncio
 
-from replog.client.producer import RecordAccumulator, record_size
+from replog.client.accumulator import RecordAccumulator, record_size
 from replog.protocol.records import RECORD_BATCH_OVERHEAD, build_batch, decode_records, iter_batches
 
 TP = ("t", 0)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from replog.client.producer import murmur2, partition_for_key
+from replog.client.partitioner import murmur2, partition_for_key
 
 # org.apache.kafka.common.utils.UtilsTest.testMurmur2
 JAVA_VECTORS = [

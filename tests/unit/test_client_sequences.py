@@ -1,6 +1,7 @@
 """Idempotent sequence bookkeeping per partition: assignment, in-order retries, and rewinding."""
 
-from replog.client.producer import PartitionState, ProducerBatch
+from replog.client.accumulator import ProducerBatch
+from replog.client.sequences import PartitionState
 
 
 def batch(records: int) -> ProducerBatch:

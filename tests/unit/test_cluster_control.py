@@ -10,23 +10,18 @@ from pathlib import Path
 import pytest
 
 from replog.client.cluster import BrokerInfo
-from replog.cluster_control import (
+from replog.cluster_control import ClusterStatus, NodeStatus, format_status
+from replog.cluster_nodes.manifest import (
     CLUSTER_FILE,
-    CONTROLLER_ID,
     ClusterError,
     ClusterManifest,
-    ClusterStatus,
     Node,
-    NodeStatus,
     Role,
-    base_ports,
-    format_properties,
-    format_status,
     load_manifest,
-    plan_cluster,
     save_manifest,
-    stop_nodes,
 )
+from replog.cluster_nodes.nodes import stop_nodes
+from replog.cluster_nodes.plan import CONTROLLER_ID, base_ports, format_properties, plan_cluster
 from replog.harness.processes import StopOutcome, is_running_as, process_cmdline
 from replog.server.properties import parse_properties
 

@@ -1,0 +1,18 @@
+"""The controller quorum: a sans-IO Raft core in KRaft's shape (KIP-595, KIP-630).
+
+`node.RaftNode` holds the state and decisions; it is fed messages and ticks with the current time and returns
+the messages to send. Files and sockets stay outside: the quorum-state file, the log and the network are
+injected, so the same core runs in the deterministic simulation (tests/sim/raft) and, next, in the controller.
+
+- config: the controller.quorum.* keys, with Kafka's names and defaults
+- messages: the RPCs (Vote, Begin/EndQuorumEpoch, Fetch, FetchSnapshot, DescribeQuorum) as frozen dataclasses
+- states: the quorum states (Unattached, Voted, Candidate, Leader, Follower, Resigned) and the pure election
+  and commit rules
+- quorum_state_file: the quorum-state file, written atomically before a vote or epoch change is acted on
+- raft_log: what the core needs from a log, the Fetch validation and truncation rules, an in-memory log
+- leader: what a leader tracks about the replicas (HW, check-quorum, parked fetches) and its Fetch answers
+- requests: correlation ids, one request in flight per peer, the outbox
+- snapshots: KIP-630 snapshot policy and FetchSnapshot chunks
+- node: RaftNode, the core that ties them together
+- codec: the messages to and from Kafka's wire schemas (kio)
+"""

@@ -1,0 +1,1 @@
+"""librdkafka's own integration suite run against replog (`make compat`)."""

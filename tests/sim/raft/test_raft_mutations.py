@@ -1,0 +1,78 @@
+"""The simulation must catch known Raft bugs: each test injects one (monkeypatch, never in the code) and
+expects a failing seed among the first few hundred, in seed order as test_seeds runs them.
+
+First failing seeds when these were injected by hand into the code (the report of issue 19): two votes in
+one epoch 4, committing before the epoch's first entry 169, observers counted 4, no DivergingEpoch from the
+leader 0, the follower ignoring DivergingEpoch 7, a vote not saved 70. If the simulation changes, these move;
+if one is no longer caught within MAX_SEEDS, the simulation has lost strength.
+"""
+
+import pytest
+
+from replog.raft import leader as leader_module
+from replog.raft import node as node_module
+from replog.raft import states
+from replog.raft.quorum_state_file import ElectionState
+from replog.raft.raft_log import DivergingFetch, ValidFetch
+
+from .simulation import SimulationFailure, run_seed
+
+MAX_SEEDS = 400
+# The correct functions, kept before a test replaces them.
+may_grant_vote, majority_high_watermark = states.may_grant_vote, states.majority_high_watermark
+validate_fetch, election_state = leader_module.validate_fetch, states.election_state
+
+
+def _first_failing_seed() -> int | None:
+    for seed in range(MAX_SEEDS):
+        try:
+            run_seed(seed)
+        except SimulationFailure:
+            return seed
+    return None
+
+
+def _two_votes_per_epoch(state, candidate_id, candidate_last, local_last):
+    if isinstance(state, states.Voted):
+        return states.log_is_up_to_date(candidate_last, local_last)
+    return may_grant_vote(state, candidate_id, candidate_last, local_last)
+
+
+def _commits_before_own_epoch(offsets, voters, epoch_start_offset, current):
+    return majority_high_watermark(offsets, voters, -1, current)
+
+
+def _observers_count(offsets, voters, epoch_start_offset, current):
+    ranked = sorted(offsets.values(), reverse=True)  # every replica that fetched, the observer too
+    candidate = ranked[len(voters) // 2]
+    return candidate if candidate > epoch_start_offset and (current is None or candidate > current) else None
+
+
+def _no_diverging_epoch(log, fetch_offset, last_fetched_epoch):
+    check = validate_fetch(log, fetch_offset, last_fetched_epoch)
+    return ValidFetch() if isinstance(check, DivergingFetch) else check
+
+
+
+def _vote_not_saved(state, local_id, voters):
+    if isinstance(state, states.Voted):
+        return ElectionState(state.epoch, None, None, voters)
+    return election_state(state, local_id, voters)
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "buggy"),
+    [
+        (node_module.s, "may_grant_vote", _two_votes_per_epoch),
+        (leader_module, "majority_high_watermark", _commits_before_own_epoch),
+        (leader_module, "majority_high_watermark", _observers_count),
+        (leader_module, "validate_fetch", _no_diverging_epoch),
+        (node_module, "truncation_offset", lambda log, diverging_epoch: log.end_offset),
+        (node_module.s, "election_state", _vote_not_saved),
+    ],
+    ids=["two-votes-per-epoch", "commit-before-own-epoch", "observers-count-for-hw", "leader-skips-diverging-epoch",
+         "follower-skips-truncation", "vote-not-saved"],
+)
+def test_injected_bug_is_caught(monkeypatch, module, name, buggy):
+    monkeypatch.setattr(module, name, buggy)
+    assert _first_failing_seed() is not None, f"{name} bug survived {MAX_SEEDS} seeds"
