@@ -22,6 +22,7 @@ from .metadata import MetadataImage, PartitionMetadata, TopicMetadata
 
 STATE_FILE = "replog-controller-state.json"
 PRODUCER_ID_BLOCK = 1000
+MAX_PARTITIONS_PER_TOPIC = 10_000  # as the cluster's controller (Kafka's MAX_PARTITIONS_PER_BATCH)
 
 
 class TopicCreationError(Exception):
@@ -139,6 +140,9 @@ class LocalController:
         if topic is None:
             raise TopicCreationError(ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist")
         current = len(topic.partitions)
+        if count > MAX_PARTITIONS_PER_TOPIC:
+            raise TopicCreationError(ErrorCode.invalid_partitions,
+                                     f"Number of partitions: {count} larger than {MAX_PARTITIONS_PER_TOPIC}.")
         if count <= current:
             raise TopicCreationError(ErrorCode.invalid_partitions, f"The topic {name} currently has {current} "
                                      f"partition(s); {count} would not be an increase.")

@@ -6,6 +6,9 @@ import asyncio
 
 import pytest
 
+from replog.client import cluster_admin
+from replog.client.admin import Admin
+from replog.client.errors import KafkaError
 from replog.harness.local_cluster import LocalCluster
 from replog.log.checkpoint import OffsetCheckpointFile
 from replog.log.log_manager import LOG_START_OFFSET_CHECKPOINT
@@ -238,6 +241,14 @@ async def test_cluster_configs_and_partitions_through_the_controller(cluster):
     error = await asyncio.to_thread(error_of, unknown["replicated"])
     assert error.code() == confluent_kafka.KafkaError.INVALID_REPLICA_ASSIGNMENT and "9" in error.str()
 
+    # Straight on the wire (no client-side checks): each bad assignment is refused with a message.
+    async with Admin(cluster.bootstrap) as replog_admin:
+        for assignment, said in (([[1, 1, 2]], "duplicates"), ([[]], "empty"), ([[1, 2]], "replication factor"),
+                                 ([[1, 2, 3], [2, 3, 1]], "but only 2 assignment(s)")):
+            with pytest.raises(KafkaError) as refused:
+                await cluster_admin.create_partitions(replog_admin, "replicated", 5, assignment)
+            assert refused.value.name == "INVALID_REPLICA_ASSIGNMENT" and said in str(refused.value)
+
     # The metadata log keeps configs and partitions across a controller restart.
     await cluster.restart_controller()
     assert cluster.controller.metadata.topics["replicated"].configs == {"max.message.bytes": "2000"}
@@ -370,3 +381,14 @@ async def test_kafka_python_unclean_election_brings_an_offline_partition_back(cl
     assert [p.error_code for t in response.replica_election_results for p in t.partition_result] == [0]
     elected = cluster.controller.registration("fragile", 0)
     assert (elected.leader, elected.isr) == (b, (b,))
+
+
+async def test_single_node_refuses_too_many_partitions_and_foreign_replicas(broker):
+    create(admin_of(broker.bootstrap), "bounded")
+    async with Admin(broker.bootstrap) as replog_admin:
+        with pytest.raises(KafkaError) as refused:
+            await cluster_admin.create_partitions(replog_admin, "bounded", 2**31 - 1)
+        assert refused.value.name == "INVALID_PARTITIONS"
+        with pytest.raises(KafkaError) as refused:
+            await cluster_admin.create_partitions(replog_admin, "bounded", 2, [[2]])
+        assert refused.value.name == "INVALID_REPLICA_ASSIGNMENT" and "the only broker is 1" in str(refused.value)
