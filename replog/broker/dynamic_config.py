@@ -30,18 +30,23 @@ def topic_defaults_of(broker_overrides: Mapping[str, str]) -> dict[str, str]:
 
 def apply_dynamic_configs(replicas: ReplicaManager, image: MetadataImage, static: BrokerConfig) -> int:
     """Bring every hosted partition's log config and min.insync.replicas to the image's configs; returns how
-    many partitions changed. Retention, rolls and appends read the log's config, so the change is immediate."""
+    many partitions changed. Retention, rolls and appends read the log's config, so the change is immediate.
+    Runs on every UpdateMetadata: one LogConfig per topic, and a partition is touched only if it differs."""
     defaults = topic_defaults_of(dynamic_broker_overrides(image.broker_configs, static.node_id))
     base = LogConfig.from_topic_configs(defaults, static.log_config())
     default_min_isr = int(defaults.get("min.insync.replicas", static.min_insync_replicas))
     replicas.base_log_config = base
     replicas.default_min_insync_replicas = default_min_isr
+    per_topic: dict[str, tuple[LogConfig, int]] = {}
     changed = 0
     for key, partition in replicas.partitions.items():
-        topic = image.topics.get(key.topic)
-        configs = topic.configs if topic is not None else {}
-        config = LogConfig.from_topic_configs(configs, base)
-        min_isr = int(configs.get("min.insync.replicas", default_min_isr))
+        wanted = per_topic.get(key.topic)
+        if wanted is None:
+            topic = image.topics.get(key.topic)
+            configs = topic.configs if topic is not None else {}
+            wanted = per_topic[key.topic] = (LogConfig.from_topic_configs(configs, base),
+                                             int(configs.get("min.insync.replicas", default_min_isr)))
+        config, min_isr = wanted
         if partition.log.config != config or partition.min_insync_replicas != min_isr:
             partition.log.update_config(config)
             partition.min_insync_replicas = min_isr
