@@ -35,7 +35,8 @@ async def describe_configs(admin: Admin, resource_type: int, name: str) -> list[
     """Every config of a topic, or of a broker (asked of that broker, which alone knows its static values)."""
     request = {"resources": [{"resource_type": resource_type, "resource_name": name, "configuration_keys": None}],
                "include_synonyms": False, "include_documentation": False}
-    await admin.cluster.refresh()
+    if not admin.cluster.metadata.brokers:  # a refresh waits out the retry backoff; known brokers suffice
+        await admin.cluster.refresh()
     if resource_type == BROKER and name:
         connection = await admin.cluster.connection(int(name))
     else:
