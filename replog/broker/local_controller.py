@@ -5,6 +5,7 @@ keeps topic ids, leader epochs and producer ids.
 
 import json
 import uuid
+from collections import Counter
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
@@ -93,11 +94,11 @@ class LocalController:
                       validate_only: bool) -> list[tuple[ErrorCode, str | None]]:
         """AlterConfigs / IncrementalAlterConfigs on a single node, with the controller's rules; per resource
         its error and message. Accepted changes are persisted together."""
-        keys = [(r.resource_type, r.name) for r in resources]
+        mentions = Counter((r.resource_type, r.name) for r in resources)
         outcomes: list[tuple[ErrorCode, str | None]] = []
         accepted = []
         for resource in resources:
-            if keys.count((resource.resource_type, resource.name)) > 1:
+            if mentions[(resource.resource_type, resource.name)] > 1:
                 outcomes.append((ErrorCode.invalid_request, f"resource {resource.name!r} named twice"))
                 continue
             if resource.resource_type == ResourceType.TOPIC:

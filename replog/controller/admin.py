@@ -1,12 +1,14 @@
 """The controller's admin operations that clients reach through a broker (KIP-590 forwarding): config changes
-(AlterConfigs, IncrementalAlterConfigs) and CreatePartitions.
+(AlterConfigs, IncrementalAlterConfigs), CreatePartitions and ElectLeaders.
 
 Each operation is decided first (pure, against the current metadata: the error per resource and the records
 that make the change), then committed (records logged and applied, exactly as replay applies them) and
-propagated: configs travel to every broker in UpdateMetadata, new partitions in LeaderAndIsr to their replicas.
+propagated: configs travel to every broker in UpdateMetadata, new partitions and new leaders in LeaderAndIsr to
+their replicas.
 """
 
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -59,10 +61,10 @@ def decide_config_changes(metadata: ClusterMetadata, resources: Sequence[ConfigR
 
     Kafka's ConfigurationControlManager: every resource is judged on its own; one naming a resource twice in
     a request is INVALID_REQUEST for each mention."""
-    keys = [(r.resource_type, r.name) for r in resources]
+    mentions = Counter((r.resource_type, r.name) for r in resources)  # linear: a request may name many
     outcomes, changes = [], []
     for resource in resources:
-        if keys.count((resource.resource_type, resource.name)) > 1:
+        if mentions[(resource.resource_type, resource.name)] > 1:
             outcomes.append(Outcome(ErrorCode.invalid_request, f"resource {resource.name!r} named twice"))
             continue
         try:

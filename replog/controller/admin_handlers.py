@@ -3,6 +3,7 @@ IncrementalAlterConfigs (44) v0-1, CreatePartitions (37) v0-3. Like CreateTopics
 principal may send them; the broker relays the answer to its client unchanged."""
 
 import logging
+from collections import Counter
 
 from kio.schema.errors import ErrorCode
 
@@ -47,13 +48,13 @@ async def handle_alter_configs(ctx: RequestContext, target: admin.AdminTarget) -
 
 async def handle_create_partitions(ctx: RequestContext, target: admin.AdminTarget) -> list:
     request = decode_request(ApiKey.CREATE_PARTITIONS, ctx.api_version, ctx.frame, ctx.body_offset)
-    names = [t.name for t in request.topics]
+    names = Counter(t.name for t in request.topics)
     results = []
     for topic in request.topics:
         error, message = ErrorCode.none, None
         if not ctx.session.cluster_action:
             error, message = ErrorCode.cluster_authorization_failed, "not a broker"
-        elif names.count(topic.name) > 1:
+        elif names[topic.name] > 1:
             error, message = ErrorCode.invalid_request, "Duplicate topic in request."
         else:
             assignment = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]

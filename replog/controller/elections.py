@@ -34,13 +34,15 @@ def decide_elections(metadata: ClusterMetadata, election_type: ElectionType,
         requested = [(t.name, p) for t in metadata.topics.values() for p in sorted(t.partitions)]
     answers: dict[tuple[str, int], Answer] = {}
     changes = []
+    active = metadata.active_broker_ids()
     for topic, index in requested:
         topic_registration = metadata.topics.get(topic)
         current = None if topic_registration is None else topic_registration.partitions.get(index)
         if current is None:
             answers[(topic, index)] = (ErrorCode.unknown_topic_or_partition, f"no partition {topic}-{index}")
             continue
-        eligible = [b for b in metadata.active_broker_ids() if b not in metadata.offline_replicas_of(current)]
+        offline = metadata.offline_replicas_of(current)
+        eligible = [b for b in active if b not in offline] if offline else active
         answer, changed = _elect(current, election_type, eligible)
         if changed is not None:
             changes.append(changed)

@@ -7,6 +7,7 @@ brokers describe with it (DescribeConfigs' sources and synonyms, as Kafka's Conf
 """
 
 import enum
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -140,8 +141,7 @@ def altered(current: Mapping[str, str], changes: Sequence[ConfigChange], *, incr
     """The overrides after `changes`. AlterConfigs (not incremental) replaces the whole set, so keys it does
     not name go back to their defaults; IncrementalAlterConfigs touches only the keys named.
     Raises InvalidConfigError for a key named twice, an unknown key, or APPEND/SUBTRACT on a non-list."""
-    names = [c.name for c in changes]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
+    duplicates = sorted(n for n, times in Counter(c.name for c in changes).items() if times > 1)
     if duplicates:
         raise InvalidConfigError(f"Config {duplicates[0]} appears more than once in the request")
     result = {} if not incremental else dict(current)

@@ -2,6 +2,7 @@
 them (forwarded, KIP-590); a single node adds partitions it leads itself."""
 
 import logging
+from collections import Counter
 
 from kio.schema.errors import ErrorCode
 
@@ -25,10 +26,10 @@ def handle(ctx: RequestContext, admin: ConfigAdmin):
     request = decode_request(ApiKey.CREATE_PARTITIONS, ctx.api_version, ctx.frame, ctx.body_offset)
     if admin.forward_to_controller is not None:
         return _forward(ctx, admin, request)
-    names = [t.name for t in request.topics]
+    names = Counter(t.name for t in request.topics)
     results = []
     for topic in request.topics:
-        if names.count(topic.name) > 1:
+        if names[topic.name] > 1:
             results.append((topic.name, ErrorCode.invalid_request, "Duplicate topic in request."))
             continue
         assignment = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
