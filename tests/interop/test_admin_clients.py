@@ -12,6 +12,7 @@ from replog.client.errors import KafkaError
 from replog.harness.local_cluster import LocalCluster
 from replog.log.checkpoint import OffsetCheckpointFile
 from replog.log.log_manager import LOG_START_OFFSET_CHECKPOINT
+from replog.protocol.apis import ApiKey
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import (  # noqa: E402
@@ -392,3 +393,12 @@ async def test_single_node_refuses_too_many_partitions_and_foreign_replicas(brok
         with pytest.raises(KafkaError) as refused:
             await cluster_admin.create_partitions(replog_admin, "bounded", 2, [[2]])
         assert refused.value.name == "INVALID_REPLICA_ASSIGNMENT" and "the only broker is 1" in str(refused.value)
+
+
+async def test_elect_leaders_with_an_unknown_election_type_is_an_invalid_request(broker):
+    async with Admin(broker.bootstrap) as replog_admin:
+        connection = await replog_admin.cluster.any_connection()
+        response = await connection.send(ApiKey.ELECT_LEADERS, {
+            "election_type": 7, "timeout": 1000, "topic_partitions": [{"topic": "any", "partitions": [0]}]})
+    assert response.error_code == 42  # INVALID_REQUEST
+    assert [p.error_code for t in response.replica_election_results for p in t.partition_result] == [42]

@@ -14,6 +14,8 @@ from .context import ConfigAdmin
 
 log = logging.getLogger(__name__)
 
+PREFERRED, UNCLEAN = 0, 1  # ElectLeaders v1+ election_type
+
 
 def _body(error: ErrorCode, results: dict[str, list[tuple[int, ErrorCode, str | None]]]) -> dict:
     return {"throttle_time": 0, "error_code": error, "replica_election_results": [
@@ -27,6 +29,10 @@ def handle(ctx: RequestContext, admin: ConfigAdmin):
     if admin.forward_to_controller is not None:
         return _forward(ctx, admin, request)
     results: dict[str, list[tuple[int, ErrorCode, str | None]]] = {}
+    if getattr(request, "election_type", PREFERRED) not in (PREFERRED, UNCLEAN):  # v0 has no type: preferred
+        for topic in request.topic_partitions or ():
+            results[topic.topic] = [(p, ErrorCode.invalid_request, "unknown election type") for p in topic.partitions]
+        return [encode_response(ApiKey.ELECT_LEADERS, ctx.api_version, _body(ErrorCode.invalid_request, results))]
     for topic in request.topic_partitions or ():  # all partitions: none needs an election, none is listed
         known = admin.image.topics.get(topic.topic)
         for partition in topic.partitions:
