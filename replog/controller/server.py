@@ -373,6 +373,8 @@ class ClusterController:
 
     def _unclean_allowed(self, topic: str) -> bool:
         configured = self.metadata.topics[topic].configs.get("unclean.leader.election.enable")
+        if configured is None:  # then the dynamic cluster-wide default (KIP-226), then the static one
+            configured = self.metadata.broker_configs.get("", {}).get("unclean.leader.election.enable")
         if configured is None:
             return self.config.unclean_leader_election_enable
         return configured.lower() == "true"

@@ -62,3 +62,12 @@ async def test_config_changes_reach_every_broker_and_validate_only_changes_nothi
     for fake in brokers.values():  # each broker, replica or not, has the topic's configs in its metadata
         update = fake.requests(ApiKey.UPDATE_METADATA)[-1]
         assert [t.configs for t in update.topic_states if t.topic_name == "tuned"] == [{"retention.ms": "5000"}]
+
+
+async def test_dynamic_cluster_default_enables_unclean_elections_for_topics_without_an_override(controller):
+    await controller.create_topic("lenient", {0: [1, 3]})
+    await controller.create_topic("strict", {0: [1, 3]}, {"unclean.leader.election.enable": "false"})
+    assert not controller._unclean_allowed("lenient")
+    default = [ConfigResource(ResourceType.BROKER, "", [ConfigChange("unclean.leader.election.enable", "true")])]
+    await admin.alter_configs(controller, default, incremental=True, validate_only=False)
+    assert controller._unclean_allowed("lenient") and not controller._unclean_allowed("strict")
