@@ -14,8 +14,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from replog.log.dynamic_configs import topic_configs_error
 from replog.log.partition_log import TopicPartition
-from replog.log.topic_config import topic_config_error
 from replog.protocol.topics import topic_name_error
 
 from .registry import (
@@ -191,7 +191,7 @@ class ClusterMetadata:
         replication_factor = len(assignment[0])
         for index, replicas in sorted(assignment.items()):
             self._check_replicas(index, replicas, replication_factor)
-        config_error = topic_config_error(configs)
+        config_error = topic_configs_error(configs)
         if config_error is not None:
             raise ControllerError(ErrorCode.invalid_config, config_error)
 

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from .config import LogConfig
 from .topic_config import topic_config_error
 
 
@@ -105,13 +106,14 @@ def is_throttled_replicas_value(value: str) -> bool:
     return True
 
 
-def topic_configs_error(configs: Mapping[str, str]) -> str | None:
-    """Why a topic's whole set of overrides is unacceptable, naming the key, or None."""
+def topic_configs_error(configs: Mapping[str, str], base: LogConfig | None = None) -> str | None:
+    """Why a topic's whole set of overrides is unacceptable, naming the key, or None (CreateTopics and the
+    config changes check the same way; `base` is the broker's log config the overrides apply to)."""
     throttled = {k: v for k, v in configs.items() if k.endswith(".replication.throttled.replicas")}
     for key, value in throttled.items():
         if not is_throttled_replicas_value(value):
             return f"Invalid value {value} for configuration {key}: must be * or partition:broker pairs"
-    return topic_config_error({k: v for k, v in configs.items() if k not in throttled})
+    return topic_config_error({k: v for k, v in configs.items() if k not in throttled}, base)
 
 
 def broker_configs_error(configs: Mapping[str, str]) -> str | None:

@@ -402,3 +402,15 @@ async def test_elect_leaders_with_an_unknown_election_type_is_an_invalid_request
             "election_type": 7, "timeout": 1000, "topic_partitions": [{"topic": "any", "partitions": [0]}]})
     assert response.error_code == 42  # INVALID_REQUEST
     assert [p.error_code for t in response.replica_election_results for p in t.partition_result] == [42]
+
+
+def test_create_topics_takes_throttled_replicas_and_checks_them(broker):
+    admin = admin_of(broker.bootstrap)
+    accepted = NewTopic("throttled", 1, 1, config={"leader.replication.throttled.replicas": "0:1"})
+    for future in admin.create_topics([accepted]).values():
+        future.result(TIMEOUT)
+    assert describe(admin, "topic", "throttled")["leader.replication.throttled.replicas"].value == "0:1"
+    refused = NewTopic("badly-throttled", 1, 1, config={"follower.replication.throttled.replicas": "zero"})
+    error = error_of(admin.create_topics([refused])["badly-throttled"])
+    assert error.code() == confluent_kafka.KafkaError.INVALID_CONFIG
+    assert "follower.replication.throttled.replicas" in error.str()
