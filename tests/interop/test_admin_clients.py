@@ -242,6 +242,25 @@ async def test_cluster_configs_and_partitions_through_the_controller(cluster):
     error = await asyncio.to_thread(error_of, unknown["replicated"])
     assert error.code() == confluent_kafka.KafkaError.INVALID_REPLICA_ASSIGNMENT and "9" in error.str()
 
+    described = await asyncio.to_thread(admin.describe_cluster().result, TIMEOUT)
+    assert sorted(n.id for n in described.nodes) == [1, 2, 3] and described.cluster_id == "replog-cluster"
+    resource = ConfigResource("topic", "replicated", set_config={"max.message.bytes": "3000", "retention.ms": "9000"})
+    with pytest.warns(DeprecationWarning):
+        future = admin.alter_configs([resource])[resource]
+    await asyncio.to_thread(future.result, TIMEOUT)  # AlterConfigs replaces the whole set
+    assert cluster.controller.metadata.topics["replicated"].configs == {"max.message.bytes": "3000",
+                                                                        "retention.ms": "9000"}
+    kafka_admin = pytest.importorskip("kafka.admin")
+    client = kafka_admin.KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        await asyncio.to_thread(client.alter_configs, [kafka_admin.ConfigResource(
+            "TOPIC", "replicated", {"max.message.bytes": "2000"})])
+    finally:
+        client.close()
+    # kafka-python sees IncrementalAlterConfigs offered and uses it: retention.ms stays.
+    assert cluster.controller.metadata.topics["replicated"].configs == {"max.message.bytes": "2000",
+                                                                        "retention.ms": "9000"}
+
     # Straight on the wire (no client-side checks): each bad assignment is refused with a message.
     async with Admin(cluster.bootstrap) as replog_admin:
         for assignment, said in (([[1, 1, 2]], "duplicates"), ([[]], "empty"), ([[1, 2]], "replication factor"),
@@ -252,7 +271,8 @@ async def test_cluster_configs_and_partitions_through_the_controller(cluster):
 
     # The metadata log keeps configs and partitions across a controller restart.
     await cluster.restart_controller()
-    assert cluster.controller.metadata.topics["replicated"].configs == {"max.message.bytes": "2000"}
+    assert cluster.controller.metadata.topics["replicated"].configs == {"max.message.bytes": "2000",
+                                                                        "retention.ms": "9000"}
     assert cluster.controller.metadata.broker_configs == {"2": {"follower.replication.throttled.rate": "50000000"}}
     assert len(cluster.controller.metadata.topics["replicated"].partitions) == 4
 
