@@ -20,6 +20,7 @@ from . import (
     consume_catchup,
     failover,
     follower_catchup,
+    log_cleaning,
     partition_scaling,
     peers,
     produce_throughput,
@@ -33,7 +34,7 @@ from .plots import draw_plots
 BENCHMARKS = {
     m.NAME: m for m in (codec_kio_vs_handwritten, baselines, produce_throughput, consume_catchup,
                         replicated_produce, replicated_latency, follower_catchup, partition_scaling, failover, startup,
-                        analyze, peers)
+                        analyze, peers, log_cleaning)
 }  # fmt: skip
 
 

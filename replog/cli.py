@@ -8,8 +8,9 @@ from pathlib import Path
 
 from .analytics import job as analyze_job
 from .cli_admin import add_admin_commands
-from .client import cluster_admin
+from .client import cluster_admin, group_admin
 from .client.admin import Admin, NewTopic, TopicDescription
+from .client.cluster import Cluster
 from .client.consumer import Consumer
 from .client.errors import KafkaError
 from .client.producer import Producer
@@ -127,6 +128,54 @@ def _ids(ids: Sequence[int]) -> str:
     return ",".join(str(i) for i in ids)
 
 
+# consumer groups
+
+
+async def _consumer_groups(args: argparse.Namespace) -> int:
+    if (args.describe or args.delete) and not args.group:
+        raise ValueError("--describe and --delete need --group")
+    cluster = Cluster(args.bootstrap_server, client_id="replog-consumer-groups")
+    try:
+        if args.list:
+            for listing in await group_admin.list_groups(cluster):
+                print(listing.group_id)
+        elif args.delete:
+            await group_admin.delete_group(cluster, args.group)
+            print(f"Deletion of requested consumer group ({args.group!r}) was successful.")
+        else:
+            print(await _describe_group_lag(cluster, args.bootstrap_server, args.group))
+    finally:
+        await cluster.close()
+    return EXIT_OK
+
+
+async def _describe_group_lag(cluster: Cluster, bootstrap: str, group_id: str) -> str:
+    """kafka-consumer-groups --describe: per partition its committed offset, log end offset, lag, and the
+    member assigned to it ("-" where there is none)."""
+    description = await group_admin.describe_group(cluster, group_id)
+    committed = await group_admin.committed_offsets(cluster, group_id)
+    owners = {tp: m for m in description.members for tp in m.assignment}
+    partitions = sorted(set(committed) | set(owners))
+    async with Consumer(bootstrap) as consumer:
+        ends = await consumer.end_offsets(partitions) if partitions else {}
+    header = f"Consumer group '{group_id}': state {description.state}, {len(description.members)} member(s)"
+    rows = [("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
+             "CLIENT-ID")]
+    for tp in partitions:
+        current, end, member = committed.get(tp), ends.get(tp), owners.get(tp)
+        lag = end - current if current is not None and end is not None else None
+        rows.append((group_id, tp[0], str(tp[1]), _or_dash(current), _or_dash(end), _or_dash(lag),
+                     member.member_id if member else "-", member.host if member else "-",
+                     member.client_id if member else "-"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    table = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return "\n".join([header, "", *table])
+
+
+def _or_dash(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
 # produce
 
 
@@ -162,17 +211,27 @@ async def _consume(args: argparse.Namespace) -> int:
     props = _properties(args.property)
     print_key = _flag(props, "print.key")
     separator = props.get("key.separator", "\t").encode()
-    async with Consumer(args.bootstrap_server) as consumer:
-        await _assign(consumer, args)
+    if args.group is not None and (args.partition is not None or args.offset is not None):
+        raise ValueError("--group lets the group assign partitions: drop --partition and --offset")
+    # In a group, each partition starts at the group's committed offset; without one, where
+    # --from-beginning says (kafka-console-consumer's auto.offset.reset).
+    reset = "earliest" if args.from_beginning else "latest"
+    async with Consumer(args.bootstrap_server, group_id=args.group, auto_offset_reset=reset) as consumer:
+        if args.group is not None:
+            consumer.subscribe([args.topic])
+        else:
+            await _assign(consumer, args)
         printed = 0
         out = sys.stdout.buffer
         loop = asyncio.get_running_loop()
         idle_since = loop.time()
         while args.max_messages is None or printed < args.max_messages:
             wait_ms = 1000 if args.timeout_ms is None else max(1, min(1000, args.timeout_ms))
-            fetched = await consumer.getmany(wait_ms)
+            # No more than are still wanted: a group commits the position, which must not pass what was printed.
+            remaining = None if args.max_messages is None else args.max_messages - printed
+            fetched = await consumer.getmany(wait_ms, max_records=remaining)
             for records in fetched.values():
-                for r in records[: None if args.max_messages is None else args.max_messages - printed]:
+                for r in records:
                     value = r.value if r.value is not None else b"null"
                     out.write((r.key or b"null") + separator + value + b"\n" if print_key else value + b"\n")
                     printed += 1
@@ -404,11 +463,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="an offset, earliest or latest to start at; needs --partition (default: latest, or earliest with "
         "--from-beginning)"
     )
+    consume.add_argument("--group", help="consume as a member of this consumer group, committing its offsets "
+                         "(default: none, every partition, nothing committed)")
     consume.add_argument("--timeout-ms", type=int, help="exit after this long without a message (default: never)")
     consume.add_argument("--property", action="append", metavar="KEY=VALUE",
                          help="print.key=true prints the key, key.separator (a tab unless set), then the value; "
                          "repeatable (default: none)")
     consume.set_defaults(func=lambda a: asyncio.run(_consume(a)))
+
+    groups = commands.add_parser(
+        "consumer-groups", help="list, describe (with lag) or delete consumer groups",
+        description="List consumer groups, describe one (per partition: committed offset, log end offset, lag, "
+        "member and host), or delete an empty one, as kafka-consumer-groups does.")
+    _bootstrap(groups)
+    action = groups.add_mutually_exclusive_group(required=True)
+    action.add_argument("--list", action="store_true", help="list every group of the cluster (one of --list, "
+                        "--describe, --delete is required)")
+    action.add_argument("--describe", action="store_true", help="describe the group named by --group (default: off)")
+    action.add_argument("--delete", action="store_true", help="delete the group named by --group, which must "
+                        "have no members (default: off)")
+    groups.add_argument("--group", help="the group to describe or delete (default: none)")
+    groups.set_defaults(func=lambda a: asyncio.run(_consumer_groups(a)))
 
     log = commands.add_parser("log", help="inspect log files", description="Inspect log files.").add_subparsers(
         dest="log_command", required=True

@@ -16,6 +16,18 @@ def broker(tmp_path):
         process.stop()
 
 
+@pytest.fixture
+def group_broker(tmp_path):
+    """A broker without group.initial.rebalance.delay.ms (Kafka's 3 s would only slow group tests)."""
+    process = BrokerProcess(tmp_path / "logs", output=tmp_path / "broker.out",
+                            overrides={"group.initial.rebalance.delay.ms": "0"})
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
 def pytest_addoption(parser):
     """tests/sim: how many seeds the simulation runs, or the one seed to replay."""
     group = parser.getgroup("sim", "deterministic simulation (tests/sim)")

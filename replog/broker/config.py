@@ -7,8 +7,19 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from replog.log.config import LogConfig
+from replog.coordinator.config import GroupCoordinatorConfig
+from replog.log.config import CleanerConfig, LogConfig, parse_cleanup_policy
 from replog.metrics.config import MetricsConfig, split_metrics_config
+from replog.server.listener_config import (
+    ListenerSpec,
+    SecurityProtocol,
+    choose_inter_broker_listener,
+    effective_protocol_map,
+    parse_listener_names,
+    parse_protocol_map,
+    resolve_listeners,
+)
+from replog.server.listener_security import is_listener_key
 from replog.server.properties import Listener, parse_bool, parse_listeners, read_properties
 
 _HOUR_MS = 3600 * 1000
@@ -19,6 +30,9 @@ _KEYS: dict[str, tuple[str, object]] = {
     "broker.id": ("node_id", int),
     "listeners": ("listeners", parse_listeners),
     "advertised.listeners": ("advertised_listeners", parse_listeners),
+    "listener.security.protocol.map": ("listener_security_protocol_map", parse_protocol_map),
+    "inter.broker.listener.name": ("inter_broker_listener_name", str),
+    "controller.listener.names": ("controller_listener_names", parse_listener_names),
     "log.dirs": ("log_dirs", lambda v: [Path(p.strip()) for p in v.split(",") if p.strip()]),
     "log.dir": ("log_dirs", lambda v: [Path(v.strip())]),
     "cluster.id": ("cluster_id", str),
@@ -38,6 +52,15 @@ _KEYS: dict[str, tuple[str, object]] = {
     "log.index.interval.bytes": ("log_index_interval_bytes", int),
     "log.index.size.max.bytes": ("log_index_size_max_bytes", int),
     "log.flush.offset.checkpoint.interval.ms": ("log_flush_offset_checkpoint_interval_ms", int),
+    "log.cleanup.policy": ("log_cleanup_policy", parse_cleanup_policy),
+    "log.cleaner.enable": ("log_cleaner_enable", parse_bool),
+    "log.cleaner.threads": ("log_cleaner_threads", int),
+    "log.cleaner.dedupe.buffer.size": ("log_cleaner_dedupe_buffer_size", int),
+    "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", int),
+    "log.cleaner.min.cleanable.ratio": ("log_cleaner_min_cleanable_ratio", float),
+    "log.cleaner.delete.retention.ms": ("log_cleaner_delete_retention_ms", int),
+    "log.cleaner.min.compaction.lag.ms": ("log_cleaner_min_compaction_lag_ms", int),
+    "log.cleaner.max.compaction.lag.ms": ("log_cleaner_max_compaction_lag_ms", int),
     "message.max.bytes": ("message_max_bytes", int),
     "socket.request.max.bytes": ("socket_request_max_bytes", int),
     "max.connections": ("max_connections", int),
@@ -71,6 +94,11 @@ class BrokerConfig:
     node_id: int = 1
     listeners: list[Listener] = field(default_factory=lambda: parse_listeners("PLAINTEXT://127.0.0.1:9092"))
     advertised_listeners: list[Listener] | None = None
+    listener_security_protocol_map: dict[str, SecurityProtocol] | None = None  # None: Kafka's default map
+    inter_broker_listener_name: str | None = None  # None: the PLAINTEXT listener, else the first
+    controller_listener_names: tuple[str, ...] = ()
+    # the ssl.* and sasl.* keys listeners read, also as listener.name.<l>.* (server/listener_security.py)
+    security_props: dict[str, str] = field(default_factory=dict)
     log_dirs: list[Path] = field(default_factory=lambda: [Path("/tmp/replog-logs")])
     cluster_id: str = "replog-cluster"
     num_partitions: int = 1
@@ -86,6 +114,15 @@ class BrokerConfig:
     log_index_interval_bytes: int = 4096
     log_index_size_max_bytes: int = 10 * 1024 * 1024
     log_flush_offset_checkpoint_interval_ms: int = 60_000
+    log_cleanup_policy: str = "delete"
+    log_cleaner_enable: bool = True
+    log_cleaner_threads: int = 1
+    log_cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024
+    log_cleaner_backoff_ms: int = 15_000
+    log_cleaner_min_cleanable_ratio: float = 0.5
+    log_cleaner_delete_retention_ms: int = 24 * _HOUR_MS
+    log_cleaner_min_compaction_lag_ms: int = 0
+    log_cleaner_max_compaction_lag_ms: int = (1 << 63) - 1
     message_max_bytes: int = 1_048_588
     socket_request_max_bytes: int = 104_857_600
     max_connections: int = 1000
@@ -116,21 +153,43 @@ class BrokerConfig:
     # where a connection comes from. Unset: the address the OS routes from.
     inter_broker_bind_host: str | None = None
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    # group.* and offsets.* keys, under Kafka's names (coordinator/config.py)
+    group: GroupCoordinatorConfig = field(default_factory=GroupCoordinatorConfig)
     unknown_keys: tuple[str, ...] = ()
     # The keys given in the properties file or overrides: DescribeConfigs' STATIC_BROKER_CONFIG source.
     given_keys: frozenset[str] = frozenset()
 
     @property
     def controller_address(self) -> tuple[str, int] | None:
+        """The first controller of controller.quorum.bootstrap.servers, None without any."""
+        addresses = self.controller_addresses
+        return addresses[0] if addresses else None
+
+    @property
+    def controller_addresses(self) -> list[tuple[str, int]]:
+        """Every controller of controller.quorum.bootstrap.servers (host:port,...), in order."""
         if not self.controller_bootstrap_servers:
-            return None
-        first = self.controller_bootstrap_servers.split(",")[0].strip()
-        host, _, port = first.rpartition(":")
-        return host, int(port)
+            return []
+        addresses = []
+        for item in filter(None, (part.strip() for part in self.controller_bootstrap_servers.split(","))):
+            host, _, port = item.rpartition(":")
+            addresses.append((host.strip("[]"), int(port)))
+        return addresses
+
+    @property
+    def listener_specs(self) -> list[ListenerSpec]:
+        protocols = effective_protocol_map(self.listener_security_protocol_map, self.controller_listener_names)
+        return resolve_listeners(self.listeners, self.advertised_listeners, protocols)
+
+    @property
+    def inter_broker_listener(self) -> ListenerSpec:
+        return choose_inter_broker_listener(self.listener_specs, self.inter_broker_listener_name)
 
     @property
     def advertised(self) -> Listener:
-        return (self.advertised_listeners or self.listeners)[0]
+        """The inter-broker listener's advertised address: the one registered first with the controller."""
+        spec = self.inter_broker_listener
+        return Listener(spec.name, spec.advertised_host, spec.advertised_port)
 
     def log_config(self) -> LogConfig:
         return LogConfig(
@@ -141,7 +200,17 @@ class BrokerConfig:
             index_interval_bytes=self.log_index_interval_bytes,
             segment_index_bytes=self.log_index_size_max_bytes,
             max_message_bytes=self.message_max_bytes,
+            cleanup_policy=self.log_cleanup_policy,
+            min_cleanable_dirty_ratio=self.log_cleaner_min_cleanable_ratio,
+            delete_retention_ms=self.log_cleaner_delete_retention_ms,
+            min_compaction_lag_ms=self.log_cleaner_min_compaction_lag_ms,
+            max_compaction_lag_ms=self.log_cleaner_max_compaction_lag_ms,
         )
+
+    def cleaner_config(self) -> CleanerConfig:
+        return CleanerConfig(enable=self.log_cleaner_enable, threads=self.log_cleaner_threads,
+                             dedupe_buffer_size=self.log_cleaner_dedupe_buffer_size,
+                             backoff_ms=self.log_cleaner_backoff_ms)
 
     def validate(self) -> None:
         if self.socket_request_max_bytes <= 0:
@@ -156,14 +225,32 @@ class BrokerConfig:
             raise ValueError("connections.max.idle.ms must be positive")
         if self.broker_heartbeat_interval_ms <= 0:
             raise ValueError("broker.heartbeat.interval.ms must be positive")
+        self.log_config()  # log.cleanup.policy, log.cleaner.* topic defaults: ValueError when out of range
+        self.cleaner_config()
         if self.replica_lag_time_max_ms <= 0 or self.num_replica_fetchers <= 0:
             raise ValueError("replica.lag.time.max.ms and num.replica.fetchers must be positive")
         if self.controller_bootstrap_servers is not None:
-            host, _, port = self.controller_bootstrap_servers.split(",")[0].strip().rpartition(":")
-            if not host or not port.isdigit():
-                raise ValueError("controller.quorum.bootstrap.servers must be host:port")
+            items = [part.strip() for part in self.controller_bootstrap_servers.split(",") if part.strip()]
+            for item in items:
+                host, _, port = item.rpartition(":")
+                if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                    raise ValueError(f"controller.quorum.bootstrap.servers must be host:port,...: {item!r} is not")
+            if not items:
+                raise ValueError("controller.quorum.bootstrap.servers names no controller")
             if not self.inter_broker_secret:
                 raise ValueError("a broker with a controller needs inter.broker.secret to replicate")
+        self._validate_listeners()
+
+    def _validate_listeners(self) -> None:
+        specs = self.listener_specs
+        inter_broker = self.inter_broker_listener
+        if bound := [s.name for s in specs if s.name in self.controller_listener_names]:
+            # Kafka: a broker-only node does not listen on the controller's listener names.
+            raise ValueError(f"listeners must not contain controller.listener.names ({', '.join(bound)})")
+        if self.controller_bootstrap_servers is not None and inter_broker.protocol is not SecurityProtocol.PLAINTEXT:
+            # The controller reaches brokers at their inter-broker address with PLAIN over plain TCP.
+            raise ValueError(f"inter.broker.listener.name {inter_broker.name} is {inter_broker.protocol.name}: "
+                             f"replog's links between nodes run on a PLAINTEXT listener for now")
 
 
 def broker_config_keys() -> dict[str, str]:
@@ -182,9 +269,15 @@ def load_config(path: str | Path | None, overrides: list[str]) -> BrokerConfig:
 
 def config_from_properties(props: dict[str, str]) -> BrokerConfig:
     metrics, props = split_metrics_config(props)
-    values: dict[str, object] = {"metrics": metrics}
+    group_keys = GroupCoordinatorConfig.property_names()
+    group = GroupCoordinatorConfig.from_properties({k: v for k, v in props.items() if k in group_keys})
+    props = {k: v for k, v in props.items() if k not in group_keys}
+    values: dict[str, object] = {"metrics": metrics, "group": group}
     unknown = []
+    values["security_props"] = {k: v for k, v in props.items() if is_listener_key(k)}
     for key, raw in props.items():
+        if key in values["security_props"]:
+            continue
         if key not in _KEYS:
             unknown.append(key)
             continue

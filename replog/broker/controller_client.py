@@ -1,24 +1,78 @@
-"""The base of the broker's background tasks that talk to the controller (AlterPartition, the session).
+"""The base of the broker's background tasks that talk to the controller (AlterPartition, the session), and
+which controller they talk to.
 
 Each owns one task and one connection to the controller, opened when first needed and again after it
 failed. The loop ends on a stop flag rather than on cancellation alone: Python 3.11's asyncio.wait_for,
 inside a request, can swallow a cancel that arrives as the request completes.
+
+With several controllers in controller.quorum.bootstrap.servers (KIP-853), a ControllerFinder shared by
+these clients picks the one to talk to: the same one until it cannot be reached or answers NOT_CONTROLLER
+(a standby), then the next, round the list.
 """
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from replog.client.connection import Connection
+from replog.client.errors import KafkaError
 
 log = logging.getLogger(__name__)
+
+
+OpenConnection = Callable[[str, int, str], Awaitable[Connection]]  # (host, port, client id)
+
+
+class ControllerFinder:
+    """Which of the configured controllers the broker's clients talk to."""
+
+    def __init__(self, addresses: Sequence[tuple[str, int]], open_connection: OpenConnection) -> None:
+        assert addresses
+        self._addresses = list(addresses)
+        self._index = 0
+        self._open = open_connection
+        self._address_of: weakref.WeakKeyDictionary[Connection, tuple[str, int]] = weakref.WeakKeyDictionary()
+
+    @property
+    def current(self) -> tuple[str, int]:
+        return self._addresses[self._index]
+
+    def connector(self, client_id: str) -> Callable[[], Awaitable[Connection]]:
+        """A connect() for a ControllerClient: to the current controller; a failure moves on to the next."""
+        async def connect() -> Connection:
+            address = self.current
+            try:
+                connection = await self._open(address[0], address[1], client_id)
+            except (KafkaError, OSError):
+                self._move_on_from(address)
+                raise
+            self._address_of[connection] = address
+            return connection
+        return connect
+
+    def lost(self, connection: Connection) -> None:
+        """`connection`'s controller failed a request or is not the active one: try the next from now on."""
+        address = self._address_of.get(connection)
+        if address is not None:
+            self._move_on_from(address)
+
+    def _move_on_from(self, address: tuple[str, int]) -> None:
+        # Only the first client to notice moves on: the others' failures concern the same controller.
+        if self.current == address and len(self._addresses) > 1:
+            self._index = (self._index + 1) % len(self._addresses)
+            log.info("controller %s:%d is not the active one; trying %s:%d", *address, *self.current)
 
 
 class ControllerClient:
     def __init__(self, connect: Callable[[], Awaitable[Connection]], task_name: str) -> None:
         self._connect = connect
         self._task_name = task_name
+        # Told when a connection's controller failed a request or answered NOT_CONTROLLER (ControllerFinder.lost).
+        self.on_controller_lost: Callable[[Connection], None] = lambda connection: None
         self._connection: Connection | None = None
         self._task: asyncio.Task | None = None
         self._stopping = False
@@ -44,7 +98,16 @@ class ControllerClient:
         """One request to the controller, connecting first if needed; raises KafkaError or OSError."""
         if self._connection is None or self._connection.closed:
             self._connection = await self._connect()
-        return await self._connection.send(api_key, body, version=version)
+        connection = self._connection
+        try:
+            response = await connection.send(api_key, body, version=version)
+        except (KafkaError, OSError):
+            self.on_controller_lost(connection)
+            raise
+        if getattr(response, "error_code", None) == ErrorCode.not_controller:
+            self.on_controller_lost(connection)  # a standby: the next request goes to the next controller
+            self._drop_connection()
+        return response
 
     def _drop_connection(self) -> None:
         if self._connection is not None:

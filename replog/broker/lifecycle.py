@@ -42,6 +42,9 @@ class BrokerIdentity:
     host: str  # the advertised listener the controller and other brokers connect to
     port: int
     rack: str | None = None
+    # The broker's other listeners, registered after the inter-broker one: (name, host, port, protocol id)
+    other_listeners: tuple[tuple[str, str, int, int], ...] = ()
+    listener_name: str = "PLAINTEXT"  # the inter-broker listener's name
 
 
 class BrokerLifecycleManager(ControllerClient):
@@ -106,8 +109,11 @@ class BrokerLifecycleManager(ControllerClient):
         identity = self.identity
         response = await self._send(ApiKey.BROKER_REGISTRATION, {
             "broker_id": identity.node_id, "cluster_id": identity.cluster_id, "incarnation_id": self.incarnation_id,
-            "listeners": [{"name": "PLAINTEXT", "host": identity.host, "port": identity.port,
-                           "security_protocol": SECURITY_PROTOCOL_PLAINTEXT}],
+            # The inter-broker listener first: the controller reaches the broker there.
+            "listeners": [{"name": identity.listener_name, "host": identity.host, "port": identity.port,
+                           "security_protocol": SECURITY_PROTOCOL_PLAINTEXT},
+                          *({"name": name, "host": host, "port": port, "security_protocol": protocol}
+                            for name, host, port, protocol in identity.other_listeners)],
             "features": [], "rack": identity.rack,
         }, BROKER_REGISTRATION_VERSION)
         if response.error_code != ErrorCode.none:

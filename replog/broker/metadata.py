@@ -51,10 +51,16 @@ class BrokerEndpoint:
     host: str
     port: int
     rack: str | None = None
+    # Advertised address per listener name. Metadata answers with the one of the listener the client came in
+    # on; a broker whose listeners are unknown (only its inter-broker address came) is shown at host:port.
+    listeners: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     @classmethod
     def from_listener(cls, node_id: int, listener: Listener) -> "BrokerEndpoint":
         return cls(node_id, listener.host, listener.port)
+
+    def address_for(self, listener_name: str) -> tuple[str, int]:
+        return self.listeners.get(listener_name, (self.host, self.port))
 
 
 @dataclass(slots=True)
@@ -69,7 +75,8 @@ class MetadataImage:
     def apply_update_metadata(self, request: UpdateMetadataRequest) -> None:
         """Take the controller's view: live brokers, and partition leadership for the topics listed."""
         self.brokers = {
-            b.id: BrokerEndpoint(b.id, b.endpoints[0].host, b.endpoints[0].port, b.rack)
+            b.id: BrokerEndpoint(b.id, b.endpoints[0].host, b.endpoints[0].port, b.rack,
+                                 {e.listener: (e.host, e.port) for e in b.endpoints})
             for b in request.live_brokers if b.endpoints
         }
         if request.type == UPDATE_METADATA_FULL:

@@ -95,6 +95,9 @@ class ReplicaManager:
         self._alter_isr = alter_isr or _no_followers_without_controller
         self.metrics = metrics or BrokerMetrics(node_id)
         self.controller_epoch = -1
+        # Told (partition, leader epoch) when this broker becomes a partition's leader, (partition, None) when
+        # it stops leading one: the group coordinator loads and unloads __consumer_offsets partitions by it.
+        self.leadership_listener: Callable[[TopicPartition, int | None], None] | None = None
         # Kafka's replicaStateChangeLock: LeaderAndIsr and StopReplica apply one at a time, in arrival order.
         self._state_change_lock = asyncio.Lock()
         log_manager.failure_channel.subscribe(self.handle_log_dir_failure)
@@ -120,6 +123,7 @@ class ReplicaManager:
             self.fetcher_manager.remove_partitions(keys)
         for key in keys:
             self.partitions[key].mark_storage_failed()
+            self._report_leadership(key, None)
             self._wake(key, hw_moved=True)
         log.error("log dir %s failed (%s): %d partitions offline", log_dir, error, len(keys))
 
@@ -160,6 +164,7 @@ class ReplicaManager:
                                         tuple(meta.replicas), tuple(meta.isr))
                 if not partition.is_leader or state.leader_epoch > partition.leader_epoch:
                     partition.make_leader(state)
+                    self._report_leadership(partition.key, state.leader_epoch)
                     self._wake(partition.key, hw_moved=True)
         live = {TopicPartition(t.name, i) for t in image.topics.values() for i in t.partitions}
         for key in [k for k in self.partitions if k not in live]:
@@ -281,11 +286,13 @@ class ReplicaManager:
                 self.fetcher_manager.remove_partitions([key])
             isr_before = partition.state.isr if partition.is_leader else ()
             partition.make_leader(leadership)
+            self._report_leadership(key, state.leader_epoch)
             if partition.state.isr != isr_before:
                 self.metrics.record_isr_change(partition, isr_before, source="controller")
             log.info("%s-%d: leader in epoch %d, ISR %s", topic, state.partition_index, state.leader_epoch,
                      list(state.isr))
         else:
+            self._report_leadership(key, None)
             if partition.make_follower(leadership) and self.fetcher_manager is not None:
                 self.fetcher_manager.remove_partitions([key])
                 leader = leaders.get(state.leader)
@@ -325,12 +332,14 @@ class ReplicaManager:
                     self._delete_partition(key)
                 elif partition is not None:
                     partition.make_offline()
+                    self._report_leadership(key, None)
                     self._wake(key, hw_moved=True)
                 errors[key] = ErrorCode.none
         return ErrorCode.none, errors
 
     def _delete_partition(self, key: TopicPartition) -> None:
         self.partitions.pop(key, None)
+        self._report_leadership(key, None)
         self.metrics.forget_partition(key)
         # Also a log loaded from disk that no LeaderAndIsr claimed: a replica of a topic deleted while this
         # broker was down, which the controller deletes when the broker returns.
@@ -453,6 +462,10 @@ class ReplicaManager:
                 self._wake(partition.key, hw_moved=True)
             self.delete_records_purgatory.check_and_complete(partition.key)  # its log start may have moved
         return PartitionReadResult(ErrorCode.none, result, partition.high_watermark, log_.log_start_offset)
+
+    def _report_leadership(self, key: TopicPartition, leader_epoch: int | None) -> None:
+        if self.leadership_listener is not None:
+            self.leadership_listener(key, leader_epoch)
 
     def _wake(self, key: TopicPartition, *, hw_moved: bool) -> None:
         self.fetch_purgatory.check_and_complete(key)

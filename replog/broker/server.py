@@ -17,27 +17,34 @@ from pathlib import Path
 from kio.schema.errors import ErrorCode
 
 from replog.client.connection import Connection
+from replog.client.errors import KafkaError
 from replog.fetcher.leader_endpoint import RemoteLeaderEndpoint
 from replog.fetcher.manager import FetcherConfig, LeaderInfo, ReplicaFetcherManager
 from replog.log.dynamic_configs import ConfigResource
+from replog.log.log_cleaner import LogCleaner
 from replog.log.log_manager import LogManager
 from replog.metrics.service import MetricsService
-from replog.protocol.apis import response_header_version
+from replog.protocol.apis import ApiKey, response_header_version
 from replog.protocol.headers import decode_response_header
+from replog.protocol.messages import decode_response, encode_request
+from replog.protocol.topics import OFFSETS_TOPIC
 from replog.server.api_versions import unsupported_version_body
 from replog.server.connection import ConnectionHolder
 from replog.server.dispatch import Dispatcher, Handler, RequestContext
 from replog.server.inter_broker import open_inter_broker_connection
-from replog.server.listener import listen, listening_port
+from replog.server.listener import ListenerSecurity, listen, listening_port
+from replog.server.listener_security import build_listener_security
 from replog.server.listener_socket import write_ready_file
 
 from .alter_partition import AlterPartitionManager
 from .config import BrokerConfig, load_config, report_unknown_keys
+from .controller_client import ControllerFinder
 from .dynamic_config import apply_dynamic_configs
+from .group_coordinator import GroupCoordinatorShell
 from .handlers import BROKER_APIS, build_handlers
-from .handlers.context import ConfigAdmin, ControlPlane, TopicAdmin, TopicDefaults
+from .handlers.context import ConfigAdmin, ControlPlane, GroupCoordination, TopicAdmin, TopicDefaults
 from .lifecycle import BrokerIdentity, BrokerLifecycleManager
-from .local_controller import LocalController
+from .local_controller import LocalController, TopicCreationError
 from .metadata import BrokerEndpoint, MetadataImage, TopicMetadata
 from .metrics import BrokerCollector, BrokerMetrics, broker_snapshot
 from .replica_manager import ReplicaManager
@@ -59,16 +66,22 @@ class Broker:
         self.image.brokers[config.node_id] = BrokerEndpoint.from_listener(config.node_id, config.advertised)
         self.connections = ConnectionHolder(config.max_connections)
         self.stop_requested = asyncio.Event()  # set when the broker must stop on its own (every log dir failed)
-        self._server: asyncio.AbstractServer | None = None
+        self._servers: dict[str, asyncio.AbstractServer] = {}  # by listener name, in the order configured
         self._periodic: list[asyncio.Task] = []
         self.log_manager: LogManager | None = None
+        self.log_cleaner: LogCleaner | None = None
         self.controller: LocalController | None = None
         self.replica_manager: ReplicaManager | None = None
+        self.groups: GroupCoordinatorShell | None = None
+        self._offsets_topic_creation: asyncio.Task | None = None  # in a cluster: asking the controller
         self.alter_partition_manager: AlterPartitionManager | None = None
         self.lifecycle: BrokerLifecycleManager | None = None
         self.metrics = BrokerMetrics(config.node_id)
         self.metrics_service: MetricsService | None = None
         self._controller_connection: Connection | None = None  # for forwarded topic administration
+        # Which controller of controller.quorum.bootstrap.servers the session, AlterPartition and forwarding use.
+        self._controllers = (ControllerFinder(config.controller_addresses, self.connect_to_node)
+                             if config.controller_addresses else None)
         self._metadata_broker_epoch = -1  # the broker epoch of the last UpdateMetadata applied
         self.has_metadata = asyncio.Event()  # set by the first UpdateMetadata: until then Metadata requests wait
 
@@ -87,7 +100,12 @@ class Broker:
                                           manages_topics=not self.in_cluster,
                                           producer_id_base=config.node_id << 32 if self.in_cluster else 0)
         self.replica_manager = self._build_replica_manager()
+        # Before any leadership is applied: the offsets partitions this broker leads at start are loaded too.
+        self.groups = GroupCoordinatorShell(config.group, self.replica_manager, clock_ms)
+        self.replica_manager.leadership_listener = self.groups.on_leadership
         self.log_manager.failure_channel.subscribe(self._on_log_dir_failure)
+        self.log_cleaner = LogCleaner(self.log_manager, config.cleaner_config(), clock_ms=clock_ms)
+        self.log_cleaner.start()
         if self.in_cluster:
             self.alter_partition_manager.start()
         else:
@@ -101,14 +119,15 @@ class Broker:
         await self.metrics_service.start()
         dispatcher = Dispatcher(self._build_handlers(), functools.partial(unsupported_version_body, BROKER_APIS),
                                 observe_request=self.metrics.observe_request)
-        listener = config.listeners[0]
-        self._server = await listen(listener.host, listener.port, self.connections, dispatcher,
-                                    max_frame_bytes=config.socket_request_max_bytes,
-                                    max_inflight=config.max_inflight_requests_per_connection,
-                                    use_sendfile=config.fetch_sendfile_enable,
-                                    idle_timeout_ms=config.connections_max_idle_ms, backlog=1024)
-        if config.advertised.port == 0:  # listening on port 0: advertise the port the OS picked
-            self.image.brokers[config.node_id] = BrokerEndpoint(config.node_id, config.advertised.host, self.port)
+        specs = config.listener_specs
+        for spec, security in zip(specs, listener_securities(config), strict=True):
+            self._servers[spec.name] = await listen(
+                spec.host, spec.port, self.connections, dispatcher, max_frame_bytes=config.socket_request_max_bytes,
+                max_inflight=config.max_inflight_requests_per_connection, use_sendfile=config.fetch_sendfile_enable,
+                idle_timeout_ms=config.connections_max_idle_ms, backlog=1024, security=security)
+        inter_broker_host, inter_broker_port = self.advertised_listeners[config.inter_broker_listener.name]
+        self.image.brokers[config.node_id] = BrokerEndpoint(config.node_id, inter_broker_host, inter_broker_port,
+                                                            config.broker_rack, self.advertised_listeners)
         self._periodic = [
             asyncio.create_task(self._every(config.replica_high_watermark_checkpoint_interval_ms,
                                             self.log_manager.checkpoint_high_watermarks)),
@@ -123,7 +142,9 @@ class Broker:
             # Register only once listening: the controller connects back as soon as it accepts us.
             self.lifecycle = self._build_lifecycle_manager()
             self.lifecycle.start()
-        log.info("replog broker %d listening on %s:%d", config.node_id, listener.host, self.port)
+        for spec in specs:
+            log.info("replog broker %d listening on %s://%s:%d (%s)", config.node_id, spec.name, spec.host,
+                     self.listener_ports[spec.name], spec.protocol.name)
 
     def _build_handlers(self) -> dict[int, Handler]:
         config = self.config
@@ -133,23 +154,30 @@ class Broker:
                             forward_to_controller=self.forward_to_controller if self.in_cluster else None,
                             has_metadata=self.has_metadata)
         control = ControlPlane(self.replica_manager, self.image, registration=self)
+        groups = GroupCoordination(self.groups, self.image, self.ensure_offsets_topic)
         admin = ConfigAdmin(self.image, config, local=self,
                             forward_to_controller=self.forward_to_controller if self.in_cluster else None)
-        return build_handlers(self.replica_manager, topics, control, self.controller.allocate_producer_id,
+        return build_handlers(self.replica_manager, topics, control, groups, self.controller.allocate_producer_id,
                               config.inter_broker_secret, admin)
 
     def _build_lifecycle_manager(self) -> BrokerLifecycleManager:
         config = self.config
-        advertised = config.advertised
-        port = advertised.port or self.port  # listening on port 0: advertise the one the OS picked
-        identity = BrokerIdentity(config.node_id, config.cluster_id, advertised.host, port, config.broker_rack)
-        host, controller_port = config.controller_address
-        return BrokerLifecycleManager(
-            identity, lambda: self.connect_to_node(host, controller_port, f"lifecycle-{config.node_id}"),
+        inter_broker = config.inter_broker_listener
+        advertised = self.advertised_listeners
+        host, port = advertised[inter_broker.name]
+        others = tuple((spec.name, *advertised[spec.name], spec.protocol.value)
+                       for spec in config.listener_specs if spec.name != inter_broker.name)
+        identity = BrokerIdentity(config.node_id, config.cluster_id, host, port, config.broker_rack,
+                                  other_listeners=others, listener_name=inter_broker.name)
+        assert self._controllers is not None
+        lifecycle = BrokerLifecycleManager(
+            identity, self._controllers.connector(f"lifecycle-{config.node_id}"),
             heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
             has_metadata=lambda epoch: self._metadata_broker_epoch == epoch,
             offline_log_dirs=lambda: [self.log_manager.directory_id(d)
                                       for d in self.log_manager.failure_channel.offline_dirs])
+        lifecycle.on_controller_lost = self._controllers.lost
+        return lifecycle
 
     def _on_log_dir_failure(self, log_dir: Path, error: OSError) -> None:
         """The replica manager has taken the dir's partitions offline; tell the controller now. With no
@@ -162,6 +190,8 @@ class Broker:
 
     def metadata_applied(self, broker_epoch: int) -> None:
         """The controller's UpdateMetadata for the registration with `broker_epoch` has been applied."""
+        if (own := self.image.brokers.get(self.config.node_id)) is not None:
+            own.listeners = self.advertised_listeners  # the controller knows only our inter-broker address
         self._metadata_broker_epoch = broker_epoch
         self.has_metadata.set()
         apply_dynamic_configs(self.replica_manager, self.image, self.config)
@@ -173,11 +203,17 @@ class Broker:
 
     async def forward_to_controller(self, ctx: RequestContext) -> bytes:
         """Send a client's request on to the controller unchanged and return the response body (KIP-590)."""
+        assert self._controllers is not None
         if self._controller_connection is None or self._controller_connection.closed:
-            host, port = self.config.controller_address
-            self._controller_connection = await self.connect_to_node(host, port, f"forwarding-{self.config.node_id}")
+            connect = self._controllers.connector(f"forwarding-{self.config.node_id}")
+            self._controller_connection = await connect()
         api_key, version = ctx.header.api_key, ctx.api_version
-        frame = await self._controller_connection.request(api_key, version, [memoryview(ctx.frame)[ctx.body_offset:]])
+        connection = self._controller_connection
+        try:
+            frame = await connection.request(api_key, version, [memoryview(ctx.frame)[ctx.body_offset:]])
+        except (KafkaError, OSError):
+            self._controllers.lost(connection)  # the next forwarded request tries the next controller
+            raise
         _, offset = decode_response_header(frame, response_header_version(api_key, version))
         return bytes(frame[offset:])
 
@@ -199,12 +235,12 @@ class Broker:
 
             fetcher_manager = ReplicaFetcherManager(fetcher_config, leader_endpoint, clock_ms,
                                                     on_fetched=self.metrics.record_follower_fetch)
-            controller_host, controller_port = config.controller_address
+            assert self._controllers is not None
             self.alter_partition_manager = AlterPartitionManager(
-                config.node_id,
-                lambda: self.connect_to_node(controller_host, controller_port, f"alter-partition-{config.node_id}"),
+                config.node_id, self._controllers.connector(f"alter-partition-{config.node_id}"),
                 lambda *args, **kwargs: self.replica_manager.complete_isr_change(*args, **kwargs),
                 broker_epoch=lambda: -1 if self.lifecycle is None else self.lifecycle.broker_epoch)
+            self.alter_partition_manager.on_controller_lost = self._controllers.lost
             alter_isr = self.alter_partition_manager.submit
         return ReplicaManager(
             config.node_id, self.log_manager, config.log_config(), config.min_insync_replicas,
@@ -224,7 +260,19 @@ class Broker:
 
     @property
     def port(self) -> int:
-        return listening_port(self._server)
+        """The first listener's port."""
+        return listening_port(next(iter(self._servers.values())))
+
+    @property
+    def listener_ports(self) -> dict[str, int]:
+        return {name: listening_port(server) for name, server in self._servers.items()}
+
+    @property
+    def advertised_listeners(self) -> dict[str, tuple[str, int]]:
+        """Advertised address per listener; a listener advertised on port 0 advertises the port it got."""
+        ports = self.listener_ports
+        return {spec.name: (spec.advertised_host, spec.advertised_port or ports[spec.name])
+                for spec in self.config.listener_specs}
 
     # topic administration (single node: the local controller decides, the replica manager acts)
     def create_topic(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str], *,
@@ -234,6 +282,47 @@ class Broker:
         if not validate_only:
             self.replica_manager.apply_metadata(self.image)
         return topic
+
+    def ensure_offsets_topic(self) -> None:
+        """Create __consumer_offsets on first use, as Kafka does (offsets.topic.* settings, replication
+        capped by the live brokers, compacted): a single node at once, a cluster's broker through its
+        controller, in the background (FindCoordinator answers COORDINATOR_NOT_AVAILABLE meanwhile)."""
+        if OFFSETS_TOPIC in self.image.topics:
+            return
+        group = self.config.group
+        replication = max(1, min(group.offsets_topic_replication_factor, len(self.image.brokers)))
+        configs = {"cleanup.policy": "compact", "segment.bytes": str(group.offsets_topic_segment_bytes)}
+        if not self.in_cluster:
+            try:
+                self.create_topic(OFFSETS_TOPIC, group.offsets_topic_num_partitions, replication, configs)
+            except TopicCreationError as e:
+                log.error("creating %s failed: %s", OFFSETS_TOPIC, e)
+        elif self._offsets_topic_creation is None or self._offsets_topic_creation.done():
+            self._offsets_topic_creation = asyncio.create_task(
+                self._create_topic_through_controller(OFFSETS_TOPIC, group.offsets_topic_num_partitions,
+                                                      replication, configs))
+
+    async def _create_topic_through_controller(self, name: str, partitions: int, replication: int,
+                                               configs: dict[str, str]) -> None:
+        version = 5
+        body = encode_request(ApiKey.CREATE_TOPICS, version, {
+            "topics": [{"name": name, "num_partitions": partitions, "replication_factor": replication,
+                        "assignments": [], "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
+            "timeout": 30_000, "validate_only": False})
+        try:
+            if self._controller_connection is None or self._controller_connection.closed:
+                host, port = self.config.controller_address
+                self._controller_connection = await self.connect_to_node(host, port,
+                                                                         f"forwarding-{self.config.node_id}")
+            frame = await self._controller_connection.request(ApiKey.CREATE_TOPICS, version, [body])
+        except (OSError, KafkaError) as e:
+            log.warning("asking the controller to create %s failed: %s", name, e)
+            return
+        _, offset = decode_response_header(frame, response_header_version(ApiKey.CREATE_TOPICS, version))
+        for topic in decode_response(ApiKey.CREATE_TOPICS, version, frame, offset).topics:
+            if topic.error_code not in (ErrorCode.none, ErrorCode.topic_already_exists):
+                log.error("the controller refused to create %s: %s %s", name, topic.error_code.name,
+                          topic.error_message)
 
     def delete_topic(self, name: str) -> TopicMetadata | None:
         topic = self.controller.delete_topic(name)
@@ -302,9 +391,12 @@ class Broker:
         if self.lifecycle is not None and self.config.controlled_shutdown_enable:
             # Still serving: clients keep producing to our leaderships until the controller moves them.
             await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_MAX_WAIT_MS)
-        self._server.close()
+        for server in self._servers.values():
+            server.close()
         self.connections.stop_reading()
-        # Fetchers stop, and parked operations answer now with what they have, so in-flight responses drain.
+        # Parked JoinGroup / SyncGroup answer NOT_COORDINATOR; fetchers stop, and parked operations answer
+        # now with what they have, so in-flight responses drain.
+        await self.groups.shutdown()
         await self.replica_manager.shutdown()
         if self.alter_partition_manager is not None:
             await self.alter_partition_manager.stop()
@@ -317,14 +409,21 @@ class Broker:
         for task in self._periodic:
             task.cancel()
         await self.metrics_service.stop()  # a last snapshot: the state the logs are closed with
+        await self.log_cleaner.stop()  # its threads read the segments the shutdown closes
         self.log_manager.shutdown()
         log.info("replog broker %d stopped cleanly", self.config.node_id)
+
+
+def listener_securities(config: BrokerConfig) -> list[ListenerSecurity]:
+    """Each listener's TLS context and SASL setup, in listener order; ValueError names what is wrong."""
+    return [build_listener_security(spec, config.security_props) for spec in config.listener_specs]
 
 
 async def serve(config: BrokerConfig) -> None:
     broker = Broker(config)
     await broker.start()
-    write_ready_file(port=broker.port, metrics_port=broker.metrics_service.port)
+    write_ready_file(port=broker.port, metrics_port=broker.metrics_service.port,
+                     listener_ports=broker.listener_ports)
     stop = broker.stop_requested
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -338,6 +437,7 @@ def run_broker(config_path: str | None, overrides: list[str]) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = load_config(config_path, overrides)
+        listener_securities(config)  # a listener that cannot serve its protocol stops us here, with a message
     except (OSError, ValueError) as e:
         print(f"replog: bad broker configuration: {e}", file=sys.stderr)
         return 2

@@ -98,3 +98,43 @@ class DeadlineQueue:
             self._cancelled = 0
         assert 0 <= self._live <= self.max_size
         assert len(self._heap) == self._live + self._cancelled <= 2 * self._live
+
+
+class KeyedDeadlines:
+    """Deadlines by key, over a DeadlineQueue: setting a key's deadline again cancels the earlier one, so at
+    most one entry per key is live. The group coordinator's timers (a member's session, a rebalance) are
+    values with a key and are replaced this way as members heartbeat and join."""
+
+    def __init__(self, max_size: int) -> None:
+        self._queue = DeadlineQueue(max_size)
+        self._entries: dict[Any, DeadlineEntry] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._entries
+
+    def set(self, key: Any, deadline_ms: int, item: Any) -> None:
+        self.cancel(key)
+        self._entries[key] = self._queue.add(deadline_ms, (key, item))
+
+    def cancel(self, key: Any) -> bool:
+        entry = self._entries.pop(key, None)
+        return entry is not None and self._queue.cancel(entry)
+
+    def next_deadline(self) -> int | None:
+        return self._queue.next_deadline()
+
+    def pop_expired(self, now_ms: int) -> list[Any]:
+        """The due items, earliest first; their keys are free again."""
+        items = []
+        for key, item in self._queue.pop_expired(now_ms):
+            del self._entries[key]
+            items.append(item)
+        assert len(self._entries) == len(self._queue)
+        return items
+
+    def clear(self) -> None:
+        for key in list(self._entries):
+            self.cancel(key)

@@ -8,6 +8,7 @@ from kio.schema.errors import ErrorCode
 from ..protocol.apis import ApiKey
 from .cluster import Cluster, PartitionInfo
 from .errors import KafkaError
+from .security import ClientSecurity
 
 MAX_ADMIN_ATTEMPTS = 5
 
@@ -56,9 +57,11 @@ class Admin:
         *,
         request_timeout_ms: int = 30_000,
         client_id: str = "replog-admin",
+        security: ClientSecurity | None = None,
     ):
         self.request_timeout_ms = request_timeout_ms
-        self.cluster = Cluster(bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms)
+        self.cluster = Cluster(bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms,
+                               security=security)
 
     async def __aenter__(self) -> "Admin":
         return self

@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 from ..protocol.apis import ApiKey
 from .connection import Connection
 from .errors import NETWORK_EXCEPTION, KafkaError
+from .security import ClientSecurity
 
 MAX_METADATA_ATTEMPTS = 20  # bounds waiting for a new topic's leaders to be elected
 
@@ -121,8 +122,10 @@ class Cluster:
         retry_backoff_ms: int = 100,
         max_in_flight: int = 32,
         allow_auto_topic_creation: bool = False,
+        security: ClientSecurity | None = None,
     ) -> None:
         assert retry_backoff_ms >= 0
+        self.security = security  # TLS and SASL for every connection (None: PLAINTEXT)
         self.bootstrap = parse_bootstrap(bootstrap)
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
@@ -194,6 +197,7 @@ class Cluster:
                 client_id=self.client_id,
                 max_in_flight=self.max_in_flight,
                 request_timeout_ms=self.request_timeout_ms,
+                security=self.security,
             )
             future = asyncio.ensure_future(self._open(conn))
             self._connections[node_id] = future

@@ -16,6 +16,7 @@ from ..protocol.apis import SUPPORTED_APIS, ApiKey, response_header_version
 from ..protocol.frames import FrameDecoder, FrameError, size_prefix
 from ..protocol.headers import decode_response_header, encode_request_header
 from .errors import NETWORK_EXCEPTION, REQUEST_TIMED_OUT, UNSUPPORTED_VERSION, KafkaError
+from .security import ClientSecurity, authenticate
 
 CORRELATION_ID_LIMIT = 2**31
 DEFAULT_MAX_FRAME_BYTES = 128 * 1024 * 1024
@@ -54,6 +55,7 @@ class Connection(asyncio.BufferedProtocol):
         request_timeout_ms: int = 30_000,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         local_host: str | None = None,
+        security: ClientSecurity | None = None,
     ) -> None:
         assert 0 < port < 65536
         assert max_in_flight > 0
@@ -62,6 +64,7 @@ class Connection(asyncio.BufferedProtocol):
         self.port = port
         self.client_id = client_id
         self.local_host = local_host  # the address to connect from; None: the one the OS routes from
+        self.security = security or ClientSecurity()
         self.request_timeout_ms = request_timeout_ms
         self.max_in_flight = max_in_flight
         self.api_versions: dict[int, tuple[int, int]] = {}
@@ -87,19 +90,24 @@ class Connection(asyncio.BufferedProtocol):
         return len(self._in_flight)
 
     async def connect(self, timeout_ms: int | None = None) -> None:
-        """Open the socket and negotiate API versions; raises KafkaError(NETWORK_EXCEPTION) on failure."""
+        """Open the socket (with TLS if configured), negotiate API versions and authenticate with SASL if
+        configured; raises KafkaError (NETWORK_EXCEPTION for a failed connection or TLS handshake)."""
         assert self._transport is None
         loop = asyncio.get_running_loop()
         timeout = (timeout_ms or self.request_timeout_ms) / 1000
+        tls = self.security.ssl_context
         try:
             local_addr = None if self.local_host is None else (self.local_host, 0)
             await asyncio.wait_for(
-                loop.create_connection(lambda: self, self.host, self.port, local_addr=local_addr), timeout)
-        except (OSError, TimeoutError) as e:
+                loop.create_connection(lambda: self, self.host, self.port, local_addr=local_addr, ssl=tls,
+                                       server_hostname=self.host if tls is not None else None), timeout)
+        except (OSError, TimeoutError) as e:  # ssl.SSLError is an OSError
             self.close(KafkaError(NETWORK_EXCEPTION, f"cannot connect to {self.host}:{self.port}: {e!r}"))
             raise self._error from e
         await self.negotiate_versions()
         assert self.api_versions
+        if self.security.sasl is not None:
+            await authenticate(self, self.security.sasl)
 
     async def negotiate_versions(self) -> None:
         body = messages.encode_request(

@@ -7,6 +7,7 @@ control batches only move the position forward.
 """
 
 import asyncio
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -19,6 +20,9 @@ from ..protocol.headers import decode_response_header
 from ..protocol.records import decode_records, iter_batches
 from .cluster import Cluster
 from .errors import STALE_METADATA_CODES, KafkaError, is_retriable
+from .group_member import GroupMember
+
+log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 EARLIEST = -2  # ListOffsets timestamps with special meaning
@@ -92,7 +96,15 @@ class Consumer:
         retry_backoff_ms: int = 100,
         max_records: int = 500,
         client_id: str = "replog-consumer",
+        group_id: str | None = None,
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5_000,
+        session_timeout_ms: int = 45_000,
+        heartbeat_interval_ms: int = 3_000,
     ) -> None:
+        """group_id: subscribe() joins this group, and commit() stores offsets there; with
+        enable_auto_commit the positions are committed every auto_commit_interval_ms, before a rebalance
+        and on close(), as Kafka's consumer does."""
         if auto_offset_reset not in _RESET_POLICIES:
             raise ValueError(f"auto_offset_reset must be one of {sorted(_RESET_POLICIES)}")
         assert isolation_level in (0, 1)
@@ -118,6 +130,12 @@ class Consumer:
         self._iter_queue: list[ConsumerRecord] = []
         self._iter_index = 0
         self._stale_metadata = False
+        self.group_id = group_id
+        self.enable_auto_commit = enable_auto_commit
+        self.auto_commit_interval_ms = auto_commit_interval_ms
+        self._membership = {"session_timeout_ms": session_timeout_ms, "heartbeat_interval_ms": heartbeat_interval_ms}
+        self._member: GroupMember | None = None
+        self._last_commit = 0.0
 
     async def __aenter__(self) -> "Consumer":
         return self
@@ -133,6 +151,54 @@ class Consumer:
         for tp in wanted:
             self._positions.setdefault(tp, None)
         assert set(self._positions) == wanted
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        """Consume the topics as a member of group_id: the group decides which partitions are ours; the
+        next getmany joins it. Each partition starts at the group's committed offset, else per
+        auto_offset_reset."""
+        if self.group_id is None:
+            raise ValueError("subscribe() needs a group_id")
+        self.assign([])
+        self._member = GroupMember(self.cluster, self.group_id, topics, **self._membership)
+
+    async def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
+        """Commit offsets (default: the current positions, the next record to read) to the group."""
+        if self.group_id is None:
+            raise ValueError("commit() needs a group_id")
+        if self._member is None:  # a group without membership: generation -1, as Kafka's assign() + commit
+            self._member = GroupMember(self.cluster, self.group_id, (), **self._membership)
+            self._member.needs_rejoin = False
+        if offsets is None:
+            offsets = {tp: p for tp, p in self._positions.items() if p is not None}
+        if offsets:
+            await self._member.commit(offsets)
+        self._last_commit = asyncio.get_running_loop().time()
+
+    async def _auto_commit(self) -> None:
+        try:
+            await self.commit()
+        except KafkaError as e:
+            log.info("auto-commit for group %s failed: %s", self.group_id, e)
+
+    async def _keep_membership(self) -> None:
+        """Rejoin when the group rebalances (committing first, since our partitions may move), and commit
+        every auto_commit_interval_ms."""
+        member = self._member
+        if member is None or not member.topics:
+            return
+        if member.needs_rejoin:
+            if self.enable_auto_commit and member.generation >= 0:
+                await self._auto_commit()
+            assigned = await member.join()
+            self.assign(assigned)
+            committed = await member.committed(assigned) if assigned else {}
+            for tp, offset in committed.items():
+                if offset is not None and tp in self._positions:
+                    self._positions[tp] = offset
+            self._last_commit = asyncio.get_running_loop().time()
+        elif (self.enable_auto_commit
+              and asyncio.get_running_loop().time() - self._last_commit >= self.auto_commit_interval_ms / 1000):
+            await self._auto_commit()
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._positions)
@@ -198,8 +264,15 @@ class Consumer:
         return {tp: (ot if ot.offset >= 0 else None) for tp, ot in found.items()}
 
     async def close(self) -> None:
-        self._buffers.clear()
-        await self.cluster.close()
+        """Commit (with auto-commit) and leave the group, then close the connections."""
+        try:
+            if self._member is not None and self._member.topics:
+                if self.enable_auto_commit and self._member.generation >= 0:
+                    await self._auto_commit()
+                await self._member.leave()
+        finally:
+            self._buffers.clear()
+            await self.cluster.close()
 
     # Fetching
 
@@ -211,6 +284,7 @@ class Consumer:
         deadline = loop.time() + timeout_ms / 1000
         limit = max_records or self.max_records
         assert limit > 0
+        await self._keep_membership()
         while True:
             out = self._drain_buffers(limit)
             remaining_ms = max(0, round((deadline - loop.time()) * 1000))

@@ -82,12 +82,19 @@ def update_metadata_request(controller_id: int, controller_epoch: int, broker: B
         ], dict(topic.configs))
         for topic in metadata.topics.values()
     ]
-    brokers = [UpdateMetadataBroker(b.broker_id, [UpdateMetadataEndpoint(b.port, b.host, LISTENER_NAME,
-                                                                         SECURITY_PROTOCOL_PLAINTEXT)], b.rack)
+    brokers = [UpdateMetadataBroker(b.broker_id, _endpoints(b), b.rack)
                for b in sorted(metadata.brokers.values(), key=lambda b: b.broker_id) if b.broker_id in live]
     return UpdateMetadataRequest(controller_id, controller_epoch, broker.epoch, topic_states, brokers,
                                  type=UPDATE_METADATA_FULL,
                                  broker_configs={k: dict(v) for k, v in metadata.broker_configs.items()})
+
+
+def _endpoints(broker: BrokerRegistration) -> list[UpdateMetadataEndpoint]:
+    """Every listener the broker registered, the inter-broker one first (brokers take the first as the
+    broker's address); a registration without listeners (an older record) has just its address."""
+    if not broker.listeners:
+        return [UpdateMetadataEndpoint(broker.port, broker.host, LISTENER_NAME, SECURITY_PROTOCOL_PLAINTEXT)]
+    return [UpdateMetadataEndpoint(port, host, name, protocol) for name, host, port, protocol in broker.listeners]
 
 
 def stop_replica_request(controller_id: int, controller_epoch: int, broker: BrokerRegistration,

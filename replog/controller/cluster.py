@@ -60,6 +60,9 @@ class BrokerRegistration:
     rack: str | None = None
     fenced: bool = False
     in_controlled_shutdown: bool = False
+    # Every listener the broker registered, (name, host, port, security protocol id), the inter-broker one
+    # (host:port above) first; UpdateMetadata carries them all so each broker answers Metadata per listener.
+    listeners: tuple[tuple[str, str, int, int], ...] = ()
 
     def __post_init__(self) -> None:
         assert self.broker_id >= 0, self

@@ -17,8 +17,9 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from replog.protocol.apis import ApiKey
+from replog.protocol.apis import CONTROLLER_API_SPECS, ApiKey
 from replog.protocol.messages import decode_request, encode_response
+from replog.raft.shell import QUORUM_APIS
 from replog.server import api_versions
 from replog.server.dispatch import Handler, RequestContext
 from replog.server.handlers import shared_handlers
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 
 CONTROLLER_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
                              ApiKey.ALTER_PARTITION, ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT,
-                             ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS}) | ADMIN_APIS
+                             ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS}) | QUORUM_APIS | ADMIN_APIS
 CONFIG_SOURCE_TOPIC = 1  # DescribeConfigs' TOPIC_CONFIG source, as CreateTopics v5+ reports configs
 
 
@@ -45,7 +46,8 @@ class ControllerApis(Protocol):
     def alter_partition(self, request: Any, version: int) -> dict[str, Any]: ...
 
     def register_broker(self, broker_id: int, incarnation_id: uuid.UUID, host: str, port: int,
-                        rack: str | None = None, cluster_id: str | None = None) -> int: ...
+                        rack: str | None = None, cluster_id: str | None = None,
+                        listeners: tuple[tuple[str, str, int, int], ...] = ()) -> int: ...
 
     def broker_heartbeat(self, broker_id: int, broker_epoch: int, *, want_fence: bool, want_shutdown: bool,
                          offline_log_dirs: Collection[uuid.UUID] = ()) -> HeartbeatAnswer: ...
@@ -79,7 +81,9 @@ def handle_broker_registration(ctx: RequestContext, controller: ControllerApis) 
         try:
             body["broker_epoch"] = controller.register_broker(request.broker_id, request.incarnation_id,
                                                               listener.host, listener.port, request.rack,
-                                                              request.cluster_id)
+                                                              request.cluster_id, listeners=tuple(
+                                                                  (e.name, e.host, e.port, e.security_protocol)
+                                                                  for e in request.listeners))
         except ControllerError as e:
             log.warning("registration of broker %d refused: %s", request.broker_id, e)
             body["error_code"] = e.error_code
@@ -184,9 +188,12 @@ async def handle_delete_topics(ctx: RequestContext, controller: ControllerApis) 
     return [encode_response(ApiKey.DELETE_TOPICS, ctx.api_version, {"throttle_time": 0, "responses": results})]
 
 
-def build_handlers(controller: ControllerApis, inter_broker_secret: str) -> dict[int, Handler]:
+def build_handlers(controller: ControllerApis, inter_broker_secret: str,
+                   quorum_handlers: Mapping[int, Handler]) -> dict[int, Handler]:
+    """quorum_handlers: the controller quorum's APIs (replog/raft/shell.py)."""
     handlers: dict[int, Handler] = {
-        **shared_handlers(CONTROLLER_APIS, inter_broker_secret),
+        **shared_handlers(CONTROLLER_APIS, inter_broker_secret, CONTROLLER_API_SPECS),
+        **quorum_handlers,
         ApiKey.ALTER_PARTITION: functools.partial(handle_alter_partition, controller=controller),
         ApiKey.BROKER_REGISTRATION: functools.partial(handle_broker_registration, controller=controller),
         ApiKey.BROKER_HEARTBEAT: functools.partial(handle_broker_heartbeat, controller=controller),
@@ -202,4 +209,4 @@ def build_handlers(controller: ControllerApis, inter_broker_secret: str) -> dict
 
 
 def unsupported_version_body() -> list:
-    return api_versions.unsupported_version_body(CONTROLLER_APIS)
+    return api_versions.unsupported_version_body(CONTROLLER_APIS, CONTROLLER_API_SPECS)

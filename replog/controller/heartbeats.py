@@ -188,6 +188,15 @@ class BrokerSessions:
                 silent.append(broker_id)
         return silent
 
+    def restart_clocks(self, now_ms: int) -> None:
+        """Give every live session a full timeout from now, as a newly active controller does: after the
+        controller itself stalled, the heartbeats waiting in its sockets are not yet read, so silence seen
+        across the stall proves nothing."""
+        self._advance_clock(now_ms)
+        for session in self._sessions.values():
+            if session.state is not BrokerState.FENCED and session.last_contact_ms is not None:
+                session.last_contact_ms = max(session.last_contact_ms, now_ms)
+
     # --------------------------------------------------------------------------------------- queries
 
     def __contains__(self, broker_id: int) -> bool:

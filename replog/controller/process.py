@@ -3,25 +3,43 @@
 Keys (Kafka's names where Kafka has one): node.id (the controller id, default 3000), listeners
 (PLAINTEXT://host:port), metadata.log.dir (required: the append-only metadata log), inter.broker.secret
 (required), cluster.id, broker.session.timeout.ms, unclean.leader.election.enable, num.partitions,
-default.replication.factor, auto.leader.rebalance.enable, leader.imbalance.check.interval.seconds,
+default.replication.factor, metadata.log.max.record.bytes.between.snapshots (KIP-630, 20 MiB),
+auto.leader.rebalance.enable, leader.imbalance.check.interval.seconds,
 leader.imbalance.per.broker.percentage, and the metrics.* keys brokers take (metrics.port,
-metrics.dump.dir, ...; the dumps default to metadata.log.dir/metrics-dumps). Runs until SIGTERM or SIGINT, then stops cleanly (exit 0).
+metrics.dump.dir, ...; the dumps default to metadata.log.dir/metrics-dumps), and the quorum's keys with Kafka's
+names and defaults: controller.quorum.voters (id@host:port,...; this controller alone for now, and so also
+the default), controller.quorum.election.timeout.ms (1000), controller.quorum.fetch.timeout.ms (2000),
+controller.quorum.election.backoff.max.ms (1000), controller.quorum.request.timeout.ms (2000). The metadata
+log and the quorum-state file are in metadata.log.dir/__cluster_metadata-0. Runs until SIGTERM or SIGINT, then
+stops cleanly (exit 0).
 """
 
 import asyncio
+import dataclasses
 import logging
 import signal
 import sys
 from pathlib import Path
 
 from replog.metrics.config import split_metrics_config
+from replog.raft import config as quorum_keys_module
+from replog.raft.config import quorum_config_from_properties
+from replog.raft.file_log import CorruptRaftLogError
+from replog.raft.quorum_state_file import CorruptQuorumStateError, VoterSetMismatchError
+from replog.server.listener_config import ListenerSpec, SecurityProtocol, resolve_server_listeners
 from replog.server.listener_socket import write_ready_file
 from replog.server.properties import parse_bool, parse_listeners, read_properties
 
+from .quorum import single_voter_config
+from .records import CorruptMetadataError
 from .server import ClusterController, ControllerConfig
 
 log = logging.getLogger(__name__)
 
+QUORUM_PREFIX = "controller.quorum."
+QUORUM_KEYS = frozenset({quorum_keys_module.VOTERS, quorum_keys_module.BOOTSTRAP_SERVERS,
+                         quorum_keys_module.ELECTION_TIMEOUT_MS, quorum_keys_module.FETCH_TIMEOUT_MS, quorum_keys_module.ELECTION_BACKOFF_MAX_MS,
+                         quorum_keys_module.REQUEST_TIMEOUT_MS, quorum_keys_module.RETRY_BACKOFF_MS})
 _KEYS = {
     "node.id": ("controller_id", int),
     "cluster.id": ("cluster_id", str),
@@ -34,17 +52,44 @@ _KEYS = {
     "leader.imbalance.per.broker.percentage": ("leader_imbalance_per_broker_percentage", int),
     "num.partitions": ("num_partitions", int),
     "default.replication.factor": ("default_replication_factor", int),
+    "metadata.log.max.record.bytes.between.snapshots": ("metadata_snapshot_max_bytes", int),
 }
+
+
+_LISTENER_KEYS = ("advertised.listeners", "listener.security.protocol.map", "controller.listener.names")
+
+
+def _controller_listener(props: dict[str, str]) -> ListenerSpec:
+    """The controller's listener, its protocol from listener.security.protocol.map as a broker's. A controller
+    node's listeners are all controller listeners (Kafka requires that of process.roles=controller), so without
+    controller.listener.names they are the ones named, and an unmapped name is PLAINTEXT as in KRaft. Nodes
+    reach the controller with SASL/PLAIN over plain TCP for now, so only a PLAINTEXT listener is served;
+    anything else is refused rather than served as plain text under a TLS name."""
+    if not props.get("controller.listener.names"):
+        names = ",".join(listener.name for listener in parse_listeners(props["listeners"]))
+        props = {**props, "controller.listener.names": names}
+    listener = resolve_server_listeners(props, "PLAINTEXT://127.0.0.1:9093")[0]
+    if listener.protocol is not SecurityProtocol.PLAINTEXT:
+        raise ValueError(f"listener {listener.name} is {listener.protocol.name}: the controller serves PLAINTEXT "
+                         f"only for now")
+    return listener
 
 
 def controller_config(props: dict[str, str]) -> ControllerConfig:
     """The controller's configuration from properties; ValueError names what is wrong."""
     values: dict[str, object] = {}
     values["metrics"], rest = split_metrics_config(props)
+    quorum_keys = {key: raw for key, raw in rest.items() if key.startswith(QUORUM_PREFIX)}
     for key, raw in rest.items():
+        if key in quorum_keys:
+            if key not in QUORUM_KEYS:
+                print(f"replog: unknown controller config key {key!r} ignored", file=sys.stderr)
+            continue
         if key == "listeners":
-            listener = parse_listeners(raw)[0]
+            listener = _controller_listener(rest)
             values["host"], values["port"] = listener.host, listener.port
+        elif key in _LISTENER_KEYS:
+            continue  # read with listeners
         elif key in _KEYS:
             attribute, parse = _KEYS[key]
             try:
@@ -60,11 +105,20 @@ def controller_config(props: dict[str, str]) -> ControllerConfig:
         raise ValueError("leader.imbalance.check.interval.seconds must be positive")
     if not 0 <= int(values.get("leader_imbalance_per_broker_percentage", 10)) <= 100:
         raise ValueError("leader.imbalance.per.broker.percentage must be between 0 and 100")
+    if int(values.get("metadata_snapshot_max_bytes", 1)) <= 0:
+        raise ValueError("metadata.log.max.record.bytes.between.snapshots must be positive")
     if int(values.get("broker_session_timeout_ms", 1)) <= 0:
         raise ValueError("broker.session.timeout.ms must be positive")
     if int(values.get("num_partitions", 1)) <= 0 or int(values.get("default_replication_factor", 1)) <= 0:
         raise ValueError("num.partitions and default.replication.factor must be positive")
-    return ControllerConfig(**values)  # type: ignore[arg-type]
+    config = ControllerConfig(**values)  # type: ignore[arg-type]
+    known = {key: raw for key, raw in quorum_keys.items() if key in QUORUM_KEYS}
+    if known:
+        # Without voters, the default quorum: this controller alone, on its listener.
+        known.setdefault(quorum_keys_module.VOTERS, f"{config.controller_id}@{config.host}:{config.port}")
+        config = dataclasses.replace(config, quorum=quorum_config_from_properties(known))  # errors name the key
+    single_voter_config(config.controller_id, config.host, config.port, config.quorum)
+    return config
 
 
 async def serve_controller(config: ControllerConfig) -> None:
@@ -90,7 +144,12 @@ def run_controller(config_path: str | None, overrides: list[str]) -> int:
     try:
         import uvloop
     except ImportError:
-        asyncio.run(serve_controller(config))
+        run = asyncio.run
     else:
-        uvloop.run(serve_controller(config))
+        run = uvloop.run
+    try:
+        run(serve_controller(config))
+    except (CorruptQuorumStateError, VoterSetMismatchError, CorruptRaftLogError, CorruptMetadataError) as e:
+        print(f"replog: the controller cannot start: {e}", file=sys.stderr)  # each names its file
+        return 1
     return 0

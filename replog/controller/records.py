@@ -2,7 +2,7 @@
 
 Like KRaft's metadata records, each record carries a whole entity's new state (a broker registration, a
 topic, a partition registration), so replaying them in order rebuilds the controller's state exactly, and
-a snapshot is just one record per live entity. Records are plain JSON-ready dicts; metadata_log.py stores
+a snapshot is just one record per live entity. Records are plain JSON-ready dicts; quorum.py stores
 them without looking inside.
 """
 
@@ -27,7 +27,8 @@ def controller_epoch_record(epoch: int) -> Record:
 def broker_record(b: BrokerRegistration) -> Record:
     return {"type": "broker", "broker_id": b.broker_id, "host": b.host, "port": b.port, "epoch": b.epoch,
             "incarnation_id": None if b.incarnation_id is None else str(b.incarnation_id), "rack": b.rack,
-            "fenced": b.fenced, "in_controlled_shutdown": b.in_controlled_shutdown}
+            "fenced": b.fenced, "in_controlled_shutdown": b.in_controlled_shutdown,
+            "listeners": [list(listener) for listener in b.listeners]}
 
 
 def topic_record(t: TopicRegistration) -> Record:
@@ -106,7 +107,9 @@ def _broker(r: Record) -> BrokerRegistration:
     incarnation = r["incarnation_id"]
     return BrokerRegistration(int(r["broker_id"]), r["host"], int(r["port"]), int(r["epoch"]),
                               None if incarnation is None else uuid.UUID(incarnation), r["rack"], bool(r["fenced"]),
-                              bool(r["in_controlled_shutdown"]))
+                              bool(r["in_controlled_shutdown"]),
+                              # absent from records written before brokers registered every listener
+                              tuple((str(n), str(h), int(p), int(s)) for n, h, p, s in r.get("listeners", ())))
 
 
 def _partition(r: Record) -> PartitionRegistration:

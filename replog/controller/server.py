@@ -8,7 +8,9 @@ Towards the brokers it plays two of Kafka's parts (kafka-replication-facts.md, s
 - the ZooKeeper-mode controller's wire: decisions reach the brokers as LeaderAndIsr / UpdateMetadata /
   StopReplica, each carrying the controller id and epoch (brokers refuse an older epoch).
 Every decision is written to the metadata log (fsync) before it is applied or sent, so a restarted
-controller replays the same brokers, leaders and epochs, and takes the next controller epoch.
+controller replays the same brokers, leaders and epochs, and takes the next controller epoch. The metadata log
+is the controller quorum's Raft log (quorum.py; a quorum of one for now), whose leader epoch is the controller
+epoch; the quorum's APIs (Vote, Fetch, DescribeQuorum, ...) are served on the controller's listener.
 
 Single event loop, no locks: each change is decided, logged, applied and its requests queued in one
 synchronous step, so per-broker request order equals the order of changes. Sending is asynchronous: the
@@ -31,6 +33,9 @@ from replog.client.connection import Connection
 from replog.log.partition_log import TopicPartition, parse_topic_partition
 from replog.metrics.config import MetricsConfig
 from replog.metrics.service import MetricsService
+from replog.protocol.apis import CONTROLLER_API_SPECS
+from replog.raft.config import QuorumConfig
+from replog.raft.snapshots import SnapshotPolicy
 from replog.server.connection import ConnectionHolder
 from replog.server.dispatch import Dispatcher
 from replog.server.inter_broker import open_inter_broker_connection
@@ -43,19 +48,21 @@ from .cluster import BrokerRegistration, ClusterMetadata, ControllerError, Topic
 from .handlers import build_handlers, unsupported_version_body
 from .heartbeats import BROKER_SESSION_TIMEOUT_MS, BrokerSessions, BrokerState, HeartbeatAnswer
 from .leadership import elect_offline_partitions, preferred_leader_elections, without_broker
-from .metadata_log import MetadataLog
 from .metrics import ControllerCollector, controller_snapshot
 from .propagation import Delivery, PropagationError, Propagator
+from .quorum import QuorumMetadataLog, single_voter_config
 from .registry import PartitionRegistration
 from .state_machines import ClusterStates, PartitionReplica, ReplicaState
 
 log = logging.getLogger(__name__)
 
-# ZooKeeper-mode Kafka starts the controller epoch at 0 and increments it on every election, so the first
-# controller runs in epoch 1. Brokers start at -1 and take the epoch of the first request they accept.
+# The controller epoch is the quorum's leader epoch: the first election makes epoch 1. Brokers start at -1
+# and take the epoch of the first request they accept.
 FIRST_CONTROLLER_EPOCH = 1
 # How often silent brokers are looked for; a tenth of the session timeout keeps detection within 10% late.
 MAX_FENCE_CHECK_INTERVAL_MS = 1_000
+# A fence check this many intervals late means the controller's own loop stopped, not the brokers.
+STALL_FACTOR = 3
 
 
 def monotonic_ms() -> int:
@@ -86,6 +93,9 @@ class ControllerConfig:
     # The local address of its connections to brokers (as the brokers' inter.broker.bind.host); None: the OS's.
     inter_broker_bind_host: str | None = None
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    # controller.quorum.* (replog/raft/config.py); None: a quorum of this controller alone.
+    quorum: QuorumConfig | None = None
+    metadata_snapshot_max_bytes: int = 20 * 1024 * 1024  # metadata.log.max.record.bytes.between.snapshots
 
     def __post_init__(self) -> None:
         assert self.inter_broker_secret, "a controller without inter.broker.secret cannot talk to brokers"
@@ -93,6 +103,7 @@ class ControllerConfig:
         assert 0 <= self.port < 65536
         assert self.broker_session_timeout_ms > 0
         assert self.num_partitions > 0 and self.default_replication_factor > 0
+        assert self.metadata_snapshot_max_bytes > 0
         assert self.leader_imbalance_check_interval_ms > 0 and 0 <= self.leader_imbalance_per_broker_percentage <= 100
 
 
@@ -114,7 +125,7 @@ class ClusterController:
         self.propagator = Propagator(self.channel, self.metadata, config.controller_id,
                                      lambda: self.controller_epoch, config.propagation_timeout_ms)
         self.connections = ConnectionHolder(config.max_connections)
-        self._log: MetadataLog | None = None
+        self._log: QuorumMetadataLog | None = None
         self._server: asyncio.AbstractServer | None = None
         self._tasks: list[asyncio.Task] = []
         self._metadata_push_needed = asyncio.Event()
@@ -125,6 +136,7 @@ class ClusterController:
         # The log dir ids each broker has reported offline since it registered (KIP-858's OfflineLogDirs).
         self._offline_log_dirs: dict[int, frozenset[uuid.UUID]] = {}
         self.metrics_service: MetricsService | None = None
+        self.stalls = 0  # times the event loop was found stalled (process_stalled)
 
     @property
     def controller_id(self) -> int:
@@ -138,7 +150,7 @@ class ClusterController:
     async def start(self) -> None:
         assert self._server is None
         config = self.config
-        self._recover()
+        await self._recover()
         for broker in self.metadata.brokers.values():
             if not broker.fenced:
                 self.channel.add_broker(broker.broker_id, broker.host, broker.port)
@@ -150,7 +162,9 @@ class ClusterController:
             collector=ControllerCollector(self),
             snapshot=lambda now_ms: controller_snapshot(self.metadata, self.controller_epoch))
         await self.metrics_service.start()
-        dispatcher = Dispatcher(build_handlers(self, config.inter_broker_secret), unsupported_version_body)
+        assert self._log is not None
+        dispatcher = Dispatcher(build_handlers(self, config.inter_broker_secret, self._log.shell.handlers()),
+                                unsupported_version_body, api_specs=CONTROLLER_API_SPECS)
         self._server = await listen(config.host, config.port, self.connections, dispatcher,
                                     max_frame_bytes=config.max_frame_bytes,
                                     max_inflight=config.max_inflight_requests_per_connection, use_sendfile=False)
@@ -162,11 +176,17 @@ class ClusterController:
                  self.controller_id, config.host, self.port, self.controller_epoch, len(self.metadata.brokers),
                  len(self.metadata.topics))
 
-    def _recover(self) -> None:
-        """Replay the metadata log, take the next controller epoch, and compact the log to a snapshot."""
-        self._log, logged = MetadataLog.open(self.config.metadata_log_dir)
-        previous_epoch = records.replay((entry.record for entry in logged), self.metadata)
-        self.controller_epoch = max(FIRST_CONTROLLER_EPOCH, previous_epoch + 1)
+    async def _recover(self) -> None:
+        """Lead the quorum, replay the metadata log, and compact the log to a snapshot."""
+        config = self.config
+        quorum = single_voter_config(config.controller_id, config.host, config.port, config.quorum)
+        self._log, logged = await QuorumMetadataLog.open(
+            config.metadata_log_dir, config.controller_id, quorum, config.cluster_id,
+            self._open_controller_connection,
+            snapshot_records=lambda: records.snapshot_records(self.controller_epoch, self.metadata),
+            policy=SnapshotPolicy(max_bytes=config.metadata_snapshot_max_bytes))
+        records.replay(logged, self.metadata)
+        self.controller_epoch = self._log.epoch
         for topic in self.metadata.topics.values():
             self.states.topic_created(topic.partitions.values(), self.metadata.live_broker_ids())
         self._log.compact(records.snapshot_records(self.controller_epoch, self.metadata))
@@ -191,7 +211,7 @@ class ClusterController:
         if self.metrics_service is not None:
             await self.metrics_service.stop()
         if self._log is not None:
-            self._log.close()
+            await self._log.close()
         log.info("controller %d stopped", self.controller_id)
 
     async def settle(self) -> None:
@@ -207,7 +227,8 @@ class ClusterController:
     # --------------------------------------------------------------------------------- registration
 
     def register_broker(self, broker_id: int, incarnation_id: uuid.UUID, host: str, port: int,
-                        rack: str | None = None, cluster_id: str | None = None) -> int:
+                        rack: str | None = None, cluster_id: str | None = None,
+                        listeners: tuple[tuple[str, str, int, int], ...] = ()) -> int:
         """A BrokerRegistration: returns the new broker epoch. The broker starts fenced; a heartbeat
         unfences it once it has the metadata. A broker registering again while unfenced restarted
         without a clean shutdown, so it is fenced first: its log may have lost unflushed records."""
@@ -220,7 +241,8 @@ class ClusterController:
         previous = self.sessions.register(broker_id, incarnation_id, epoch, self.clock_ms())
         if previous is not None and previous is not BrokerState.FENCED:
             self._fence(broker_id, "registered again")
-        registration = BrokerRegistration(broker_id, host, port, epoch, incarnation_id, rack, fenced=True)
+        registration = BrokerRegistration(broker_id, host, port, epoch, incarnation_id, rack, fenced=True,
+                                          listeners=listeners)
         self._replace_broker(registration)
         # A new process: failed log dirs come back on restart (Kafka keeps a dir offline until then).
         self.metadata.clear_offline_replicas(broker_id)
@@ -503,9 +525,24 @@ class ClusterController:
 
     async def _fence_silent_brokers(self) -> None:
         interval_ms = min(MAX_FENCE_CHECK_INTERVAL_MS, max(1, self.config.broker_session_timeout_ms // 10))
+        loop = asyncio.get_running_loop()
+        last_check = loop.time()
         while True:
             await asyncio.sleep(interval_ms / 1000)
+            gap_ms = (loop.time() - last_check) * 1000
+            last_check = loop.time()
+            if gap_ms > STALL_FACTOR * interval_ms:
+                self.process_stalled(int(gap_ms))
             self.fence_expired_brokers()
+
+    def process_stalled(self, gap_ms: int) -> None:
+        """The event loop stopped for `gap_ms` (SIGSTOP, a frozen VM, a long pause): the heartbeats that came
+        meanwhile wait unread in the sockets, so every broker gets a full session timeout from now, as from a
+        newly active controller, instead of being fenced for a silence that was this controller's own."""
+        self.sessions.restart_clocks(self.clock_ms())
+        self.stalls += 1
+        log.warning("controller %d was stalled for %d ms: every broker's session restarts now", self.controller_id,
+                    gap_ms)
 
     async def _rebalance_leaders(self) -> None:
         while True:
@@ -541,6 +578,10 @@ class ClusterController:
             log.warning("%s: %s", what, e)
             return e
         return None
+
+    async def _open_controller_connection(self, host: str, port: int) -> Connection:
+        """To another voter of the quorum: authenticated as the inter-broker principal, as to brokers."""
+        return await self._open_broker_connection(host, port)
 
     async def _open_broker_connection(self, host: str, port: int) -> Connection:
         name = f"controller-{self.controller_id}"

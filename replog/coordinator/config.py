@@ -41,7 +41,21 @@ class GroupCoordinatorConfig:
         return self.offsets_retention_minutes * 60_000
 
     @classmethod
+    def property_names(cls) -> frozenset[str]:
+        return frozenset(f.name.replace("_", ".") for f in fields(cls))
+
+    @classmethod
     def from_properties(cls, properties: dict[str, str]) -> GroupCoordinatorConfig:
         """From server.properties-style names (group.max.size=...); names of other components are ignored."""
         known = {f.name.replace("_", "."): f.name for f in fields(cls)}
-        return cls(**{known[name]: int(value) for name, value in properties.items() if name in known})
+        values = {}
+        for name, value in properties.items():
+            if name in known:
+                try:
+                    values[known[name]] = int(value)
+                except ValueError as e:
+                    raise ValueError(f"invalid value for {name}: {value!r}") from e
+        try:
+            return cls(**values)
+        except AssertionError as e:
+            raise ValueError(f"group coordinator settings out of range: {values}") from e

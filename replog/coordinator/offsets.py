@@ -147,8 +147,11 @@ def refuse_commit(request: CommitRequest, error: ErrorCode) -> CommitResult:
 
 
 def commit_error_for_client(error: ErrorCode) -> ErrorCode:
-    """Kafka's maybeConvertOffsetCommitError: what a failed offsets write tells the committer."""
-    if error == ErrorCode.unknown_topic_or_partition:
+    """Kafka's maybeConvertOffsetCommitError: what a failed offsets write tells the committer. A write that
+    was not replicated in time (acks=all timed out, or the ISR shrank under it) is retriable at the same
+    coordinator, as Kafka's group coordinator answers it."""
+    if error in (ErrorCode.unknown_topic_or_partition, ErrorCode.not_enough_replicas,
+                 ErrorCode.not_enough_replicas_after_append, ErrorCode.request_timed_out):
         return ErrorCode.coordinator_not_available
     if error in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
         return ErrorCode.not_coordinator

@@ -19,7 +19,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
@@ -156,6 +156,7 @@ class Ready:
     pid: int
     port: int
     metrics_port: int | None
+    listener_ports: dict[str, int] = field(default_factory=dict)  # every listener's port, by name
 
 
 def read_ready_file(path: Path) -> Ready | None:
@@ -165,7 +166,8 @@ def read_ready_file(path: Path) -> Ready | None:
     except FileNotFoundError:
         return None
     return Ready(int(report["pid"]), int(report["port"]),
-                 None if report["metrics_port"] is None else int(report["metrics_port"]))
+                 None if report["metrics_port"] is None else int(report["metrics_port"]),
+                 {name: int(port) for name, port in report.get("listener_ports", {}).items()})
 
 
 class ExitedBeforeReady(Exception):

@@ -7,7 +7,7 @@ must continue its log exactly. Batches are validated as views over the request b
 from __future__ import annotations
 
 from replog.log.errors import RecordTooLargeError, UnexpectedAppendOffsetError
-from replog.protocol.records import InvalidRecordError, RecordBatch, iter_batches
+from replog.protocol.records import InvalidRecordError, RecordBatch, iter_batches, iter_record_keys
 
 
 def validate_batches(
@@ -32,6 +32,17 @@ def validate_batches(
     return view, batches
 
 
+def check_keys_for_compaction(batches: list[RecordBatch]) -> None:
+    """A compacted topic refuses a record without a key (Kafka's LogValidator: INVALID_RECORD), since the
+    cleaner could only drop it. Reads the keys, so it costs a pass over the records (and a decompression)
+    that other topics do not pay."""
+    for batch in batches:
+        for offset_delta, (_, key, _) in enumerate(iter_record_keys(batch)):
+            if key is None:
+                raise InvalidRecordError(f"compacted topic cannot accept a record without a key "
+                                         f"(record {offset_delta} of its batch)")
+
+
 def assign_offsets(batches: list[RecordBatch], *, first_offset: int, leader_epoch: int) -> None:
     """Stamp consecutive offsets from `first_offset` and the leader epoch into the batches, in place."""
     assert first_offset >= 0
@@ -43,9 +54,12 @@ def assign_offsets(batches: list[RecordBatch], *, first_offset: int, leader_epoc
 
 
 def check_follower_offsets(batches: list[RecordBatch], log_end_offset: int, log_name: str) -> None:
-    """The leader's batches must start at our LEO and follow each other without a gap."""
+    """The leader's batches must start at or after our LEO and follow each other in offset order. Gaps are
+    legitimate: a compacted leader log has them, and a follower copies it as it is (Kafka's
+    UnexpectedAppendOffsetException is only for a batch below the LEO)."""
     expected = log_end_offset
     for batch in batches:
-        if batch.base_offset != expected:
-            raise UnexpectedAppendOffsetError(f"{log_name}: batch starts at {batch.base_offset}, expected {expected}")
+        if batch.base_offset < expected:
+            raise UnexpectedAppendOffsetError(
+                f"{log_name}: batch starts at {batch.base_offset}, below the expected {expected}")
         expected = batch.next_offset

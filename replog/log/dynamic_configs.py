@@ -75,6 +75,12 @@ TOPIC_CONFIGS: dict[str, TopicConfigKey] = {k.name: k for k in (
     TopicConfigKey("segment.bytes", ConfigType.INT, "1073741824", "log.segment.bytes"),
     TopicConfigKey("segment.ms", ConfigType.LONG, "604800000", "log.roll.ms"),
     TopicConfigKey("unclean.leader.election.enable", ConfigType.BOOLEAN, "false", "unclean.leader.election.enable"),
+    TopicConfigKey("segment.index.bytes", ConfigType.INT, "10485760", "log.index.size.max.bytes"),
+    # Compaction (the log cleaner).
+    TopicConfigKey("min.cleanable.dirty.ratio", ConfigType.DOUBLE, "0.5", "log.cleaner.min.cleanable.ratio"),
+    TopicConfigKey("min.compaction.lag.ms", ConfigType.LONG, "0", "log.cleaner.min.compaction.lag.ms"),
+    TopicConfigKey("max.compaction.lag.ms", ConfigType.LONG, "9223372036854775807", "log.cleaner.max.compaction.lag.ms"),
+    TopicConfigKey("delete.retention.ms", ConfigType.LONG, "86400000", "log.cleaner.delete.retention.ms"),
     # Replication throttles (KIP-73): which replicas of the topic are throttled; stored and propagated.
     TopicConfigKey("leader.replication.throttled.replicas", ConfigType.LIST, "", None),
     TopicConfigKey("follower.replication.throttled.replicas", ConfigType.LIST, "", None),

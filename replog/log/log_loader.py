@@ -1,6 +1,6 @@
 """Opening a partition log's segments from its directory (Kafka's LogLoader).
 
-Orphaned indexes of deleted segments go; every segment opens; segments that a crash may have left torn
+A cleaner's swap that a crash interrupted is first completed or undone (segment_swap.py). Orphaned indexes of deleted segments go; every segment opens; segments that a crash may have left torn
 (from the recovery point on, after an unclean shutdown) or whose index is missing or corrupt are recovered,
 and the first one cut short ends the log: every later segment is deleted. Producer state is rebuilt from
 the batch headers of the last segments.
@@ -13,7 +13,8 @@ from pathlib import Path
 
 from replog.log.log_segments import LogSegments
 from replog.log.producer_state import ProducerStateManager
-from replog.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from replog.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, SegmentFileOps
+from replog.log.segment_swap import SWAP_SUFFIX, recover_interrupted_swaps
 from replog.protocol.records import BatchHeader
 
 # Without producer snapshots, producer state is rebuilt from the batch headers
@@ -21,13 +22,17 @@ from replog.protocol.records import BatchHeader
 PRODUCER_STATE_SCAN_SEGMENTS = 2
 
 
-def load_segments(directory: Path, open_segment: Callable[[int], LogSegment]) -> list[LogSegment]:
-    """The segments on disk, in offset order."""
+def load_segments(
+    directory: Path, open_segment: Callable[[int, str], LogSegment], *, max_message_bytes: int,
+    file_ops: SegmentFileOps,
+) -> list[LogSegment]:
+    """The segments on disk, in offset order; `open_segment(base, file_suffix)` opens one."""
+    recover_interrupted_swaps(directory, lambda base: open_segment(base, SWAP_SUFFIX), max_message_bytes, file_ops)
     for path in sorted(directory.iterdir()):
         if path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and not path.with_suffix(LOG_SUFFIX).exists():
             path.unlink()  # orphaned index of a deleted segment
     bases = sorted(int(path.stem) for path in directory.glob("*" + LOG_SUFFIX) if path.stem.isdigit())
-    return [open_segment(base_offset) for base_offset in bases]
+    return [open_segment(base_offset, "") for base_offset in bases]
 
 
 def recover_segments(

@@ -71,6 +71,7 @@ class LogManager:
         self._dir_of: dict[TopicPartition, Path] = {}
         self._logs_per_dir: Counter[Path] = Counter()
         self._locks: list[DirectoryLock] = []
+        self._removal_listeners: list[Callable[[TopicPartition], None]] = []
         try:
             for log_dir in self.log_dirs:
                 try:
@@ -195,11 +196,17 @@ class LogManager:
         self._dir_of[tp] = log_dir
         self._logs_per_dir[log_dir] += 1
 
+    def add_removal_listener(self, listener: Callable[[TopicPartition], None]) -> None:
+        """Called with a log's partition just before its files go (the log cleaner aborts its cleaning)."""
+        self._removal_listeners.append(listener)
+
     def delete_log(self, topic: str, partition: int) -> bool:
         tp = TopicPartition(topic, partition)
         log = self._logs.pop(tp, None)
         if log is None:
             return False
+        for listener in self._removal_listeners:
+            listener(tp)
         self._logs_per_dir[self._dir_of.pop(tp)] -= 1
         log.delete()
         return True

@@ -29,6 +29,15 @@ class LogSegments:
         assert not self._segments or segment.base_offset > self.active.base_offset, segment
         self._segments[segment.base_offset] = segment
 
+    def insert(self, segment: LogSegment) -> None:
+        """Put a cleaned segment where the segments it replaces were: before the active one, after any
+        segment whose offsets precede it."""
+        assert segment.base_offset not in self._segments, segment
+        assert segment.base_offset < self.active.base_offset, segment
+        before = self.floor(segment.base_offset)
+        assert before is None or before.next_offset <= segment.base_offset, (before, segment)
+        self._segments[segment.base_offset] = segment
+
     def remove(self, base_offset: int) -> LogSegment:
         """Take the segment out of the map; deleting its files is the caller's business."""
         return self._segments.pop(base_offset)
@@ -73,7 +82,9 @@ class LogSegments:
         for segment in self.from_offset(offset):
             location = segment.translate_offset(offset)
             if location is not None:
-                return LogOffsetMetadata(offset, segment.base_offset, location.position)
+                # An offset compacted away (log cleaner) may sit in the gap before a later segment: the
+                # position is then that segment's first batch, and the offset its base.
+                return LogOffsetMetadata(max(offset, segment.base_offset), segment.base_offset, location.position)
         raise AssertionError(f"offset {offset} is in no segment of {self._segments.values()}")
 
     @property

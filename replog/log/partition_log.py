@@ -5,7 +5,8 @@ Plays the part of Kafka's LocalLog + UnifiedLog; the parts with a job of their o
 log_segments (the sorted segments), log_loader (opening and recovery), append_validation, retention (which
 segments go), flush (flush tickets and the recovery point), timestamp_search, partition_metadata_file.
 Not thread-safe: every method runs on the event loop thread, except FlushTicket.fsync, which only touches
-file objects it holds references to.
+file objects it holds references to. The log cleaner's thread (cleaner.py) reads sealed segments it was
+handed, through their open files only; the swap of its result (replace_segments) runs on the loop.
 """
 from __future__ import annotations
 
@@ -16,8 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from replog.log import timestamp_search
-from replog.log.append_validation import assign_offsets, check_follower_offsets, validate_batches
+from replog.log import segment_swap, timestamp_search
+from replog.log.append_validation import (
+    assign_offsets,
+    check_follower_offsets,
+    check_keys_for_compaction,
+    validate_batches,
+)
 from replog.log.config import LogConfig
 from replog.log.dir_failure import LogDirFailureChannel, disk_io
 from replog.log.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
@@ -96,6 +102,11 @@ class PartitionLog:
         self._log_start_offset = 0
         self._high_watermark_metadata = LogOffsetMetadata(0)
         self._recovery_point = RecoveryPoint(0)
+        # Bumped by every truncation: the log cleaner gives up a cleaning that a truncation overtook.
+        self.truncations = 0
+        # The lowest offset truncated to since the log cleaner last looked: its checkpoint (the first dirty
+        # offset) must not stay above it (Kafka's LogCleaner.maybeTruncateCheckpoint).
+        self.truncated_to_since_cleaning: int | None = None
 
     # ---------------------------------------------------------------- loading
 
@@ -117,7 +128,8 @@ class PartitionLog:
         directory.mkdir(parents=True, exist_ok=True)
         topic_id = PartitionMetadataFile(directory).reconcile(topic_id)
         log = cls(directory, config, clock_ms, topic_id, failure_channel, file_ops)
-        for segment in load_segments(directory, log._open_segment):
+        for segment in load_segments(directory, log._open_segment, max_message_bytes=config.max_message_bytes,
+                                     file_ops=file_ops):
             log._segments.add(segment)
         if not log._segments:
             log._segments.add(log._open_segment(log_start_offset))
@@ -126,7 +138,7 @@ class PartitionLog:
         log._finish_load(recovery_point, log_start_offset)
         return log
 
-    def _open_segment(self, base_offset: int) -> LogSegment:
+    def _open_segment(self, base_offset: int, file_suffix: str = "") -> LogSegment:
         return LogSegment(
             self.directory,
             base_offset,
@@ -134,6 +146,7 @@ class PartitionLog:
             max_index_bytes=self._config.segment_index_bytes,
             created_ms=self._clock_ms(),
             file_ops=self._file_ops,
+            file_suffix=file_suffix,
         )
 
     def _finish_load(self, recovery_point: int, log_start_offset: int) -> None:
@@ -240,6 +253,8 @@ class PartitionLog:
         """
         assert leader_epoch >= 0
         view, batches = validate_batches(records, leader=True, max_message_bytes=self._config.max_message_bytes)
+        if self._config.compact:
+            check_keys_for_compaction(batches)
         duplicate = self._producer_state.check_append(batch.header for batch in batches)
         if duplicate is not None:
             return AppendInfo(
@@ -259,7 +274,7 @@ class PartitionLog:
     def _append(self, view: memoryview, batches: list[RecordBatch]) -> AppendInfo:
         """Write the whole request (the batches tile `view` exactly) in one segment write."""
         first, last = batches[0], batches[-1]
-        assert first.base_offset == self.log_end_offset
+        assert first.base_offset >= self.log_end_offset  # a follower's copy of a compacted log has gaps
         assert sum(batch.size_in_bytes for batch in batches) == len(view)
         max_batch = max(batches, key=lambda b: b.max_timestamp)
         self._maybe_roll(len(view), last.last_offset)
@@ -353,11 +368,11 @@ class PartitionLog:
                 max_position = bound.position if bound is not None else None
             file_slice = segment.read(offset, max_bytes, max_position, min_one_batch)
             if file_slice is not None:
-                return self._read_result(
-                    file_slice, LogOffsetMetadata(offset, segment.base_offset, file_slice.position)
-                )
-            if offset < segment.next_offset:
-                break  # the offset is here but nothing fits max_bytes
+                # max(): an offset compacted away may lie in the gap before this segment (see LogSegments).
+                return self._read_result(file_slice, LogOffsetMetadata(
+                    max(offset, segment.base_offset), segment.base_offset, file_slice.position))
+            if segment.size > 0 and offset < segment.next_offset:
+                break  # the offset is here but nothing fits max_bytes (a cleaned segment may be empty)
         return self._read_result(None, self.offset_metadata_of(offset))
 
     def _read_result(self, file_slice: FileSlice | None, start: LogOffsetMetadata) -> LogReadResult:
@@ -422,6 +437,7 @@ class PartitionLog:
         """Remove every offset >= `offset`. A batch straddling it goes whole, so
         the LEO may land below `offset`. Returns whether anything was removed."""
         assert offset >= 0
+        self._note_truncation(offset)
         if offset >= self.log_end_offset:
             # No record goes, but an epoch entry may start at the LEO: this broker led an epoch in which it
             # appended nothing before another leader took over. Left in place, the stale epoch makes the new
@@ -451,6 +467,7 @@ class PartitionLog:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop all data; the log restarts empty at `offset`."""
         assert offset >= 0
+        self._note_truncation(offset)
         for segment in self._segments:
             segment.delete()
         self._segments.clear()
@@ -478,6 +495,34 @@ class PartitionLog:
             self._epoch_cache.truncate_from_start(self._log_start_offset)
         assert self._segments
         return len(deletable)
+
+    # ------------------------------------------------------------- compaction
+
+    def _note_truncation(self, offset: int) -> None:
+        self.truncations += 1
+        if self.truncated_to_since_cleaning is None or offset < self.truncated_to_since_cleaning:
+            self.truncated_to_since_cleaning = offset
+
+    @disk_io
+    def replace_segments(self, cleaned_base: int, old: list[LogSegment]) -> LogSegment:
+        """Swap the cleaned segment `<cleaned_base>.log.cleaned` in for the sealed segments `old` (Kafka's
+        LocalLog.replaceSegments), on the event loop: reads before and after see a whole log. The old files
+        are unlinked, not closed, so a fetch still sending from one of them completes."""
+        assert old and old[0].base_offset == cleaned_base, (cleaned_base, old)
+        assert all(self._segments.get(segment.base_offset) is segment for segment in old), old
+        assert old[-1] is not self.active_segment
+        segment_swap.commit_cleaned(self.directory, cleaned_base, self._file_ops)
+        for segment in old:
+            self._segments.remove(segment.base_offset).delete()
+        segment_swap.finish_swap(self.directory, cleaned_base, self._file_ops)
+        cleaned = self._open_segment(cleaned_base)
+        self._segments.insert(cleaned)
+        replaced = {segment.base_offset for segment in old}
+        if self._high_watermark_metadata.segment_base_offset in replaced:
+            # The HW sat at the end of a segment cleaned since (the active one when the HW reached it): its
+            # position is stale; the next read looks it up again.
+            self._high_watermark_metadata = LogOffsetMetadata(self.high_watermark)
+        return cleaned
 
     @disk_io
     def maybe_increment_log_start_offset(self, offset: int) -> bool:

@@ -69,6 +69,10 @@ class SegmentFileOps:
     def fsync(self, fd: int) -> None:
         os.fsync(fd)
 
+    def rename(self, source: Path, target: Path) -> None:
+        """One step of the cleaner's segment swap (segment_swap.py); tests fail it to simulate a crash."""
+        os.replace(source, target)
+
 
 OS_FILE_OPS = SegmentFileOps()
 
@@ -90,7 +94,10 @@ class LogSegment:
         max_index_bytes: int,
         created_ms: int,
         file_ops: SegmentFileOps = OS_FILE_OPS,
+        file_suffix: str = "",
     ) -> None:
+        """`file_suffix` names a segment that is not (yet) part of the log: the cleaner writes
+        `<base>.log.cleaned` and its indexes, which become `.swap` and then the real names."""
         assert base_offset >= 0
         assert index_interval_bytes >= 0
         self.directory = Path(directory)
@@ -98,7 +105,8 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = created_ms
         self._ops = file_ops
-        self.log_path = self.directory / segment_file_name(base_offset, LOG_SUFFIX)
+        self.file_suffix = file_suffix
+        self.log_path = self.directory / segment_file_name(base_offset, LOG_SUFFIX + file_suffix)
         fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self._file = io.FileIO(fd, "r+")
         self._size = os.fstat(fd).st_size
@@ -116,7 +124,7 @@ class LogSegment:
             self._load_tail_state()
 
     def _open_index(self, kind: type[OffsetIndex] | type[TimeIndex], suffix: str, max_bytes: int):
-        path = self.directory / segment_file_name(self.base_offset, suffix)
+        path = self.directory / segment_file_name(self.base_offset, suffix + self.file_suffix)
         if not path.exists() and self._size > 0:
             self.needs_recovery = True
         try:
@@ -256,6 +264,11 @@ class LogSegment:
         if location is None:
             return iter(())
         return self._scan_headers(location.position, self._size)
+
+    def batches(self) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of every batch, without the offset index: the log cleaner reads sealed
+        segments from its thread this way, touching only the log file it holds."""
+        return self._scan_headers(0, self._size)
 
     def read_batch(self, position: int, header: BatchHeader) -> RecordBatch:
         """Load one whole batch (a copy) whose header was found at `position`."""

@@ -8,7 +8,8 @@ from .config import LogConfig
 TOPIC_CONFIG_KEYS = frozenset({
     "segment.bytes", "segment.ms", "retention.ms", "retention.bytes", "max.message.bytes",
     "index.interval.bytes", "min.insync.replicas", "unclean.leader.election.enable", "cleanup.policy",
-    "compression.type", "message.timestamp.type",
+    "compression.type", "message.timestamp.type", "min.cleanable.dirty.ratio", "min.compaction.lag.ms",
+    "max.compaction.lag.ms", "delete.retention.ms", "segment.index.bytes",
 })
 
 
@@ -17,8 +18,6 @@ def topic_config_error(configs: Mapping[str, str], base: LogConfig | None = None
     unknown = sorted(set(configs) - TOPIC_CONFIG_KEYS)
     if unknown:
         return f"unknown topic configs: {', '.join(unknown)}"
-    if configs.get("cleanup.policy", "delete") != "delete":
-        return "only cleanup.policy=delete is supported"
     try:
         LogConfig.from_topic_configs(configs, base)
         min_isr = int(configs.get("min.insync.replicas", "1"))

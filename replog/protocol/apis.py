@@ -12,6 +12,15 @@ class ApiKey(enum.IntEnum):
     LEADER_AND_ISR = 4
     STOP_REPLICA = 5
     UPDATE_METADATA = 6
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
@@ -26,7 +35,14 @@ class ApiKey(enum.IntEnum):
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     SASL_AUTHENTICATE = 36
+    DELETE_GROUPS = 42
+    OFFSET_DELETE = 47
+    VOTE = 52
+    BEGIN_QUORUM_EPOCH = 53
+    END_QUORUM_EPOCH = 54
+    DESCRIBE_QUORUM = 55
     ALTER_PARTITION = 56
+    FETCH_SNAPSHOT = 59
     DESCRIBE_CLUSTER = 60
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
@@ -64,6 +80,18 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.DELETE_TOPICS, 1, 6, 4),
         ApiSpec(ApiKey.INIT_PRODUCER_ID, 0, 4, 2),
         ApiSpec(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, 4),
+        # The classic group protocol (issue 15); KIP-848's consumer protocol comes later.
+        ApiSpec(ApiKey.OFFSET_COMMIT, 2, 9, 8),
+        ApiSpec(ApiKey.OFFSET_FETCH, 1, 9, 6),
+        ApiSpec(ApiKey.FIND_COORDINATOR, 0, 4, 3),
+        ApiSpec(ApiKey.JOIN_GROUP, 0, 9, 6),
+        ApiSpec(ApiKey.HEARTBEAT, 0, 4, 4),
+        ApiSpec(ApiKey.LEAVE_GROUP, 0, 5, 4),
+        ApiSpec(ApiKey.SYNC_GROUP, 0, 5, 4),
+        ApiSpec(ApiKey.DESCRIBE_GROUPS, 0, 5, 5),
+        ApiSpec(ApiKey.LIST_GROUPS, 0, 5, 3),
+        ApiSpec(ApiKey.DELETE_GROUPS, 0, 2, 2),
+        ApiSpec(ApiKey.OFFSET_DELETE, 0, 0, NEVER_FLEXIBLE),
         # Admin APIs (issue 16). DescribeConfigs v0 is gone from kio's schemas (Kafka 4 removed it); v1 is
         # what every client since Kafka 1.1 sends.
         ApiSpec(ApiKey.DESCRIBE_CONFIGS, 1, 4, 4),
@@ -77,15 +105,25 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.LEADER_AND_ISR, 7, 7, 4),
         ApiSpec(ApiKey.STOP_REPLICA, 4, 4, 2),
         ApiSpec(ApiKey.UPDATE_METADATA, 8, 8, 6),
-        # v1 only: after a v0 handshake raw SASL tokens follow outside Kafka framing (KIP-152 replaced it).
-        ApiSpec(ApiKey.SASL_HANDSHAKE, 1, 1, NEVER_FLEXIBLE),  # "flexibleVersions": "none"
+        # After a v0 handshake bare size-prefixed SASL tokens follow (KIP-43); v1 wraps them in
+        # SaslAuthenticate (KIP-152). server/dispatch.py handles both.
+        ApiSpec(ApiKey.SASL_HANDSHAKE, 0, 1, NEVER_FLEXIBLE),  # "flexibleVersions": "none"
         ApiSpec(ApiKey.SASL_AUTHENTICATE, 0, 2, 2),
         ApiSpec(ApiKey.ALTER_PARTITION, 2, 3, 0),
         # Broker to controller (KIP-631); v0 of each is all replog's brokers send, the rest adds no meaning here.
         ApiSpec(ApiKey.BROKER_REGISTRATION, 0, 2, 0),
         ApiSpec(ApiKey.BROKER_HEARTBEAT, 0, 1, 0),
+        # The controller quorum (KIP-595, KIP-630, KIP-996), served by controllers only; replog/raft/codec.py.
+        ApiSpec(ApiKey.VOTE, 0, 2, 0),
+        ApiSpec(ApiKey.BEGIN_QUORUM_EPOCH, 0, 0, 1),
+        ApiSpec(ApiKey.END_QUORUM_EPOCH, 0, 0, 1),
+        ApiSpec(ApiKey.DESCRIBE_QUORUM, 0, 2, 0),
+        ApiSpec(ApiKey.FETCH_SNAPSHOT, 0, 0, 0),
     )
 }
+
+# A controller's Fetch is the quorum's (KRaft's, with ReplicaState and topic ids: v16), not a broker's range.
+CONTROLLER_API_SPECS: dict[int, ApiSpec] = {**SUPPORTED_APIS, ApiKey.FETCH: ApiSpec(ApiKey.FETCH, 16, 16, 12)}
 
 
 def request_header_version(api_key: int, api_version: int) -> int:

@@ -3,6 +3,8 @@
 import re
 
 MAX_TOPIC_NAME_LENGTH = 249
+# The group coordinator's internal topic (Kafka's Topic.GROUP_METADATA_TOPIC_NAME).
+OFFSETS_TOPIC = "__consumer_offsets"
 _LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 

@@ -3,22 +3,34 @@
 Kafka lets only brokers and the controller replicate (Fetch with a replica id), send LeaderAndIsr /
 UpdateMetadata / StopReplica, and answer AlterPartition: the CLUSTER_ACTION operation, granted to the inter-broker
 principal. replog's inter-broker principal authenticates with SASL/PLAIN (RFC 4616) using the cluster's shared
-`inter.broker.secret`; every other connection stays `User:ANONYMOUS` and may produce and consume but gets
-CLUSTER_AUTHORIZATION_FAILED for cluster actions. Without a configured secret nobody may perform them.
+`inter.broker.secret`. Client principals come from SASL (User:name, sasl.py) or from the client's TLS certificate
+(User:CN=...; tls.py); without either a connection is `User:ANONYMOUS`. Only the inter-broker principal gets
+cluster actions; everyone else gets CLUSTER_AUTHORIZATION_FAILED for them.
 """
 
 import enum
-import hmac
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from .sasl import PLAIN, Authenticated, ListenerSasl, MechanismExchange
 
 ANONYMOUS = "User:ANONYMOUS"
-PLAIN = "PLAIN"
-MAX_SASL_TOKEN_BYTES = 4096
+
+
+class _NoCredentials:
+    def plain_password(self, username: str) -> None:
+        return None
+
+    def scram_credential(self, mechanism: str, username: str) -> None:
+        return None
+
+
+# A listener that configures no SASL: PLAIN for the inter-broker principal only.
+INTER_BROKER_ONLY = ListenerSasl((PLAIN,), _NoCredentials())
 
 
 class SaslState(enum.Enum):
-    NONE = "none"  # no SASL yet: requests are anonymous
-    HANDSHAKE_DONE = "handshake_done"  # mechanism agreed; the next request must be SaslAuthenticate
+    NONE = "none"  # no SASL yet: requests are anonymous (or the TLS certificate's principal)
+    HANDSHAKE_DONE = "handshake_done"  # mechanism agreed; next: SaslAuthenticate (v1) or a bare token (v0)
     AUTHENTICATED = "authenticated"
 
 
@@ -27,37 +39,17 @@ class Session:
     principal: str = ANONYMOUS
     sasl_state: SaslState = SaslState.NONE
     cluster_action: bool = False
+    listener_name: str = "PLAINTEXT"
+    sasl: ListenerSasl = field(default=INTER_BROKER_ONLY)
+    exchange: MechanismExchange | None = None  # the SASL exchange under way (between handshake and success)
+    raw_tokens: bool = False  # after SaslHandshake v0: the next frames are bare SASL tokens (KIP-43)
 
+    def authenticated(self, who: Authenticated) -> None:
+        self.principal, self.cluster_action = who.principal, who.cluster_action
+        self.sasl_state = SaslState.AUTHENTICATED
+        self.exchange, self.raw_tokens = None, False
 
-def parse_plain_token(token: bytes) -> tuple[str, str, str] | None:
-    """(authzid, authcid, password) from an RFC 4616 message, or None if malformed."""
-    if len(token) > MAX_SASL_TOKEN_BYTES:
-        return None
-    parts = token.split(b"\0")
-    if len(parts) != 3:
-        return None
-    try:
-        authzid, username, password = (p.decode() for p in parts)
-    except UnicodeDecodeError:
-        return None
-    if not username or not password or (authzid and authzid != username):
-        return None
-    return authzid, username, password
-
-
-def plain_token(username: str, password: str) -> bytes:
-    return b"\0" + username.encode() + b"\0" + password.encode()
-
-
-def authenticate_plain(session: Session, token: bytes, inter_broker_secret: str | None) -> str | None:
-    """Authenticate session with a PLAIN token; returns an error message, or None on success."""
-    parsed = parse_plain_token(token)
-    if parsed is None:
-        return "malformed PLAIN token"
-    _, username, password = parsed
-    if inter_broker_secret is None or not hmac.compare_digest(password.encode(), inter_broker_secret.encode()):
-        return f"authentication failed for user {username!r}"
-    session.principal = f"User:{username}"
-    session.sasl_state = SaslState.AUTHENTICATED
-    session.cluster_action = True
-    return None
+    @property
+    def must_authenticate(self) -> bool:
+        """On a SASL listener nothing but ApiVersions and the SASL exchange is answered until authenticated."""
+        return self.sasl.required and self.sasl_state is not SaslState.AUTHENTICATED

@@ -14,13 +14,19 @@ import logging
 
 from replog.protocol.frames import FrameDecoder, FrameError
 
-from .auth import Session
+from .auth import INTER_BROKER_ONLY, Session
 from .dispatch import CloseConnection, Dispatcher, is_awaitable
-from .writer import SocketWriter
+from .sasl import ListenerSasl
+from .tls import certificate_principal
+from .writer import SocketWriter, TransportWriter
 
 log = logging.getLogger(__name__)
 
 WRITE_HIGH_WATER_BYTES = 64 * 1024 * 1024
+TLS_RECORD_START = (0x16, 0x03)  # a TLS handshake record, protocol major version 3
+# Kafka's sasl.server.max.receive.size default: the largest frame a SASL listener reads before the client has
+# authenticated, so an anonymous peer cannot make it buffer socket.request.max.bytes (CVE-2022-34917).
+SASL_MAX_RECEIVE_BYTES = 524_288
 
 
 class _Slot:
@@ -35,24 +41,29 @@ class _Slot:
 
 class ServerConnection(asyncio.BufferedProtocol):
     def __init__(self, holder: "ConnectionHolder", dispatcher: Dispatcher, *, max_frame_bytes: int, max_inflight: int,
-                 use_sendfile: bool, idle_timeout_ms: int | None = None) -> None:
+                 use_sendfile: bool, idle_timeout_ms: int | None = None, listener_name: str = "PLAINTEXT",
+                 sasl: ListenerSasl = INTER_BROKER_ONLY, tls: bool = False) -> None:
         self._holder = holder
         self._dispatcher = dispatcher
-        self._decoder = FrameDecoder(max_frame_bytes)
+        self._max_frame_bytes = max_frame_bytes
+        self._decoder = FrameDecoder(min(max_frame_bytes, SASL_MAX_RECEIVE_BYTES) if sasl.required else max_frame_bytes)
         self._max_inflight = max_inflight
         self._use_sendfile = use_sendfile
         self._slots: collections.deque[_Slot] = collections.deque()
         self._tasks: set[asyncio.Task] = set()
         self._transport: asyncio.Transport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._writer: SocketWriter | None = None
+        self._writer: SocketWriter | TransportWriter | None = None
+        self._tls = tls
+        self._first_read: memoryview | None = None  # where the first bytes arrive ...
+        self._first_bytes: bytes | None = None  # ... and the first two of them, to name a protocol mismatch
         self._reading_paused = False
         self._closed = False
         self._idle_timeout_s = None if idle_timeout_ms is None else idle_timeout_ms / 1000
         self._last_active = 0.0  # loop time of the last bytes read or response queued
         self._idle_check: asyncio.TimerHandle | None = None
         self.peer = "?"
-        self.session = Session()
+        self.session = Session(listener_name=listener_name, sasl=sasl)
         self.idle = asyncio.Event()
         self.idle.set()
 
@@ -60,29 +71,51 @@ class ServerConnection(asyncio.BufferedProtocol):
     def connection_made(self, transport) -> None:
         self._transport = transport
         self._loop = asyncio.get_running_loop()
-        sock = transport.get_extra_info("socket")
         host, port = (transport.get_extra_info("peername") or ("?", "?"))[:2]
         self.peer = f"{host}:{port}"
-        self._writer = SocketWriter(
-            self._loop, sock.fileno(), use_sendfile=self._use_sendfile,
-            on_error=self._on_write_error, on_drained=self._maybe_resume_reading,
-        )
+        if self._tls:
+            # No sendfile through TLS; the transport encrypts and buffers, and says when it drains.
+            transport.set_write_buffer_limits(high=WRITE_HIGH_WATER_BYTES)
+            self._writer = TransportWriter(transport, on_error=self._on_write_error)
+            ssl_object = transport.get_extra_info("ssl_object")
+            principal = certificate_principal(ssl_object.getpeercert(binary_form=True))
+            if principal is not None:  # mTLS; on SASL_SSL, SASL sets the principal
+                self.session.principal = principal
+        else:
+            self._writer = SocketWriter(
+                self._loop, transport.get_extra_info("socket").fileno(), use_sendfile=self._use_sendfile,
+                on_error=self._on_write_error, on_drained=self._maybe_resume_reading,
+            )
         self._holder.connection_opened(self)
         if self._idle_timeout_s is not None and not self._closed:
             self._last_active = self._loop.time()
             self._idle_check = self._loop.call_later(self._idle_timeout_s, self._close_if_idle)
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        return self._decoder.get_buffer()
+        buffer = self._decoder.get_buffer()
+        if self._first_bytes is None:
+            self._first_read = buffer
+        return buffer
 
     def buffer_updated(self, nbytes: int) -> None:
         self._mark_active()
+        if self._first_bytes is None and self._first_read is not None:
+            self._first_bytes, self._first_read = bytes(self._first_read[:min(nbytes, 2)]), None
         try:
             self._decoder.buffer_updated(nbytes)
         except FrameError as e:
-            self._abort(f"bad frame: {e}")
+            self._abort(f"bad frame: {e}{self._mismatch_hint()}")
             return
         self._process_frames()
+
+    def _mismatch_hint(self) -> str:
+        if not self._tls and self._first_bytes is not None and tuple(self._first_bytes) == TLS_RECORD_START:
+            return f" (a TLS handshake on {self.session.listener_name}, a listener without TLS)"
+        return ""
+
+    def resume_writing(self) -> None:
+        """A TLS transport's backlog fell below its low-water mark (plain sockets use SocketWriter's callback)."""
+        self._maybe_resume_reading()
 
     def eof_received(self) -> bool:
         return False  # close our side too; Kafka has no half-closed connections
@@ -118,6 +151,8 @@ class ServerConnection(asyncio.BufferedProtocol):
             log.exception("request from %s failed; closing the connection", self.peer)
             self._abort("internal error")
             return
+        if self._decoder.max_frame_bytes != self._max_frame_bytes and not self.session.must_authenticate:
+            self._decoder.max_frame_bytes = self._max_frame_bytes  # authenticated: the listener's own limit
         if result is None and not self._slots:
             return  # acks=0 and nothing queued before it: nothing to order
         slot = _Slot()

@@ -8,11 +8,11 @@ connection on a request it cannot parse.
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from replog.protocol.apis import SUPPORTED_APIS, ApiKey, response_header_version
+from replog.protocol.apis import SUPPORTED_APIS, ApiKey, ApiSpec, response_header_version
 from replog.protocol.fetch import RecordsPart, part_length
 from replog.protocol.frames import size_prefix
 from replog.protocol.headers import (
@@ -24,11 +24,15 @@ from replog.protocol.headers import (
 from replog.protocol.primitives import DecodeError
 
 from .auth import SaslState, Session
+from .sasl import SaslAuthenticationFailed
 
 log = logging.getLogger(__name__)
 
 Body = list[RecordsPart]
 HandlerResult = Body | Awaitable[Body | None] | None
+
+
+_BEFORE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
 
 class CloseConnection(Exception):
@@ -61,19 +65,24 @@ RequestObserver = Callable[[int, float, float], None]
 
 class Dispatcher:
     def __init__(self, handlers: dict[int, Handler], unsupported_api_versions: Callable[[], Body],
-                 observe_request: RequestObserver | None = None) -> None:
-        assert set(handlers) <= set(SUPPORTED_APIS)
+                 observe_request: RequestObserver | None = None,
+                 api_specs: Mapping[int, ApiSpec] = SUPPORTED_APIS) -> None:
+        """api_specs: the version ranges this server accepts (a controller's Fetch differs from a broker's)."""
+        assert set(handlers) <= set(api_specs)
         self._handlers = handlers
+        self._api_specs = api_specs
         self._unsupported_api_versions = unsupported_api_versions
         self._observe_request = observe_request
 
     def dispatch(self, frame: bytearray, peer: str, close: Callable[[], None], session: Session) -> Any:
         """Framed response parts, an awaitable of them, or None."""
+        if session.raw_tokens:
+            return _raw_sasl_token(frame, session)
         try:
             api_key, api_version, correlation_id = peek_request_ids(frame)
         except DecodeError as e:
             raise CloseConnection(str(e)) from e
-        spec = SUPPORTED_APIS.get(api_key)
+        spec = self._api_specs.get(api_key)
         if spec is None or api_key not in self._handlers:
             raise CloseConnection(f"unknown API key {api_key}")
         if not spec.supports(api_version):
@@ -84,6 +93,9 @@ class Dispatcher:
         if session.sasl_state is SaslState.HANDSHAKE_DONE and api_key != ApiKey.SASL_AUTHENTICATE:
             # KIP-152: after SaslHandshake v1 the only legal next request is SaslAuthenticate.
             raise CloseConnection(f"API key {api_key} sent between SaslHandshake and SaslAuthenticate")
+        if session.must_authenticate and api_key not in _BEFORE_AUTHENTICATION:
+            # As Kafka's SaslServerAuthenticator: any other request before authentication ends the connection.
+            raise CloseConnection(f"API key {api_key} sent before SASL authentication")
         try:
             header = decode_request_header(frame)
         except DecodeError as e:
@@ -114,6 +126,18 @@ class Dispatcher:
             return self._handlers[header.api_key](context)
         except DecodeError as e:
             raise CloseConnection(f"malformed {ApiKey(header.api_key).name} v{header.api_version}: {e}") from e
+
+
+def _raw_sasl_token(frame: bytearray, session: Session) -> Body:
+    """After SaslHandshake v0 (KIP-43) a frame is a bare SASL token and the answer is the server's token,
+    size-prefixed; v0 has no error field, so a failed authentication closes the connection, as Kafka does."""
+    try:
+        answer, authenticated = session.exchange.step(bytes(frame))
+    except SaslAuthenticationFailed as e:
+        raise CloseConnection(f"SASL authentication failed: {e}") from e
+    if authenticated is not None:
+        session.authenticated(authenticated)
+    return [size_prefix(len(answer)) + answer]
 
 
 def frame_response(correlation_id: int, header_version: int, body: Body) -> Body:

@@ -2,13 +2,9 @@
 inter-broker principal so they may perform cluster actions (see auth.py)."""
 
 from replog.client.connection import Connection
-from replog.client.errors import KafkaError
-from replog.protocol.apis import ApiKey
+from replog.client.security import ClientSecurity, SaslCredentials
 
-from .auth import PLAIN, plain_token
-
-SASL_HANDSHAKE_VERSION = 1
-SASL_AUTHENTICATE_VERSION = 2
+from .sasl import PLAIN
 
 
 async def open_inter_broker_connection(host: str, port: int, *, client_id: str, username: str, secret: str,
@@ -18,17 +14,10 @@ async def open_inter_broker_connection(host: str, port: int, *, client_id: str, 
     """Connect (from local_host, if given), negotiate versions and authenticate with SASL/PLAIN; raises
     KafkaError on any failure."""
     connection = Connection(host, port, client_id=client_id, request_timeout_ms=request_timeout_ms,
-                            max_frame_bytes=max_frame_bytes, local_host=local_host)
-    await connection.connect()
+                            max_frame_bytes=max_frame_bytes, local_host=local_host,
+                            security=ClientSecurity(sasl=SaslCredentials(PLAIN, username, secret)))
     try:
-        handshake = await connection.send(ApiKey.SASL_HANDSHAKE, {"mechanism": PLAIN},
-                                          version=SASL_HANDSHAKE_VERSION)
-        if handshake.error_code != 0:
-            raise KafkaError(int(handshake.error_code), f"{host}:{port} refused SASL mechanism {PLAIN}")
-        answer = await connection.send(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": plain_token(username, secret)},
-                                       version=SASL_AUTHENTICATE_VERSION)
-        if answer.error_code != 0:
-            raise KafkaError(int(answer.error_code), answer.error_message or "SASL authentication failed")
+        await connection.connect()
     except BaseException:
         connection.close()
         raise

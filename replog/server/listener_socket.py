@@ -9,8 +9,8 @@ environment, so a node's argv and properties stay the same when it is started ag
   socket activation). A listener configured as host:port is served on the inherited socket bound to exactly
   that address instead of a new one; the parent writes the port it holds into the configuration, so the
   server binds the same port itself when it is started again without the fd.
-- REPLOG_READY_FILE=PATH: once the server serves, it writes {"pid": ..., "port": ..., "metrics_port": ...}
-  there atomically: the ports it got, also for a listener configured with port 0.
+- REPLOG_READY_FILE=PATH: once the server serves, it writes {"pid": ..., "port": ..., "metrics_port": ...,
+  "listener_ports": {NAME: port, ...}} there atomically: the ports it got, also for listeners on port 0.
 """
 
 import json
@@ -58,9 +58,12 @@ def listen_address(host: str, port: int) -> dict[str, Any]:
     return {"host": host, "port": port} if sock is None else {"sock": sock}
 
 
-def write_ready_file(*, port: int, metrics_port: int | None) -> None:
-    """Tell whoever started us (REPLOG_READY_FILE, if set) that we serve, and on which ports."""
+def write_ready_file(*, port: int, metrics_port: int | None, listener_ports: dict[str, int] | None = None) -> None:
+    """Tell whoever started us (REPLOG_READY_FILE, if set) that we serve, and on which ports (port: the first
+    listener's; listener_ports: every listener's, by name)."""
     if path := os.environ.get(READY_FILE_ENV):
         assert 0 < port < 65536, port
         report = {"pid": os.getpid(), "port": port, "metrics_port": metrics_port}
+        if listener_ports:
+            report["listener_ports"] = listener_ports
         write_atomically(Path(path), (json.dumps(report) + "\n").encode())

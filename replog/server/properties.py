@@ -1,9 +1,9 @@
 """Properties files as Kafka's servers take them: a server.properties-style file plus `--override key=value`,
 and the value parsers every server's configuration shares (booleans, listeners)."""
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 
 @dataclass(frozen=True)
@@ -13,13 +13,20 @@ class Listener:
     port: int
 
 
+_LISTENER = re.compile(r"(?P<name>[A-Za-z0-9_.-]+)://(?:\[(?P<ipv6>[0-9A-Fa-f:.]+)\]|(?P<host>[^:/\[\]]*)):(?P<port>\d+)")
+
+
 def parse_listeners(value: str) -> list[Listener]:
+    """NAME://host:port,... as Kafka's listeners: names such as SASL_SSL are no URL schemes (the underscore),
+    an empty host means every address, an IPv6 host is in brackets."""
     listeners = []
     for item in filter(None, (part.strip() for part in value.split(","))):
-        parsed = urlsplit(item)
-        if not parsed.scheme or parsed.port is None:
+        match = _LISTENER.fullmatch(item)
+        port = int(match["port"]) if match else -1
+        if match is None or port > 65535:
             raise ValueError(f"listener {item!r} is not of the form NAME://host:port")
-        listeners.append(Listener(parsed.scheme.upper(), parsed.hostname or "0.0.0.0", parsed.port))
+        host = match["ipv6"] or match["host"] or "0.0.0.0"
+        listeners.append(Listener(match["name"].upper(), host, port))
     if not listeners:
         raise ValueError("no listeners configured")
     return listeners

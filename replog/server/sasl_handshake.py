@@ -1,25 +1,36 @@
-"""SaslHandshake (key 17), v1: agree on a SASL mechanism; only PLAIN is offered (see auth.py).
+"""SaslHandshake (key 17), v0-1: agree on a SASL mechanism among those the connection's listener offers.
 
-v0 (raw SASL tokens outside Kafka framing) is not offered, so clients always follow with SaslAuthenticate.
+After v1 the tokens come in SaslAuthenticate requests (KIP-152); after v0 they come bare, each size-prefixed
+(KIP-43), and the dispatcher hands them to the exchange begun here. A mechanism the listener does not offer
+is answered with UNSUPPORTED_SASL_MECHANISM and the list it does offer, then the connection is closed, as
+Kafka's SaslServerAuthenticator does.
 """
+
+import asyncio
 
 from kio.schema.errors import ErrorCode
 
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
 
-from .auth import PLAIN, SaslState
+from .auth import SaslState
 from .dispatch import CloseConnection, RequestContext
 
 
-def handle(ctx: RequestContext) -> list:
+def handle(ctx: RequestContext, inter_broker_secret: str | None) -> list:
+    """inter_broker_secret: the password the inter-broker principal authenticates with (None: nobody can)."""
     request = decode_request(ApiKey.SASL_HANDSHAKE, ctx.api_version, ctx.frame, ctx.body_offset)
-    if ctx.session.sasl_state is not SaslState.NONE:
+    session = ctx.session
+    if session.sasl_state is not SaslState.NONE:
         raise CloseConnection("SaslHandshake repeated on an authenticated connection")
-    if request.mechanism != PLAIN:
-        error = ErrorCode.unsupported_sasl_mechanism
-    else:
+    offered = list(session.sasl.mechanisms)
+    if request.mechanism in offered:
         error = ErrorCode.none
-        ctx.session.sasl_state = SaslState.HANDSHAKE_DONE
-    body = {"error_code": error, "mechanisms": [PLAIN]}
+        session.sasl_state = SaslState.HANDSHAKE_DONE
+        session.exchange = session.sasl.exchange(request.mechanism, inter_broker_secret)
+        session.raw_tokens = ctx.api_version == 0
+    else:
+        error = ErrorCode.unsupported_sasl_mechanism
+        asyncio.get_running_loop().call_soon(ctx.close_connection)  # once the answer is out
+    body = {"error_code": error, "mechanisms": offered}
     return [encode_response(ApiKey.SASL_HANDSHAKE, ctx.api_version, body)]

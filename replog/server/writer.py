@@ -137,3 +137,44 @@ def _is_slice(part: RecordsPart) -> bool:
 
 def _length(part: RecordsPart) -> int:
     return len(part) if not _is_slice(part) else part.length
+
+
+class TransportWriter:
+    """The writer of a TLS connection: everything goes through the transport, which encrypts it, so log file
+    slices take the copy path (pread, then write), as Kafka's SslTransportLayer does without sendfile.
+    buffered_bytes is the transport's backlog; the connection hears of it draining through resume_writing."""
+
+    def __init__(self, transport: asyncio.Transport, *, on_error: Callable[[BaseException], None]) -> None:
+        self._transport = transport
+        self._on_error = on_error
+        self._closed = False
+
+    @property
+    def buffered_bytes(self) -> int:
+        return 0 if self._closed else self._transport.get_write_buffer_size()
+
+    def write(self, parts: list[RecordsPart]) -> None:
+        if self._closed:
+            return
+        try:
+            for part in parts:
+                if _is_slice(part):
+                    self._write_slice(part)
+                elif len(part):
+                    self._transport.write(part)
+        except OSError as e:
+            self.close()
+            self._on_error(e)
+
+    def _write_slice(self, file_slice) -> None:
+        sent = 0
+        while sent < file_slice.length:
+            chunk = os.pread(file_slice.file.fileno(), min(file_slice.length - sent, COPY_CHUNK_BYTES),
+                             file_slice.position + sent)
+            if not chunk:
+                raise SliceTruncatedError(f"log segment ended {file_slice.length - sent} bytes early")
+            self._transport.write(chunk)
+            sent += len(chunk)
+
+    def close(self) -> None:
+        self._closed = True

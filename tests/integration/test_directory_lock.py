@@ -44,3 +44,16 @@ def test_second_controller_on_a_used_metadata_dir_refuses_to_start(tmp_path):
     finally:
         first.terminate()
         first.wait(30)
+
+
+def test_a_controller_with_a_corrupt_quorum_state_file_refuses_to_start_naming_it(tmp_path):
+    state_file = tmp_path / "metadata" / "__cluster_metadata-0" / "quorum-state"
+    state_file.parent.mkdir(parents=True)
+    state_file.write_text("{half a file")
+    refused = subprocess.run(
+        [sys.executable, "-m", "replog", "controller", "start", "--override", "listeners=CONTROLLER://127.0.0.1:0",
+         "--override", f"metadata.log.dir={tmp_path / 'metadata'}", "--override", "inter.broker.secret=s"],
+        capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 1
+    assert f"the controller cannot start: {state_file}: not a quorum-state file" in refused.stderr
+    assert "Traceback" not in refused.stderr

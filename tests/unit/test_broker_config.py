@@ -42,3 +42,24 @@ def test_cluster_membership_keys():
         config_from_properties({"controller.quorum.bootstrap.servers": "127.0.0.1:9093"})
     with pytest.raises(ValueError, match="host:port"):
         config_from_properties({"controller.quorum.bootstrap.servers": "nohost", "inter.broker.secret": "s"})
+
+
+def test_log_cleaner_keys_reach_the_cleaner_and_the_topic_defaults():
+    config = load_config(None, ["log.cleaner.threads=2", "log.cleaner.backoff.ms=500", "log.cleaner.enable=false",
+                                "log.cleaner.dedupe.buffer.size=4194304", "log.cleaner.min.cleanable.ratio=0.25",
+                                "log.cleaner.delete.retention.ms=1000", "log.cleanup.policy=compact"])
+    cleaner = config.cleaner_config()
+    assert (cleaner.threads, cleaner.backoff_ms, cleaner.enable, cleaner.dedupe_buffer_size) == (2, 500, False, 4 << 20)
+    log_config = config.log_config()
+    assert (log_config.min_cleanable_dirty_ratio, log_config.delete_retention_ms) == (0.25, 1000)
+    assert log_config.compact and not log_config.delete
+    defaults = load_config(None, [])
+    assert (defaults.cleaner_config().threads, defaults.cleaner_config().backoff_ms) == (1, 15_000)
+    assert defaults.log_config().cleanup_policy == "delete"
+
+
+@pytest.mark.parametrize("override", ["log.cleaner.threads=0", "log.cleaner.min.cleanable.ratio=2",
+                                      "log.cleanup.policy=shred", "log.cleaner.dedupe.buffer.size=10"])
+def test_bad_log_cleaner_values_are_errors(override):
+    with pytest.raises(ValueError):
+        load_config(None, [override])

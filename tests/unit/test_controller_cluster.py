@@ -48,7 +48,8 @@ BAD_TOPICS = [
     ("unknown config", "u", {0: [1]}, {"no.such": "1"}, ErrorCode.invalid_config),
     ("non-integer config", "u", {0: [1]}, {"retention.ms": "soon"}, ErrorCode.invalid_config),
     ("min ISR below 1", "u", {0: [1]}, {"min.insync.replicas": "0"}, ErrorCode.invalid_config),
-    ("compaction", "u", {0: [1]}, {"cleanup.policy": "compact"}, ErrorCode.invalid_config),
+    ("unknown cleanup policy", "u", {0: [1]}, {"cleanup.policy": "compress"}, ErrorCode.invalid_config),
+    ("dirty ratio above 1", "u", {0: [1]}, {"min.cleanable.dirty.ratio": "1.5"}, ErrorCode.invalid_config),
 ]
 
 
@@ -60,6 +61,13 @@ def test_create_topic_refuses(metadata, name, assignment, configs, error):
         metadata.create_topic(name, assignment, configs)
     assert raised.value.error_code == error
     assert metadata.topics == before
+
+
+def test_user_topics_and_the_offsets_topic_may_be_created_compacted(metadata):
+    metadata.create_topic("__consumer_offsets", {0: [1, 2, 3]}, {"cleanup.policy": "compact"})
+    metadata.create_topic("changelog", {0: [1, 2, 3]}, {"cleanup.policy": "compact,delete"})
+    assert metadata.topics["__consumer_offsets"].configs == {"cleanup.policy": "compact"}
+    assert metadata.topics["changelog"].configs == {"cleanup.policy": "compact,delete"}
 
 
 def test_create_topic_registers_every_partition(metadata):

@@ -360,3 +360,21 @@ def test_a_fenced_broker_that_falls_silent_is_reported_once():
     assert sessions.end_silent_fenced(1_001 + TIMEOUT) == [1]
     assert sessions.end_silent_fenced(2_000 + TIMEOUT) == []
     assert sessions.register(1, SECOND, 8, 2_000 + TIMEOUT) is FENCED  # its id is free for a new process
+
+
+def test_restarted_clocks_give_every_live_session_a_full_timeout_from_then(cluster):
+    cluster.unfenced(1)
+    cluster.unfenced(2)
+    cluster.advance(TIMEOUT + 1)  # both silent past the timeout: the controller itself was stalled
+    cluster.sessions.restart_clocks(cluster.now_ms)
+    assert cluster.fence_expired() == []
+    cluster.advance(TIMEOUT)
+    assert cluster.fence_expired() == []  # alive until exactly a full timeout after the restart
+    cluster.advance(1)
+    assert cluster.fence_expired() == [1, 2]  # really silent: fenced one timeout later than without a stall
+
+
+def test_restarted_clocks_leave_fenced_brokers_fenced(cluster):
+    cluster.register(1)
+    cluster.sessions.restart_clocks(cluster.now_ms)
+    assert cluster.sessions.state(1) is FENCED

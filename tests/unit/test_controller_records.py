@@ -8,9 +8,10 @@ import pytest
 
 from replog.controller import records
 from replog.controller.cluster import BrokerRegistration, ClusterMetadata
-from replog.controller.metadata_log import MetadataLog
+from replog.controller.quorum import QuorumMetadataLog
 from replog.controller.records import CorruptMetadataError
 from replog.controller.registry import NO_LEADER, LeaderRecoveryState, elect_leader
+from replog.raft.config import QuorumConfig
 
 
 def state() -> ClusterMetadata:
@@ -61,17 +62,42 @@ def test_a_snapshot_rebuilds_the_state_and_the_controller_epoch():
     assert records.snapshot_records(6, rebuilt) == snapshot
 
 
-def test_a_snapshot_survives_the_metadata_log(tmp_path):
+async def _open_log(directory) -> tuple[QuorumMetadataLog, list[records.Record]]:
+    return await QuorumMetadataLog.open(directory, 3000, QuorumConfig(voters={3000: ("127.0.0.1", 1)}),
+                                        "cluster", _no_connections, snapshot_records=list)
+
+
+async def _no_connections(host: str, port: int):
+    raise AssertionError("a quorum of one connects to nobody")
+
+
+async def test_a_snapshot_survives_the_metadata_log(tmp_path):
     original = state()
-    log, _ = MetadataLog.open(tmp_path)
-    log.append([records.controller_epoch_record(1)])
+    log, _ = await _open_log(tmp_path)
+    log.append(records.snapshot_records(2, original)[:3])
+    await log.shell.wait_committed(log.next_offset)
     log.compact(records.snapshot_records(2, original))
-    log.close()
-    log, logged = MetadataLog.open(tmp_path)
-    log.close()
+    await log.close()
+    log, logged = await _open_log(tmp_path)
+    await log.close()
     rebuilt = ClusterMetadata()
-    assert records.replay((entry.record for entry in logged), rebuilt) == 2
+    assert records.replay(logged, rebuilt) == 2
     assert_same(original, rebuilt)
+
+
+async def test_records_appended_after_the_snapshot_replay_after_it(tmp_path):
+    log, _ = await _open_log(tmp_path)
+    log.append([records.controller_epoch_record(1)])
+    await log.shell.wait_committed(log.next_offset)
+    log.compact(records.snapshot_records(2, ClusterMetadata()))
+    first = log.append([records.broker_record(BrokerRegistration(1, "h", 1, 3))])
+    await log.close()
+    log, logged = await _open_log(tmp_path)
+    assert log.next_offset > first  # offsets, and so broker epochs, never go back
+    await log.close()
+    rebuilt = ClusterMetadata()
+    records.replay(logged, rebuilt)
+    assert rebuilt.brokers == {1: BrokerRegistration(1, "h", 1, 3)}
 
 
 def test_changes_replay_in_order_and_the_last_epoch_wins():

@@ -25,8 +25,11 @@ from replog.controller.server import (
     ClusterController,
     ControllerConfig,
 )
-from replog.protocol.apis import ApiKey
+from replog.protocol.apis import ApiKey, response_header_version
+from replog.protocol.headers import decode_response_header
 from replog.protocol.messages import decode_request, encode_request
+from replog.raft import codec
+from replog.raft.messages import DescribeQuorumRequest
 from replog.server.inter_broker import open_inter_broker_connection
 
 from .test_controller_fakes import HOST, SECRET, FakeBroker, FakeClock, connect_as_controller, wait_until
@@ -376,6 +379,21 @@ async def test_a_third_start_takes_a_third_epoch(controllers, brokers):
     assert not third.metadata.brokers[1].fenced
 
 
+async def test_a_running_controller_snapshots_its_metadata_and_a_restart_replays_the_snapshot(
+        controllers, brokers, tmp_path):
+    # KIP-630: a snapshot once metadata.log.max.record.bytes.between.snapshots have committed since the last.
+    first = await controllers.start(*brokers.values(), metadata_snapshot_max_bytes=2_000)
+    quorum_dir = tmp_path / "metadata" / "__cluster_metadata-0"
+    snapshots_at_start = sorted(quorum_dir.glob("*.checkpoint"))
+    for i in range(10):
+        await first.create_topic(f"t{i}", {0: [1, 2, 3]})
+    await wait_until(lambda: sorted(quorum_dir.glob("*.checkpoint")) != snapshots_at_start, "a new snapshot")
+    topics, registered = dict(first.metadata.topics), dict(first.metadata.brokers)
+    await first.stop()
+    second = await controllers.start()
+    assert second.metadata.topics == topics and second.metadata.brokers == registered
+
+
 async def test_controllers_with_other_log_dirs_start_afresh(controllers, brokers, tmp_path):
     first = await controllers.start(brokers[1])
     await first.create_topic("t", {0: [1]})
@@ -395,6 +413,19 @@ async def leader_connection(controller):
 
 async def test_controller_advertises_its_apis(controller, leader_connection):
     assert set(leader_connection.api_versions) == set(CONTROLLER_APIS)
+
+
+async def test_the_controller_describes_its_quorum_of_one_on_its_listener(controller, leader_connection):
+    # KIP-595 DescribeQuorum, as kafka-metadata-quorum asks it: the controller leads its quorum of one, in the
+    # controller epoch, with everything committed.
+    api_key, version, body = codec.encode_request(DescribeQuorumRequest())
+    frame = await leader_connection.request(api_key, version, [body])
+    _, offset = decode_response_header(frame, response_header_version(api_key, version))
+    described = codec.decode_response(api_key, version, bytes(frame[offset:]))
+    assert (described.error_code, described.leader_id, described.leader_epoch) == (
+        ErrorCode.none, CONTROLLER_ID, controller.controller_epoch)
+    assert [voter.replica_id for voter in described.current_voters] == [CONTROLLER_ID]
+    assert described.high_watermark == described.current_voters[0].log_end_offset > 0
 
 
 async def test_alter_partition_shrinks_the_isr_and_pushes_metadata(controller, brokers, leader_connection):

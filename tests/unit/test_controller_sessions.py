@@ -4,6 +4,7 @@ against fenced or departing brokers, sessions across a controller restart, and r
 the active brokers only. FakeBrokers record what the controller sends."""
 
 import collections
+import time
 import uuid
 
 import pytest
@@ -534,3 +535,33 @@ async def test_a_fenced_broker_that_falls_silent_is_told_nothing_more(dead_fence
         assert apis(fourth) == [UM] and [t.topic_name for t in fourth.requests(UM)[0].topic_states] == ["t"]
     finally:
         await fourth.stop()
+
+
+# ----------------------------------------------------------------------------------- controller stall
+
+STALL_SESSION_MS = 3_000  # fence checks every 300 ms: a check 900 ms late is a stall, not a busy loop
+
+
+async def test_a_controller_whose_own_loop_stalled_fences_nobody_for_the_silence(controllers, brokers, clock):
+    # Issue 19: a controller SIGSTOPped past the session timeout fenced every broker on resume, although
+    # their heartbeats were waiting in its sockets. Here the stall blocks the loop, and the session clock
+    # moves past the timeout meanwhile, as a real one would.
+    controller = await controllers.start(*brokers.values(), broker_session_timeout_ms=STALL_SESSION_MS)
+    await controller.create_topic("t", {0: [1, 2], 1: [2, 3]})
+    leaders_before = {b.broker_id: controller.metadata.leads_any(b.broker_id) for b in brokers.values()}
+    clock.advance(STALL_SESSION_MS + 1)
+    time.sleep(1.2)  # the stall itself: nothing runs on the loop, as under SIGSTOP
+    await wait_until(lambda: controller.stalls == 1, "the fence check noticing the stall")
+    assert all(controller.sessions.state(b) is BrokerState.UNFENCED for b in brokers)
+    assert {b: controller.metadata.leads_any(b) for b in brokers} == leaders_before
+    clock.advance(STALL_SESSION_MS + 1)  # a real silence after the stall is still fenced
+    await wait_until(lambda: all(controller.sessions.state(b) is BrokerState.FENCED for b in brokers),
+                     "silent brokers fenced a session timeout after the stall")
+
+
+async def test_without_a_stall_the_background_check_fences_silent_brokers(controllers, brokers, clock):
+    controller = await controllers.start(*brokers.values(), broker_session_timeout_ms=STALL_SESSION_MS)
+    clock.advance(STALL_SESSION_MS + 1)
+    await wait_until(lambda: all(controller.sessions.state(b) is BrokerState.FENCED for b in brokers),
+                     "silent brokers fenced by the background check")
+    assert controller.stalls == 0

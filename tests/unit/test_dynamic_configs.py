@@ -20,6 +20,7 @@ from replog.log.dynamic_configs import (
     altered_entity,
     topic_key_types,
 )
+from replog.log.topic_config import TOPIC_CONFIG_KEYS
 from replog.protocol.control import (
     UpdateMetadataRequest,
     UpdateMetadataTopicState,
@@ -135,3 +136,7 @@ def test_update_metadata_carries_topic_and_broker_configs():
     assert decoded.topic_states[0].configs == {"retention.ms": "9"}
     assert decoded.broker_configs == {"": {"log.retention.ms": "1"}, "2": {}}
     assert decoded.type == 2
+
+
+def test_every_topic_config_replog_accepts_can_be_described_and_altered():
+    assert TOPIC_CONFIG_KEYS <= set(TOPIC)

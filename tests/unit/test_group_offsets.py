@@ -7,7 +7,7 @@ from kio.schema.errors import ErrorCode
 
 from replog.coordinator import records
 from replog.coordinator.group import ClassicGroup, GroupState
-from replog.coordinator.offsets import expired_offsets
+from replog.coordinator.offsets import commit_error_for_client, expired_offsets
 from replog.coordinator.outcomes import AppendTombstones, LeavingMember, OffsetAndMetadata
 
 from .group_shell import Shell
@@ -200,3 +200,17 @@ def test_describe_shows_metadata_and_assignments_only_when_stable():
     summary = shell.coordinator.describe_group("g")
     assert (summary.state, summary.protocol) == ("PreparingRebalance", "")
     assert {(m.metadata, m.assignment) for m in summary.members} == {(b"", b"")}
+
+
+@pytest.mark.parametrize(("write_error", "answered"), [
+    (ErrorCode.none, ErrorCode.none),
+    (ErrorCode.unknown_topic_or_partition, ErrorCode.coordinator_not_available),
+    (ErrorCode.not_enough_replicas, ErrorCode.coordinator_not_available),
+    (ErrorCode.not_enough_replicas_after_append, ErrorCode.coordinator_not_available),
+    (ErrorCode.request_timed_out, ErrorCode.coordinator_not_available),
+    (ErrorCode.not_leader_or_follower, ErrorCode.not_coordinator),
+    (ErrorCode.kafka_storage_error, ErrorCode.not_coordinator),
+    (ErrorCode.message_too_large, ErrorCode.invalid_commit_offset_size),
+])
+def test_a_failed_offsets_write_is_answered_as_kafka_converts_it(write_error, answered):
+    assert commit_error_for_client(write_error) == answered

@@ -30,6 +30,12 @@ CASES = [
     ("retention.bytes keeps at least that much", [segment(0), segment(10), segment(20)],
      LogConfig(retention_bytes=150), 20, 0, [0]),
     ("below the log start offset", [segment(0), segment(10), segment(20)], LogConfig(), 20, 10, [0]),
+    ("compact only: no time or size retention", [segment(0, max_timestamp=OLD), segment(10), segment(20)],
+     LogConfig(retention_ms=5000, retention_bytes=150, cleanup_policy="compact"), 20, 0, []),
+    ("compact only: still below the log start offset", [segment(0), segment(10), segment(20)],
+     LogConfig(cleanup_policy="compact"), 20, 10, [0]),
+    ("compact,delete: retention applies", [segment(0, max_timestamp=OLD), segment(10), segment(20)],
+     LogConfig(retention_ms=5000, cleanup_policy="compact,delete"), 20, 0, [0]),
 ]
 
 

@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from replog.broker.timer import DeadlineQueue, DeadlineQueueFull
+from replog.broker.timer import DeadlineQueue, DeadlineQueueFull, KeyedDeadlines
 
 
 @pytest.mark.parametrize("adds, now_ms, expired, next_deadline", [
@@ -109,3 +109,40 @@ def test_matches_a_sorted_list_under_random_operations():
         assert len(queue) == len(model)
         assert queue.next_deadline() == min(model, default=(None,))[0]
         assert queue.stored <= 2 * len(queue)
+
+
+# ------------------------------------------------------------ KeyedDeadlines
+
+
+@pytest.mark.parametrize(("operations", "pop_at", "expected", "live"), [
+    ([("set", "a", 10)], 10, ["a@10"], 0),
+    ([("set", "a", 10)], 9, [], 1),
+    # a key set again replaces its earlier deadline: only the newer fires, whether sooner or later
+    ([("set", "a", 10), ("set", "a", 30)], 20, [], 1),
+    ([("set", "a", 10), ("set", "a", 30)], 30, ["a@30"], 0),
+    ([("set", "a", 30), ("set", "a", 5)], 30, ["a@5"], 0),
+    ([("set", "a", 10), ("cancel", "a", 0)], 99, [], 0),
+    ([("set", "a", 20), ("set", "b", 10), ("set", "c", 30)], 25, ["b@10", "a@20"], 1),
+])
+def test_keyed_deadlines_keep_one_live_deadline_per_key(operations, pop_at, expected, live):
+    timers = KeyedDeadlines(max_size=8)
+    for operation, key, deadline_ms in operations:
+        if operation == "set":
+            timers.set(key, deadline_ms, f"{key}@{deadline_ms}")
+        else:
+            timers.cancel(key)
+    assert timers.pop_expired(pop_at) == expected
+    assert len(timers) == live
+
+
+def test_keyed_deadlines_free_a_key_once_it_fired_and_are_bounded():
+    timers = KeyedDeadlines(max_size=2)
+    timers.set("a", 1, "first")
+    assert timers.pop_expired(1) == ["first"] and "a" not in timers
+    timers.set("a", 2, "second")
+    timers.set("a", 3, "third")  # a replacement does not count twice against the bound
+    timers.set("b", 3, "b")
+    with pytest.raises(DeadlineQueueFull):
+        timers.set("c", 3, "c")
+    timers.clear()
+    assert len(timers) == 0 and timers.next_deadline() is None

@@ -12,23 +12,34 @@ from . import (
     alter_configs,
     create_partitions,
     create_topics,
+    delete_groups,
     delete_records,
     delete_topics,
     describe_cluster,
     describe_configs,
+    describe_groups,
     describe_log_dirs,
     elect_leaders,
     fetch,
+    find_coordinator,
+    heartbeat,
     init_producer_id,
+    join_group,
     leader_and_isr,
+    leave_group,
+    list_groups,
     list_offsets,
     metadata,
+    offset_commit,
+    offset_delete,
+    offset_fetch,
     offset_for_leader_epoch,
     produce,
     stop_replica,
+    sync_group,
     update_metadata,
 )
-from .context import ConfigAdmin, ControlPlane, TopicAdmin
+from .context import ConfigAdmin, ControlPlane, GroupCoordination, TopicAdmin
 
 _REPLICA_APIS = {
     ApiKey.PRODUCE: produce,
@@ -48,6 +59,19 @@ _CONTROL_APIS = {
     ApiKey.UPDATE_METADATA: update_metadata,
     ApiKey.STOP_REPLICA: stop_replica,
 }
+_GROUP_APIS = {
+    ApiKey.FIND_COORDINATOR: find_coordinator,
+    ApiKey.JOIN_GROUP: join_group,
+    ApiKey.SYNC_GROUP: sync_group,
+    ApiKey.HEARTBEAT: heartbeat,
+    ApiKey.LEAVE_GROUP: leave_group,
+    ApiKey.OFFSET_COMMIT: offset_commit,
+    ApiKey.OFFSET_FETCH: offset_fetch,
+    ApiKey.LIST_GROUPS: list_groups,
+    ApiKey.DESCRIBE_GROUPS: describe_groups,
+    ApiKey.DELETE_GROUPS: delete_groups,
+    ApiKey.OFFSET_DELETE: offset_delete,
+}
 _ADMIN_APIS = {
     ApiKey.DESCRIBE_CONFIGS: describe_configs,
     ApiKey.ALTER_CONFIGS: alter_configs,
@@ -56,11 +80,12 @@ _ADMIN_APIS = {
     ApiKey.ELECT_LEADERS: elect_leaders,
     ApiKey.DESCRIBE_CLUSTER: describe_cluster,
 }
-BROKER_APIS = frozenset(_REPLICA_APIS) | frozenset(_TOPIC_APIS) | frozenset(_CONTROL_APIS) | frozenset(_ADMIN_APIS) | {
-    ApiKey.INIT_PRODUCER_ID, ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
+BROKER_APIS = (frozenset(_REPLICA_APIS) | frozenset(_TOPIC_APIS) | frozenset(_CONTROL_APIS) | frozenset(_GROUP_APIS)
+               | frozenset(_ADMIN_APIS)
+               | {ApiKey.INIT_PRODUCER_ID, ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
 
-def build_handlers(replicas: ReplicaManager, topics: TopicAdmin, control: ControlPlane,
+def build_handlers(replicas: ReplicaManager, topics: TopicAdmin, control: ControlPlane, groups: GroupCoordination,
                    allocate_producer_id: Callable[[], int], inter_broker_secret: str | None,
                    admin: ConfigAdmin) -> dict[int, Handler]:
     handlers: dict[int, Handler] = {
@@ -68,6 +93,7 @@ def build_handlers(replicas: ReplicaManager, topics: TopicAdmin, control: Contro
         **{key: functools.partial(module.handle, topics=topics) for key, module in _TOPIC_APIS.items()},
         **{key: functools.partial(module.handle, control=control) for key, module in _CONTROL_APIS.items()},
         **{key: functools.partial(module.handle, admin=admin) for key, module in _ADMIN_APIS.items()},
+        **{key: functools.partial(module.handle, groups=groups) for key, module in _GROUP_APIS.items()},
         ApiKey.INIT_PRODUCER_ID: functools.partial(init_producer_id.handle, allocate_producer_id=allocate_producer_id),
         **shared_handlers(BROKER_APIS, inter_broker_secret),
     }

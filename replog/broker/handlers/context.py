@@ -16,6 +16,7 @@ from replog.log.dynamic_configs import ConfigResource
 from replog.server.dispatch import RequestContext
 
 from ..config import BrokerConfig
+from ..group_coordinator import GroupCoordinatorShell
 from ..lifecycle import BrokerLifecycleManager
 from ..metadata import MetadataImage, TopicMetadata
 from ..replica_manager import ReplicaManager
@@ -76,6 +77,17 @@ class ControlPlane:
     replicas: ReplicaManager
     image: MetadataImage
     registration: Registration
+
+
+@dataclass(frozen=True, slots=True)
+class GroupCoordination:
+    """What the group APIs act on: the coordinator's shell, the metadata (to find a group's coordinator) and
+    the creation of __consumer_offsets on first use, which the broker starts (a single node creates it
+    itself; a broker of a cluster asks the controller) and FindCoordinator answers around."""
+
+    shell: GroupCoordinatorShell
+    image: MetadataImage
+    ensure_offsets_topic: Callable[[], None]
 
 
 class LocalAdmin(Protocol):

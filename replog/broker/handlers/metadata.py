@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode
 
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
-from replog.protocol.topics import topic_name_error
+from replog.protocol.topics import OFFSETS_TOPIC, topic_name_error
 from replog.server.dispatch import RequestContext
 
 from ..local_controller import TopicCreationError
@@ -50,8 +50,9 @@ def _respond(ctx: RequestContext, topics: TopicAdmin, request) -> list:
     described = [_describe_topic(topics, name, allow_auto_create) for name in names]
     body = {
         "throttle_time": 0,
-        "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                    for b in image.brokers.values()],
+        # Each broker's address on the listener this client connected to (Kafka's per-listener metadata).
+        "brokers": [{"node_id": b.node_id, "host": host, "port": port, "rack": b.rack}
+                    for b in image.brokers.values() for host, port in [b.address_for(ctx.session.listener_name)]],
         "cluster_id": image.cluster_id,
         "controller_id": image.controller_id,
         "topics": described,
@@ -95,5 +96,6 @@ def _topic_entry(image: MetadataImage, topic: TopicMetadata) -> dict:
             "isr_nodes": p.isr,
             "offline_replicas": [r for r in p.replicas if r not in live or r in p.offline_replicas],
         })
-    return {"error_code": ErrorCode.none, "name": topic.name, "topic_id": topic.topic_id, "is_internal": False,
+    return {"error_code": ErrorCode.none, "name": topic.name, "topic_id": topic.topic_id,
+            "is_internal": topic.name == OFFSETS_TOPIC,
             "partitions": partitions}

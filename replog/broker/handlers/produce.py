@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import encode_response
 from replog.protocol.produce import decode_produce_request
+from replog.protocol.topics import OFFSETS_TOPIC
 from replog.server.dispatch import RequestContext
 
 from ..replica_manager import VALID_ACKS, AppendResults, PartitionAppendResult, ReplicaManager
@@ -26,7 +27,16 @@ def handle(ctx: RequestContext, replicas: ReplicaManager):
                                                   error_message="transactions are not supported")
             for topic, index, _ in entries}
     else:
-        results = replicas.append_records(entries, request.acks, request.timeout_ms)
+        # Kafka refuses clients' writes to internal topics: a record the group coordinator cannot decode
+        # would keep the partition's groups from loading.
+        refused = {(topic, index) for topic, index, _ in entries if topic == OFFSETS_TOPIC}
+        results = replicas.append_records([e for e in entries if (e[0], e[1]) not in refused], request.acks,
+                                          request.timeout_ms)
+        if refused:
+            refusals = {key: PartitionAppendResult(ErrorCode.invalid_topic_exception,
+                                                   error_message=f"cannot append to internal topic {key[0]}")
+                        for key in refused}
+            results = _merged(results, refusals) if not isinstance(results, dict) else {**results, **refusals}
     if request.acks == 0:
         assert isinstance(results, dict)  # acks=0 never waits
         if any(r.error_code != ErrorCode.none for r in results.values()):
@@ -37,7 +47,11 @@ def handle(ctx: RequestContext, replicas: ReplicaManager):
     return _encode_later(results, ctx.api_version)
 
 
-async def _encode_later(future: asyncio.Future, version: int) -> list:
+async def _merged(future: asyncio.Future[AppendResults], refusals: AppendResults) -> AppendResults:
+    return {**await future, **refusals}
+
+
+async def _encode_later(future, version: int) -> list:
     return [_encode(version, await future)]
 
 

@@ -1,0 +1,26 @@
+"""DescribeGroups (key 15), v0-5: state, protocol and members of each group; an unknown group is described
+as Dead with no members (Kafka before v6)."""
+
+from replog.protocol.apis import ApiKey
+from replog.protocol.messages import decode_request, encode_response
+from replog.server.dispatch import RequestContext
+
+from .context import GroupCoordination
+
+# KIP-430: -2^31 means "not asked for"; replog has no authorizer, so nothing more is ever reported.
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+def handle(ctx: RequestContext, groups: GroupCoordination):
+    version = ctx.api_version
+    request = decode_request(ApiKey.DESCRIBE_GROUPS, version, ctx.frame, ctx.body_offset)
+    described = []
+    for group_id in request.groups:
+        s = groups.shell.coordinator.describe_group(group_id)
+        described.append({
+            "error_code": s.error, "group_id": s.group_id, "group_state": s.state, "protocol_type": s.protocol_type,
+            "protocol_data": s.protocol, "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                         "client_id": m.client_id, "client_host": m.client_host, "member_metadata": m.metadata,
+                         "member_assignment": m.assignment} for m in s.members]})
+    return [encode_response(ApiKey.DESCRIBE_GROUPS, version, {"throttle_time": 0, "groups": described})]
