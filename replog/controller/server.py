@@ -148,6 +148,7 @@ class ClusterController:
         self.stalls = 0  # times the event loop was found stalled (process_stalled)
         self.active = False  # this controller leads the quorum and has activated (KIP-631's active controller)
         self.activations = 0
+        self.activated_at_ms: int | None = None  # by clock_ms, when this controller last became active
         # While active: the state of the committed records only, which a deposed controller falls back to.
         self._committed: ClusterMetadata | None = None
         self._activation: tuple[int, asyncio.Task] | None = None  # (epoch, task) waiting for the epoch to commit
@@ -255,6 +256,7 @@ class ClusterController:
                                   fenced=broker.fenced, now_ms=now)
         self.active = True
         self.activations += 1
+        self.activated_at_ms = now
         for broker in self.metadata.brokers.values():
             if not broker.fenced:  # resync: the brokers learn the new controller epoch with the full state
                 self.channel.add_broker(broker.broker_id, broker.host, broker.port)
