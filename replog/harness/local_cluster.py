@@ -141,6 +141,9 @@ class LocalCluster:
             self.brokers[node_id] = broker
         await asyncio.gather(*(asyncio.to_thread(b.start) for b in self.brokers.values()))
         await self.wait_for(lambda: self.active_brokers() == set(self.brokers), 30.0, "every broker to register")
+        # In a quorum, until every controller has them (committed, replayed): a failover keeps them unfenced.
+        await self.wait_for(lambda: all(set(self.controllers[i].metadata.active_broker_ids()) == set(self.brokers)
+                                        for i in self.running_controllers), 30.0, "every controller to know them")
 
     async def stop(self) -> None:
         await asyncio.gather(*(asyncio.to_thread(b.stop) for b in self.brokers.values()))

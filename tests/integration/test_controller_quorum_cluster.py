@@ -39,8 +39,13 @@ async def fail_over(cluster: LocalCluster) -> float:
     await cluster.stop_controller(old.controller_id)
     new = await cluster.wait_for_active_controller(FAILOVER_DEADLINE_S)
     assert new is not old and new.controller_epoch > old.controller_epoch
-    await cluster.wait_for(lambda: all(new.sessions.last_contact_ms(b) > new.activated_at_ms for b in cluster.brokers),
-                           FAILOVER_DEADLINE_S, "every broker to heartbeat with the new active controller")
+
+    def every_broker_heard_since_activation() -> bool:
+        contacts = [new.sessions.last_contact_ms(b) for b in cluster.brokers]
+        return all(c is not None and c > new.activated_at_ms for c in contacts)
+
+    await cluster.wait_for(every_broker_heard_since_activation, FAILOVER_DEADLINE_S,
+                           "every broker to heartbeat with the new active controller")
     return time.monotonic() - started
 
 
