@@ -26,7 +26,7 @@ from replog.protocol.records import Compression, build_batch
 
 from .harness import MiB, Result, Stats, percentile
 
-NAME = "log_cleaning"
+NAME = "log-cleaning"
 KEYS = 10_000
 VALUE_BYTES = 100
 RECORDS_PER_BATCH = 50

@@ -7,7 +7,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .analytics import job as analyze_job
-from .client import group_admin
+from .cli_admin import add_admin_commands
+from .client import cluster_admin, group_admin
 from .client.admin import Admin, NewTopic, TopicDescription
 from .client.cluster import Cluster
 from .client.consumer import Consumer
@@ -76,13 +77,19 @@ async def _topics(args: argparse.Namespace) -> int:
             _require(args.topic, "--topic")
             await admin.delete_topics([args.topic])
             print(f"Deleted topic {args.topic}.")
+        elif args.action == "alter":
+            _require(args.topic, "--topic")
+            await cluster_admin.create_partitions(admin, args.topic, args.partitions)
+            print(f"Topic {args.topic} now has {args.partitions} partitions.")
         elif args.action == "list":
             for name in await admin.list_topics():
                 print(name)
         else:
             described = await admin.describe_topics(None if args.topic is None else [args.topic])
             for description in described.values():
-                text = _format_description(description, args)
+                overrides = {c.name: c.value for c in await cluster_admin.describe_configs(
+                    admin, cluster_admin.TOPIC, description.name) if c.source == cluster_admin.DYNAMIC_TOPIC_CONFIG}
+                text = _format_description(description, args, overrides)
                 if text:
                     print(text)
     return EXIT_OK
@@ -93,13 +100,17 @@ def _require(value: object, flag: str) -> None:
         raise ValueError(f"{flag} is required")
 
 
-def _format_description(d: TopicDescription, args: argparse.Namespace) -> str:
-    """As kafka-topics --describe: a header line per topic, then its partitions; with a partition filter
-    (--under-replicated-partitions, --unavailable-partitions) only the partitions that match, no header."""
+def _format_description(d: TopicDescription, args: argparse.Namespace,
+                        overrides: dict[str, str | None] | None = None) -> str:
+    """As kafka-topics --describe: a header line per topic with its non-default configs, then its partitions;
+    with a partition filter (--under-replicated-partitions, --unavailable-partitions) only the partitions that
+    match, no header."""
     replication = len(d.partitions[0].replicas) if d.partitions else 0
     filtered = args.under_replicated_partitions or args.unavailable_partitions
+    configs = ",".join(f"{k}={v}" for k, v in sorted((overrides or {}).items()))
     lines = [] if filtered else [
-        f"Topic: {d.name}\tPartitionCount: {len(d.partitions)}\tReplicationFactor: {replication}"]
+        f"Topic: {d.name}\tPartitionCount: {len(d.partitions)}\tReplicationFactor: {replication}"
+        + (f"\tConfigs: {configs}" if configs else "")]
     for p in d.partitions:
         if args.under_replicated_partitions and not p.under_replicated:
             continue
@@ -404,11 +415,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     topics = commands.add_parser("topics", help="create, delete, list or describe topics",
                                  description="Create, delete, list or describe topics, as kafka-topics.sh does.")
-    topics.add_argument("action", choices=["create", "delete", "list", "describe"], help="what to do")
+    topics.add_argument("action", choices=["create", "delete", "list", "describe", "alter"],
+                        help="what to do; alter adds partitions (--partitions: the new total)")
     _bootstrap(topics)
     topics.add_argument("--topic", help="the topic; required by create and delete (default for describe: "
                         "every topic)")
-    topics.add_argument("--partitions", type=int, default=1, help="create: partitions (default: %(default)s)")
+    topics.add_argument("--partitions", type=int, default=1,
+                        help="create: partitions; alter: the new partition count (default: %(default)s)")
     topics.add_argument("--replication-factor", type=int, default=1,
                         help="create: replicas of each partition (default: %(default)s)")
     topics.add_argument("--config", action="append", metavar="KEY=VALUE",
@@ -507,6 +520,8 @@ def build_parser() -> argparse.ArgumentParser:
         action_parser.add_argument("--data-dir", required=True,
                                    help="the cluster's directory, holding cluster.json (required)")
         action_parser.set_defaults(func=cmd_cluster)
+
+    add_admin_commands(commands, _bootstrap)
 
     analyze = commands.add_parser("analyze", help="analyse metrics dumps with PySpark: tables, plots, report",
                                   description="Analyse metrics dumps (docs/metrics-dumps.md) with PySpark: "

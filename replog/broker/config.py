@@ -156,6 +156,8 @@ class BrokerConfig:
     # group.* and offsets.* keys, under Kafka's names (coordinator/config.py)
     group: GroupCoordinatorConfig = field(default_factory=GroupCoordinatorConfig)
     unknown_keys: tuple[str, ...] = ()
+    # The keys given in the properties file or overrides: DescribeConfigs' STATIC_BROKER_CONFIG source.
+    given_keys: frozenset[str] = frozenset()
 
     @property
     def controller_address(self) -> tuple[str, int] | None:
@@ -251,6 +253,16 @@ class BrokerConfig:
                              f"replog's links between nodes run on a PLAINTEXT listener for now")
 
 
+def broker_config_keys() -> dict[str, str]:
+    """Each broker config key DescribeConfigs lists, with its attribute: the first key of each attribute
+    (log.retention.ms, not its aliases log.retention.minutes and .hours)."""
+    keys: dict[str, str] = {}
+    for key, (attribute, _) in _KEYS.items():
+        if attribute not in keys.values():
+            keys[key] = attribute
+    return keys
+
+
 def load_config(path: str | Path | None, overrides: list[str]) -> BrokerConfig:
     return config_from_properties(read_properties(path, overrides))
 
@@ -274,7 +286,8 @@ def config_from_properties(props: dict[str, str]) -> BrokerConfig:
             values[attribute] = parser(raw)  # type: ignore[operator]
         except ValueError as e:
             raise ValueError(f"invalid value for {key}: {raw!r} ({e})") from e
-    config = BrokerConfig(**values, unknown_keys=tuple(sorted(unknown)))  # type: ignore[arg-type]
+    config = BrokerConfig(**values, unknown_keys=tuple(sorted(unknown)),  # type: ignore[arg-type]
+                          given_keys=frozenset(k for k in props if k in _KEYS))
     config.validate()
     return config
 

@@ -69,6 +69,8 @@ class MetadataImage:
     controller_id: int
     brokers: dict[int, BrokerEndpoint] = field(default_factory=dict)
     topics: dict[str, TopicMetadata] = field(default_factory=dict)
+    # Dynamic broker configs by entity ("" the cluster-wide default, "1" broker 1), KIP-226.
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def apply_update_metadata(self, request: UpdateMetadataRequest) -> None:
         """Take the controller's view: live brokers, and partition leadership for the topics listed."""
@@ -79,10 +81,12 @@ class MetadataImage:
         }
         if request.type == UPDATE_METADATA_FULL:
             self.topics = {}
+            self.broker_configs = {k: dict(v) for k, v in request.broker_configs.items()}
         for state in request.topic_states:
             topic = self.topics.get(state.topic_name)
             if topic is None or topic.topic_id != state.topic_id:
                 topic = TopicMetadata(state.topic_name, state.topic_id, {})
+            topic.configs = dict(state.configs)
             for p in state.partition_states:
                 if p.leader == LEADER_DURING_DELETE:
                     topic.partitions.pop(p.partition_index, None)

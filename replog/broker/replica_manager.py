@@ -90,6 +90,7 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetch_purgatory = Purgatory("fetch", fetch_purgatory_size)
         self.produce_purgatory = Purgatory("produce", produce_purgatory_size)
+        self.delete_records_purgatory = Purgatory("deleteRecords", produce_purgatory_size)
         self.fetcher_manager = fetcher_manager
         self._alter_isr = alter_isr or _no_followers_without_controller
         self.metrics = metrics or BrokerMetrics(node_id)
@@ -459,6 +460,7 @@ class ReplicaManager:
                 return PartitionReadResult(e.error_code)
             if hw_moved:
                 self._wake(partition.key, hw_moved=True)
+            self.delete_records_purgatory.check_and_complete(partition.key)  # its log start may have moved
         return PartitionReadResult(ErrorCode.none, result, partition.high_watermark, log_.log_start_offset)
 
     def _report_leadership(self, key: TopicPartition, leader_epoch: int | None) -> None:
@@ -469,6 +471,7 @@ class ReplicaManager:
         self.fetch_purgatory.check_and_complete(key)
         if hw_moved:
             self.produce_purgatory.check_and_complete(key)
+            self.delete_records_purgatory.check_and_complete(key)
 
     async def shutdown(self) -> None:
         # A LeaderAndIsr being applied finishes first, so it cannot start fetchers after they are stopped.
@@ -477,6 +480,7 @@ class ReplicaManager:
             await self.fetcher_manager.shutdown()
         self.fetch_purgatory.complete_all()
         self.produce_purgatory.complete_all()
+        self.delete_records_purgatory.complete_all()
 
 
 def _error_code_of(failure: LogError | OSError) -> ErrorCode:

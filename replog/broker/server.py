@@ -20,6 +20,7 @@ from replog.client.connection import Connection
 from replog.client.errors import KafkaError
 from replog.fetcher.leader_endpoint import RemoteLeaderEndpoint
 from replog.fetcher.manager import FetcherConfig, LeaderInfo, ReplicaFetcherManager
+from replog.log.dynamic_configs import ConfigResource
 from replog.log.log_cleaner import LogCleaner
 from replog.log.log_manager import LogManager
 from replog.metrics.service import MetricsService
@@ -38,9 +39,10 @@ from replog.server.listener_socket import write_ready_file
 from .alter_partition import AlterPartitionManager
 from .config import BrokerConfig, load_config, report_unknown_keys
 from .controller_client import ControllerFinder
+from .dynamic_config import apply_dynamic_configs
 from .group_coordinator import GroupCoordinatorShell
 from .handlers import BROKER_APIS, build_handlers
-from .handlers.context import ControlPlane, GroupCoordination, TopicAdmin, TopicDefaults
+from .handlers.context import ConfigAdmin, ControlPlane, GroupCoordination, TopicAdmin, TopicDefaults
 from .lifecycle import BrokerIdentity, BrokerLifecycleManager
 from .local_controller import LocalController, TopicCreationError
 from .metadata import BrokerEndpoint, MetadataImage, TopicMetadata
@@ -108,6 +110,7 @@ class Broker:
             self.alter_partition_manager.start()
         else:
             self.replica_manager.apply_metadata(self.image)
+            apply_dynamic_configs(self.replica_manager, self.image, config)  # as persisted by the last run
         self.metrics_service = MetricsService(
             config.metrics, node_id=config.node_id, role="broker", data_dir=config.log_dirs[0],
             collector=BrokerCollector(self.metrics, self.replica_manager),
@@ -152,8 +155,10 @@ class Broker:
                             has_metadata=self.has_metadata)
         control = ControlPlane(self.replica_manager, self.image, registration=self)
         groups = GroupCoordination(self.groups, self.image, self.ensure_offsets_topic)
+        admin = ConfigAdmin(self.image, config, local=self,
+                            forward_to_controller=self.forward_to_controller if self.in_cluster else None)
         return build_handlers(self.replica_manager, topics, control, groups, self.controller.allocate_producer_id,
-                              config.inter_broker_secret)
+                              config.inter_broker_secret, admin)
 
     def _build_lifecycle_manager(self) -> BrokerLifecycleManager:
         config = self.config
@@ -189,6 +194,7 @@ class Broker:
             own.listeners = self.advertised_listeners  # the controller knows only our inter-broker address
         self._metadata_broker_epoch = broker_epoch
         self.has_metadata.set()
+        apply_dynamic_configs(self.replica_manager, self.image, self.config)
 
     def is_stale_broker_epoch(self, broker_epoch: int) -> bool:
         """A controller request meant for an earlier registration of this broker (Kafka's
@@ -324,6 +330,18 @@ class Broker:
             self.replica_manager.apply_metadata(self.image)
         return topic
 
+    def alter_configs(self, resources: list[ConfigResource], *, incremental: bool,
+                      validate_only: bool) -> list[tuple[ErrorCode, str | None]]:
+        outcomes = self.controller.alter_configs(resources, incremental=incremental, validate_only=validate_only)
+        if not validate_only:
+            apply_dynamic_configs(self.replica_manager, self.image, self.config)
+        return outcomes
+
+    def create_partitions(self, name: str, count: int, assignment: list[list[int]] | None, *,
+                          validate_only: bool) -> None:
+        self.controller.create_partitions(name, count, assignment, validate_only=validate_only)
+        if not validate_only:
+            self.replica_manager.apply_metadata(self.image)
 
     # background work
     async def _every(self, interval_ms: int, action) -> None:

@@ -79,13 +79,14 @@ def update_metadata_request(controller_id: int, controller_epoch: int, broker: B
                                          [r for r in p.replicas
                                           if r not in live or r in metadata.offline_replicas_of(p)])
             for p in topic.partitions.values()
-        ])
+        ], dict(topic.configs))
         for topic in metadata.topics.values()
     ]
     brokers = [UpdateMetadataBroker(b.broker_id, _endpoints(b), b.rack)
                for b in sorted(metadata.brokers.values(), key=lambda b: b.broker_id) if b.broker_id in live]
     return UpdateMetadataRequest(controller_id, controller_epoch, broker.epoch, topic_states, brokers,
-                                 type=UPDATE_METADATA_FULL)
+                                 type=UPDATE_METADATA_FULL,
+                                 broker_configs={k: dict(v) for k, v in metadata.broker_configs.items()})
 
 
 def _endpoints(broker: BrokerRegistration) -> list[UpdateMetadataEndpoint]:

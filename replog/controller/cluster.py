@@ -14,8 +14,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from replog.log.dynamic_configs import topic_configs_error
 from replog.log.partition_log import TopicPartition
-from replog.log.topic_config import topic_config_error
 from replog.protocol.topics import topic_name_error
 
 from .registry import (
@@ -98,6 +98,8 @@ class ClusterMetadata:
         # again (restarts). Not in the metadata log: a broker keeps reporting its offline dirs in every
         # heartbeat, so a restarted controller learns them again.
         self._offline_replicas: dict[int, set[TopicPartition]] = {}
+        # Dynamic broker configs (KIP-226) by entity name: "" is the cluster-wide default, "1" broker 1.
+        self.broker_configs: dict[str, dict[str, str]] = {}
 
     # ----------------------------------------------------------------------------------------- brokers
 
@@ -192,7 +194,7 @@ class ClusterMetadata:
         replication_factor = len(assignment[0])
         for index, replicas in sorted(assignment.items()):
             self._check_replicas(index, replicas, replication_factor)
-        config_error = topic_config_error(configs)
+        config_error = topic_configs_error(configs)
         if config_error is not None:
             raise ControllerError(ErrorCode.invalid_config, config_error)
 

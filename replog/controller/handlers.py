@@ -24,6 +24,7 @@ from replog.server import api_versions
 from replog.server.dispatch import Handler, RequestContext
 from replog.server.handlers import shared_handlers
 
+from .admin_handlers import ADMIN_APIS, handle_alter_configs, handle_create_partitions, handle_elect_leaders
 from .cluster import ClusterMetadata, ControllerError, TopicRegistration, alter_partition_error
 from .heartbeats import HeartbeatAnswer
 from .propagation import PropagationError
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 
 CONTROLLER_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
                              ApiKey.ALTER_PARTITION, ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT,
-                             ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS}) | QUORUM_APIS
+                             ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS}) | QUORUM_APIS | ADMIN_APIS
 CONFIG_SOURCE_TOPIC = 1  # DescribeConfigs' TOPIC_CONFIG source, as CreateTopics v5+ reports configs
 
 
@@ -198,6 +199,10 @@ def build_handlers(controller: ControllerApis, inter_broker_secret: str,
         ApiKey.BROKER_HEARTBEAT: functools.partial(handle_broker_heartbeat, controller=controller),
         ApiKey.CREATE_TOPICS: functools.partial(handle_create_topics, controller=controller),
         ApiKey.DELETE_TOPICS: functools.partial(handle_delete_topics, controller=controller),
+        ApiKey.ALTER_CONFIGS: functools.partial(handle_alter_configs, target=controller),
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: functools.partial(handle_alter_configs, target=controller),
+        ApiKey.CREATE_PARTITIONS: functools.partial(handle_create_partitions, target=controller),
+        ApiKey.ELECT_LEADERS: functools.partial(handle_elect_leaders, target=controller),
     }
     assert set(handlers) == CONTROLLER_APIS
     return handlers

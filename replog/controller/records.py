@@ -45,6 +45,11 @@ def remove_topic_record(name: str) -> Record:
     return {"type": "remove_topic", "name": name}
 
 
+def config_record(resource_type: str, name: str, configs: dict[str, str]) -> Record:
+    """An entity's whole set of overrides: resource_type "topic" or "broker" (name "" is the cluster default)."""
+    return {"type": "config", "resource_type": resource_type, "name": name, "configs": dict(configs)}
+
+
 def new_topic_records(topic: TopicRegistration) -> list[Record]:
     return [topic_record(topic)] + [partition_record(p) for p in topic.partitions.values()]
 
@@ -53,6 +58,7 @@ def snapshot_records(controller_epoch: int, metadata: ClusterMetadata) -> list[R
     """Records that rebuild `metadata` and the controller epoch on their own."""
     records = [controller_epoch_record(controller_epoch)]
     records += [broker_record(b) for _, b in sorted(metadata.brokers.items())]
+    records += [config_record("broker", name, configs) for name, configs in sorted(metadata.broker_configs.items())]
     for topic in metadata.topics.values():
         records += new_topic_records(topic)
     return records
@@ -73,6 +79,8 @@ def replay(records: Iterable[Record], metadata: ClusterMetadata) -> int:
                                                      dict(record["configs"])))
             elif kind == "partition":
                 metadata.apply([_partition(record)])
+            elif kind == "config":
+                _apply_config(record, metadata)
             elif kind == "remove_topic":
                 metadata.delete_topic(record["name"])
             else:
@@ -80,6 +88,19 @@ def replay(records: Iterable[Record], metadata: ClusterMetadata) -> int:
         except (KeyError, TypeError, ValueError, AssertionError, ControllerError) as e:
             raise CorruptMetadataError(f"cannot replay {record!r}: {e!r}") from e
     return controller_epoch
+
+
+def _apply_config(r: Record, metadata: ClusterMetadata) -> None:
+    configs = {str(k): str(v) for k, v in r["configs"].items()}
+    if r["resource_type"] == "topic":
+        metadata.topics[r["name"]].configs = configs
+    elif r["resource_type"] == "broker":
+        if configs:
+            metadata.broker_configs[str(r["name"])] = configs
+        else:
+            metadata.broker_configs.pop(str(r["name"]), None)
+    else:
+        raise ValueError(f"unknown config resource type {r['resource_type']!r}")
 
 
 def _broker(r: Record) -> BrokerRegistration:

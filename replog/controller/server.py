@@ -393,6 +393,8 @@ class ClusterController(QuorumRoles):
 
     def _unclean_allowed(self, topic: str) -> bool:
         configured = self.metadata.topics[topic].configs.get("unclean.leader.election.enable")
+        if configured is None:  # then the dynamic cluster-wide default (KIP-226), then the static one
+            configured = self.metadata.broker_configs.get("", {}).get("unclean.leader.election.enable")
         if configured is None:
             return self.config.unclean_leader_election_enable
         return configured.lower() == "true"
@@ -413,7 +415,8 @@ class ClusterController(QuorumRoles):
             assignment = assign_replicas(
                 self.metadata.active_broker_ids(),
                 self.config.num_partitions if partitions is None else partitions,
-                self.config.default_replication_factor if replication_factor is None else replication_factor)
+                self.config.default_replication_factor if replication_factor is None else replication_factor,
+                racks={b: self.metadata.brokers[b].rack for b in self.metadata.active_broker_ids()})
         inactive = sorted({r for replicas in assignment.values() for r in replicas
                            if r in self.metadata.brokers and not self.metadata.is_eligible(r)})
         if inactive:
@@ -475,6 +478,12 @@ class ClusterController(QuorumRoles):
         if not brokers_left:
             del self._pending_deletions[name]
         log.info("broker %d deleted its replicas of deleted topic %s", broker_id, name)
+
+    def commit_records(self, new_records: list[records.Record]) -> None:
+        """Log records (fsync), then apply them exactly as replay does: the commit of admin operations
+        (controller/admin.py)."""
+        self._log.append(new_records)
+        records.replay(new_records, self.metadata)
 
     def registration(self, topic: str, partition: int) -> PartitionRegistration:
         return self.metadata.registration(topic, partition)

@@ -25,8 +25,15 @@ class ApiKey(enum.IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
+    CREATE_PARTITIONS = 37
+    ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
     SASL_AUTHENTICATE = 36
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
@@ -36,6 +43,7 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_QUORUM = 55
     ALTER_PARTITION = 56
     FETCH_SNAPSHOT = 59
+    DESCRIBE_CLUSTER = 60
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
 
@@ -84,6 +92,16 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.LIST_GROUPS, 0, 5, 3),
         ApiSpec(ApiKey.DELETE_GROUPS, 0, 2, 2),
         ApiSpec(ApiKey.OFFSET_DELETE, 0, 0, NEVER_FLEXIBLE),
+        # Admin APIs (issue 16). DescribeConfigs v0 is gone from kio's schemas (Kafka 4 removed it); v1 is
+        # what every client since Kafka 1.1 sends.
+        ApiSpec(ApiKey.DESCRIBE_CONFIGS, 1, 4, 4),
+        ApiSpec(ApiKey.ALTER_CONFIGS, 0, 2, 2),
+        ApiSpec(ApiKey.CREATE_PARTITIONS, 0, 3, 2),
+        ApiSpec(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, 1),
+        ApiSpec(ApiKey.ELECT_LEADERS, 0, 2, 2),
+        ApiSpec(ApiKey.DESCRIBE_CLUSTER, 0, 1, 0),
+        ApiSpec(ApiKey.DELETE_RECORDS, 0, 2, 2),
+        ApiSpec(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, 2),  # no v0 schema in kio either
         ApiSpec(ApiKey.LEADER_AND_ISR, 7, 7, 4),
         ApiSpec(ApiKey.STOP_REPLICA, 4, 4, 2),
         ApiSpec(ApiKey.UPDATE_METADATA, 8, 8, 6),

@@ -31,6 +31,11 @@ _TAG_UPDATE_METADATA_TYPE = 0
 # retention...) in a tagged field, which Kafka's decoders skip as unknown. ZooKeeper-mode brokers read them
 # from ZooKeeper; replog brokers have no other source. A high tag keeps clear of Kafka's own numbering.
 _TAG_TOPIC_CONFIGS = 10_000
+# The same extension on UpdateMetadata, which reaches every broker: each topic state carries its topic's
+# configs (tag 10_000, as above), and the request the dynamic broker configs (tag 10_001: entity name, ""
+# for the cluster default, and its configs), so DescribeConfigs on any broker and config changes that take
+# effect at once (KIP-226) need no other channel.
+_TAG_BROKER_CONFIGS = 10_001
 
 Buffer = bytes | bytearray | memoryview
 
@@ -231,6 +236,7 @@ class UpdateMetadataTopicState:
     topic_name: str
     topic_id: uuid.UUID
     partition_states: list[UpdateMetadataPartitionState]
+    configs: dict[str, str] = field(default_factory=dict)  # tagged field _TAG_TOPIC_CONFIGS
 
 
 @dataclass(slots=True)
@@ -257,6 +263,7 @@ class UpdateMetadataRequest:
     live_brokers: list[UpdateMetadataBroker]
     type: int = 0  # tagged: 0 unknown, 1 incremental, 2 full snapshot (KIP-866)
     is_kraft_controller: bool = False
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # tagged: _TAG_BROKER_CONFIGS
 
 
 @dataclass(slots=True)
@@ -286,7 +293,7 @@ def encode_update_metadata_request(request: UpdateMetadataRequest) -> bytes:
             _write_int32s(w, p.replicas)
             _write_int32s(w, p.offline_replicas)
             w.empty_tagged_fields()
-        w.empty_tagged_fields()
+        w.tagged_fields({_TAG_TOPIC_CONFIGS: _encode_configs(topic.configs)} if topic.configs else {})
     w.array_length(len(request.live_brokers), compact=True)
     for broker in request.live_brokers:
         w.int32(broker.id)
@@ -305,6 +312,8 @@ def encode_update_metadata_request(request: UpdateMetadataRequest) -> bytes:
         t = Writer()
         t.int8(request.type)
         tags[_TAG_UPDATE_METADATA_TYPE] = bytes(t.buf)
+    if request.broker_configs:
+        tags[_TAG_BROKER_CONFIGS] = _encode_broker_configs(request.broker_configs)
     w.tagged_fields(tags)
     return bytes(w.buf)
 
@@ -320,7 +329,9 @@ def decode_update_metadata_request(buf: Buffer, offset: int) -> UpdateMetadataRe
         topic = UpdateMetadataTopicState(r.string(compact=True), r.uuid(), [])
         for _ in range(_count(r, "PartitionStates")):
             topic.partition_states.append(_read_update_metadata_partition(r, topic.topic_name))
-        r.skip_tagged_fields()
+        configs = r.tagged_fields().get(_TAG_TOPIC_CONFIGS)
+        if configs is not None:
+            topic.configs = _decode_configs(configs)
         topic_states.append(topic)
     live_brokers = []
     for _ in range(_count(r, "LiveBrokers")):
@@ -333,15 +344,18 @@ def decode_update_metadata_request(buf: Buffer, offset: int) -> UpdateMetadataRe
         r.skip_tagged_fields()
         live_brokers.append(broker)
     type_ = 0
+    broker_configs: dict[str, dict[str, str]] = {}
     for tag, value in r.tagged_fields().items():
         if tag == _TAG_UPDATE_METADATA_TYPE:
             if len(value) != 1:
                 raise DecodeError(f"UpdateMetadata Type tag of {len(value)} bytes, expected 1")
             type_ = Reader(value).int8()
+        elif tag == _TAG_BROKER_CONFIGS:
+            broker_configs = _decode_broker_configs(value)
         # other tags are from a newer sender; ignoring them is what tagged fields are for
     _finish(r, "UpdateMetadataRequest")
     return UpdateMetadataRequest(controller_id, controller_epoch, broker_epoch, topic_states, live_brokers,
-                                 type_, is_kraft_controller)
+                                 type_, is_kraft_controller, broker_configs)
 
 
 def _read_update_metadata_partition(r: Reader, topic_name: str) -> UpdateMetadataPartitionState:
@@ -514,6 +528,29 @@ def _decode_configs(buf: memoryview) -> dict[str, str]:
         configs[key] = r.string(compact=True)
     _finish(r, "TopicConfigs")
     return configs
+
+
+def _encode_broker_configs(by_entity: dict[str, dict[str, str]]) -> bytes:
+    w = Writer()
+    w.array_length(len(by_entity), compact=True)
+    for entity, configs in sorted(by_entity.items()):
+        w.string(entity, compact=True)
+        w.buf += _encode_configs(configs)
+    return bytes(w.buf)
+
+
+def _decode_broker_configs(buf: memoryview) -> dict[str, dict[str, str]]:
+    r = Reader(buf)
+    by_entity = {}
+    for _ in range(_count(r, "BrokerConfigs")):
+        entity = r.string(compact=True)
+        configs = {}
+        for _ in range(_count(r, "Configs")):
+            key = r.string(compact=True)
+            configs[key] = r.string(compact=True)
+        by_entity[entity] = configs
+    _finish(r, "BrokerConfigs")
+    return by_entity
 
 
 def _finish(r: Reader, name: str) -> None:

@@ -29,6 +29,9 @@ class QuorumConfig:
     retry_backoff_ms: int = 20
     fetch_max_wait_ms: int = 500  # KafkaRaftClient's fetchMaxWaitMs: how long a leader parks an empty fetch
     fetch_max_entries: int = 64  # entries returned per Fetch (Kafka bounds bytes; the simulation counts)
+    # KIP-996 pre-vote; Kafka uses it once every voter speaks Vote v2. Off: a timed-out voter stands at once,
+    # as before KIP-996 (the simulation runs both).
+    pre_vote: bool = True
     voter_ids: frozenset[int] = field(init=False)
 
     def __post_init__(self) -> None:

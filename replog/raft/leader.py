@@ -1,4 +1,5 @@
-"""What a leader tracks about the other replicas during its epoch (KRaft's LeaderState bookkeeping).
+"""A leader's epoch (KRaft's LeaderState): LeaderRole does the leader's work, LeaderProgress keeps what it
+knows about the other replicas.
 
 The replicas' fetch offsets give the high watermark (voters only); the times of their fetches give
 check-quorum; BeginQuorumEpoch acknowledgements say whom to tell again; fetches that found nothing new are
@@ -12,10 +13,14 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from replog.raft import messages as m
-from replog.raft.messages import Envelope, ReplicaProgress
+from replog.raft.config import QuorumConfig
+from replog.raft.messages import Envelope, LogEntry, ReplicaProgress
 from replog.raft.raft_log import DivergingFetch, RaftLog, SnapshotNeeded, validate_fetch
+from replog.raft.requests import RequestChannel
 from replog.raft.snapshots import MAX_SNAPSHOT_CHUNK_BYTES, snapshot_chunk
 from replog.raft.states import CHECK_QUORUM_TIMEOUT_FACTOR, majority_high_watermark
+
+APPEND_LINGER_MS = 25  # controller.quorum.append.linger.ms: a leader batches appends this long before a flush
 
 
 @dataclass(slots=True)
@@ -102,3 +107,99 @@ def fetch_snapshot_answer(data: bytes, request: m.FetchSnapshotRequest, leader_i
     chunk = snapshot_chunk(data, request.position, min(request.max_bytes, MAX_SNAPSHOT_CHUNK_BYTES))
     return m.FetchSnapshotResponse(ErrorCode.none, leader_id, epoch, request.snapshot_id, len(data),
                                    request.position, chunk)
+
+
+class LeaderRole:
+    """The leader's work in its epoch: appends flushed after the linger, the high watermark, Fetch answered or
+    parked, BeginQuorumEpoch to the voters, check-quorum. Sends through the node's channel."""
+
+    def __init__(self, local_id: int, epoch: int, config: QuorumConfig, log: RaftLog, channel: RequestChannel,
+                 cluster_id: str, high_watermark: int | None, now_ms: int) -> None:
+        self.local_id, self.epoch, self.config, self.log = local_id, epoch, config, log
+        self._channel, self._cluster_id = channel, cluster_id
+        self.progress = LeaderProgress(local_id, config.voter_ids, log.end_offset, config.fetch_timeout_ms, now_ms)
+        self.high_watermark = high_watermark  # kept from before: a high watermark never goes down
+        self.flush_due_ms: int | None = None
+
+    def deadlines(self) -> list[int]:
+        times = [self.progress.check_quorum_deadline_ms]
+        times.extend(deadline for _, deadline in self.progress.parked.values())
+        if self.flush_due_ms is not None:
+            times.append(self.flush_due_ms)
+        return times
+
+    def append(self, entries: list[LogEntry], now_ms: int) -> None:
+        """Append now; flush (and so wake parked fetches) after the linger, batching close appends."""
+        self.log.append(entries)
+        if self.flush_due_ms is None:
+            self.flush_due_ms = now_ms + APPEND_LINGER_MS
+
+    def tick(self, now_ms: int) -> bool:
+        """Flush, expire parked fetches, tell voters of the epoch; True when check-quorum says resign."""
+        if self.flush_due_ms is not None and now_ms >= self.flush_due_ms:
+            self.log.flush()
+            self.flush_due_ms = None
+            self.progress.update_local(self.log.flushed_end_offset, now_ms)
+            self._maybe_advance_high_watermark()
+            self._complete_parked_fetches()
+        if self.progress.check_quorum_expired(now_ms):
+            return True
+        for replica, (_, deadline) in list(self.progress.parked.items()):
+            if now_ms >= deadline:
+                request, _ = self.progress.parked.pop(replica)
+                self._channel.respond(request, self._fetch_answer(request.message))
+        self.send_begin_quorum_epoch(now_ms)
+        return False
+
+    def send_begin_quorum_epoch(self, now_ms: int) -> None:
+        """BeginQuorumEpoch to the voters that have not acknowledged it, and again to those that stopped
+        fetching: one that moved to a higher epoch (a candidate that lost) cannot win pre-votes while this
+        leader is heard, and learns nothing from it unless told; its answer shows this leader the epoch."""
+        begin = m.BeginQuorumEpochRequest(self._cluster_id, self.local_id, self.epoch)
+        silent = self.progress.silent_voters(now_ms, self.config.fetch_timeout_ms)
+        for voter in sorted((self.config.voter_ids - self.progress.begin_epoch_acked) | silent):
+            self._channel.send(voter, begin, now_ms)
+
+    def on_fetch(self, envelope: Envelope, request: m.FetchRequest, now_ms: int) -> None:
+        """A Fetch of this epoch: answer it, or park it while there is nothing new to send."""
+        answer = self._fetch_answer(request)
+        if answer.diverging_epoch is None and answer.snapshot_id is None:
+            self.progress.update_replica(request.replica_id, request.fetch_offset, self.log.end_offset, now_ms)
+            self._maybe_advance_high_watermark()
+            hw = -1 if self.high_watermark is None else self.high_watermark
+            answer = m.FetchResponse(answer.error_code, answer.leader_id, answer.leader_epoch, hw,
+                                     answer.log_start_offset, answer.records)
+            if not answer.records and request.max_wait_ms > 0:
+                self.progress.parked[request.replica_id] = (envelope, now_ms + request.max_wait_ms)
+                return
+        self._channel.respond(envelope, answer)
+
+    def describe(self) -> m.DescribeQuorumResponse:
+        voters, observers = self.progress.progress()
+        hw = -1 if self.high_watermark is None else self.high_watermark
+        return m.DescribeQuorumResponse(ErrorCode.none, self.local_id, self.epoch, hw, voters, observers)
+
+    def preferred_successors(self) -> tuple[int, ...]:
+        """The other voters, the most caught up first (EndQuorumEpoch's PreferredSuccessors)."""
+        replicas = self.progress.replicas
+        return tuple(sorted(self.config.voter_ids - {self.local_id},
+                            key=lambda voter: (-replicas[voter].end_offset, voter)))
+
+    def take_parked(self) -> list[Envelope]:
+        """The parked fetches, for a leader that steps down to answer them."""
+        parked, self.progress.parked = self.progress.parked, {}
+        return [request for request, _ in parked.values()]
+
+    def _maybe_advance_high_watermark(self) -> None:
+        new = self.progress.new_high_watermark(self.high_watermark)
+        if new is not None:
+            self.high_watermark = new
+            self._complete_parked_fetches()
+
+    def _complete_parked_fetches(self) -> None:
+        for request in self.take_parked():
+            self._channel.respond(request, self._fetch_answer(request.message))
+
+    def _fetch_answer(self, request: m.FetchRequest) -> m.FetchResponse:
+        return fetch_answer(self.log, request, self.local_id, self.epoch, self.high_watermark,
+                            self.config.fetch_max_entries)

@@ -17,7 +17,7 @@ from replog.raft import messages as m
 from replog.raft import states as s
 from replog.raft.commits import CommitQueue, Committed, LoadSnapshot
 from replog.raft.config import BOOTSTRAP_SERVERS, VOTERS, QuorumConfig, QuorumConfigError
-from replog.raft.leader import LeaderProgress, fetch_answer, fetch_snapshot_answer
+from replog.raft.leader import LeaderRole, fetch_snapshot_answer
 from replog.raft.messages import NO_LEADER, Envelope, LogEntry, OffsetAndEpoch
 from replog.raft.quorum_state_file import QuorumStateStore, check_voters
 from replog.raft.raft_log import RaftLog, truncation_offset
@@ -33,8 +33,6 @@ from replog.raft.states import (
     Unattached,
     Voted,
 )
-
-APPEND_LINGER_MS = 25  # controller.quorum.append.linger.ms: a leader batches appends this long before a flush
 
 
 class NotLeaderError(Exception):
@@ -55,12 +53,11 @@ class RaftNode:
         self.log = log
         self._store = store
         self._rng = rng
-        self.high_watermark: int | None = None  # unknown after a start until the leader says (KRaft keeps none)
+        self._high_watermark: int | None = None  # unknown after a start until the leader says (KRaft keeps none)
         self._channel = RequestChannel(node_id, config.request_timeout_ms)
         self._retry_at_ms = 0  # a follower backs off after an error answer
         self._heard_from_leader_ms: int | None = None  # the last good Fetch answer of this epoch's leader
-        self._leader: LeaderProgress | None = None
-        self._flush_due_ms: int | None = None
+        self._leader: LeaderRole | None = None  # while this node leads
         self._download: SnapshotDownload | None = None
         self._end_epoch_acked: set[int] = set()  # voters that acknowledged this resigned leader's EndQuorumEpoch
         self._commits = CommitQueue(log)
@@ -86,34 +83,27 @@ class RaftNode:
         return self.state.role
 
     @property
+    def high_watermark(self) -> int | None:
+        """Offsets below it are committed; the leader computes it, a follower learns it from the leader."""
+        return self._leader.high_watermark if self._leader is not None else self._high_watermark
+
+    @property
     def leader_id(self) -> int | None:
         return s.leader_id_of(self.state, self.node_id)
 
     def next_deadline_ms(self) -> int:
         """When `tick` has something to do next (a timer, a flush, a resend, a parked fetch's max wait)."""
         times: list[int] = []
-        match self.state:
-            case Unattached(election_deadline_ms=deadline) if deadline is not None:
-                times.append(deadline)
-            case Voted(election_deadline_ms=deadline) | Resigned(election_deadline_ms=deadline):
-                times.append(deadline)
-            case Candidate(backoff_until_ms=backoff) if backoff is not None:
-                times.append(backoff)
-            case Candidate(election_deadline_ms=deadline) | Prospective(election_deadline_ms=deadline):
-                times.append(deadline)
-            case Follower(fetch_deadline_ms=deadline):
-                times.append(deadline)
-                if not self._channel.is_waiting_for(self.state.leader_id):
-                    times.append(self._retry_at_ms)
+        if (timer := s.timer_deadline_ms(self.state)) is not None:
+            times.append(timer)
+        if isinstance(self.state, Follower) and not self._channel.is_waiting_for(self.state.leader_id):
+            times.append(self._retry_at_ms)
         if isinstance(self.state, Unattached) and not self.is_voter and self._channel.idle:
             times.append(self._retry_at_ms)  # an observer looks for the leader
         if (expiry := self._channel.next_expiry_ms()) is not None:
             times.append(expiry)
         if self._leader is not None:
-            times.append(self._leader.check_quorum_deadline_ms)
-            times.extend(deadline for _, deadline in self._leader.parked.values())
-            if self._flush_due_ms is not None:
-                times.append(self._flush_due_ms)
+            times.extend(self._leader.deadlines())
         return min(times) if times else 1 << 62
 
     # ------------------------------------------------------------------ inputs
@@ -124,7 +114,8 @@ class RaftNode:
         if not isinstance(self.state, Leader):
             raise NotLeaderError(f"node {self.node_id} is {self.role.value} in epoch {self.epoch}")
         assert values
-        self._append_as_leader([LogEntry(self.epoch, value) for value in values], now_ms)
+        assert self._leader is not None
+        self._leader.append([LogEntry(self.epoch, value) for value in values], now_ms)
         return self.log.end_offset - 1
 
     def handle(self, envelope: Envelope, now_ms: int) -> list[Envelope]:
@@ -156,7 +147,9 @@ class RaftNode:
         self._channel.expire(now_ms)
         state = self.state
         if isinstance(state, Leader):
-            self._tick_leader(now_ms)
+            assert self._leader is not None
+            if self._leader.tick(now_ms):  # check-quorum: cut off from a majority, it must not linger
+                self._resign(now_ms, ())
         elif isinstance(state, Prospective):
             if now_ms >= state.election_deadline_ms:
                 self._after_lost_pre_vote(state, now_ms)
@@ -165,7 +158,7 @@ class RaftNode:
         elif isinstance(state, Candidate):
             if state.backoff_until_ms is not None:
                 if now_ms >= state.backoff_until_ms:
-                    self._become_prospective(now_ms, state.retries + 1)
+                    self._stand(now_ms, state.retries + 1)
             elif now_ms >= state.election_deadline_ms:
                 self._start_backoff(state, now_ms)
             else:
@@ -173,21 +166,21 @@ class RaftNode:
         elif isinstance(state, Follower):
             if now_ms >= state.fetch_deadline_ms:
                 if self.is_voter:
-                    self._become_prospective(now_ms, retries=1)
+                    self._stand(now_ms, retries=1)
                 else:
                     self._transition(Unattached(state.epoch, None), now_ms)
             else:
                 self._maybe_fetch(now_ms)
         elif isinstance(state, Resigned):
             if now_ms >= state.election_deadline_ms:
-                self._become_prospective(now_ms, retries=1)
+                self._stand(now_ms, retries=1)
             else:
                 end = m.EndQuorumEpochRequest(self.cluster_id, self.node_id, state.epoch, state.preferred_successors)
                 for voter in sorted(self.voters - {self.node_id} - self._end_epoch_acked):
                     self._channel.send(voter, end, now_ms)
         elif self.is_voter:  # Unattached or Voted
             if now_ms >= state.election_deadline_ms:
-                self._become_prospective(now_ms, retries=1)
+                self._stand(now_ms, retries=1)
         elif self._channel.idle and now_ms >= self._retry_at_ms:
             self._probe_for_leader(now_ms)
         return self._channel.drain()
@@ -253,24 +246,24 @@ class RaftNode:
             return True
         return False
 
+    def _stand(self, now_ms: int, retries: int) -> None:
+        """An election timer fired: pre-votes first (KIP-996), or straight to candidacy without them."""
+        if self.config.pre_vote:
+            self._become_prospective(now_ms, retries)
+        else:
+            self._become_candidate(now_ms, retries)
+
     def _become_prospective(self, now_ms: int, retries: int) -> None:
-        """Ask for pre-votes in this epoch first (KIP-996); only a majority of them makes a candidate."""
-        leader, voted = s.leader_id_of(self.state, self.node_id), getattr(self.state, "voted_id", None)
-        if isinstance(self.state, Candidate):
-            voted = self.node_id
+        """Ask for pre-votes in this epoch first (KIP-996); only a majority of them makes a candidate. The
+        epoch's leader or vote is kept (a resigned leader's is itself, a lost candidate's vote its own)."""
+        saved = s.election_state(self.state, self.node_id, self.voters)
         self._transition(Prospective(self.epoch, frozenset({self.node_id}), frozenset(), retries,
-                                     now_ms + self._election_timeout(), leader, voted), now_ms)
+                                     now_ms + self._election_timeout(), saved.leader_id, saved.voted_id), now_ms)
         self._send_vote_requests(now_ms)
 
     def _after_lost_pre_vote(self, state: Prospective, now_ms: int) -> None:
-        """Back to the epoch's leader (its fetches decide whether it is really gone), or to waiting: Kafka's
-        prospectiveTransitionAfterElectionLoss."""
-        if state.leader_id is not None and state.leader_id != self.node_id:
-            self._transition(Follower(state.epoch, state.leader_id, now_ms + self.config.fetch_timeout_ms), now_ms)
-        elif state.voted_id is not None and state.voted_id != self.node_id:
-            self._transition(Voted(state.epoch, state.voted_id, now_ms + self._election_timeout()), now_ms)
-        else:
-            self._transition(Unattached(state.epoch, now_ms + self._election_timeout()), now_ms)
+        self._transition(s.after_lost_pre_vote(state, self.node_id, lambda: now_ms + self._election_timeout(),
+                                               now_ms + self.config.fetch_timeout_ms), now_ms)
 
     def _become_candidate(self, now_ms: int, retries: int) -> None:
         assert self.is_voter
@@ -286,14 +279,14 @@ class RaftNode:
         self.state = replace(state, backoff_until_ms=now_ms + backoff)  # same election state: nothing to save
 
     def _become_leader(self, now_ms: int) -> None:
-        epoch_start = self.log.end_offset
-        self._transition(Leader(self.epoch, epoch_start), now_ms)
-        self._leader = LeaderProgress(self.node_id, self.voters, epoch_start, self.config.fetch_timeout_ms, now_ms)
+        self._transition(Leader(self.epoch, self.log.end_offset), now_ms)
+        self._leader = LeaderRole(self.node_id, self.epoch, self.config, self.log, self._channel, self.cluster_id,
+                                  self._high_watermark, now_ms)
         # KRaft's LeaderChange control record: the first entry of the epoch. Nothing before it counts as
         # committed until it is, so entries of older epochs are committed only by the new leader's own.
         value = b"LeaderChange leader=%d epoch=%d" % (self.node_id, self.epoch)
-        self._append_as_leader([LogEntry(self.epoch, value, control=True)], now_ms)
-        self._send_begin_quorum_epoch(now_ms)
+        self._leader.append([LogEntry(self.epoch, value, control=True)], now_ms)
+        self._leader.send_begin_quorum_epoch(now_ms)
 
     def _resign(self, now_ms: int, preferred_successors: tuple[int, ...]) -> None:
         self._transition(Resigned(self.epoch, now_ms + self._election_timeout(), preferred_successors), now_ms)
@@ -301,81 +294,24 @@ class RaftNode:
     def resign(self, now_ms: int) -> list[Envelope]:
         """Graceful resignation (a controlled shutdown): voters that are caught up are asked to stand first."""
         if isinstance(self.state, Leader) and self._leader is not None:
-            replicas = self._leader.replicas
-            successors = tuple(sorted(self.voters - {self.node_id},
-                                      key=lambda voter: (-replicas[voter].end_offset, voter)))
-            self._resign(now_ms, successors)
+            self._resign(now_ms, self._leader.preferred_successors())
         return self._channel.drain()
 
     def _step_down_as_leader(self) -> None:
-        """Answer parked fetches, so their followers learn of the change instead of waiting."""
+        """Keep the high watermark; answer parked fetches, so their followers learn of the change at once."""
         assert self._leader is not None
-        parked = list(self._leader.parked.values())
-        self._leader = None
-        self._flush_due_ms = None
-        for request, _ in parked:
+        parked = self._leader.take_parked()
+        self._high_watermark, self._leader = self._leader.high_watermark, None
+        for request in parked:
             self._channel.respond(request, self._fetch_error(ErrorCode.not_leader_or_follower))
-
-    # ------------------------------------------------------------------ leader
-
-    def _append_as_leader(self, entries: list[LogEntry], now_ms: int) -> None:
-        """Append now; flush (and so wake parked fetches) after the linger, batching close appends."""
-        self.log.append(entries)
-        if self._flush_due_ms is None:
-            self._flush_due_ms = now_ms + APPEND_LINGER_MS
-
-    def _tick_leader(self, now_ms: int) -> None:
-        assert self._leader is not None
-        if self._flush_due_ms is not None and now_ms >= self._flush_due_ms:
-            self.log.flush()
-            self._flush_due_ms = None
-            self._leader.update_local(self.log.flushed_end_offset, now_ms)
-            self._maybe_advance_high_watermark(now_ms)
-            self._complete_parked_fetches(now_ms)
-        if self._leader.check_quorum_expired(now_ms):
-            self._resign(now_ms, ())
-            return
-        for replica, (_, deadline) in list(self._leader.parked.items()):
-            if now_ms >= deadline:
-                request, _ = self._leader.parked.pop(replica)
-                self._channel.respond(request, self._fetch_answer(request.message))
-        self._send_begin_quorum_epoch(now_ms)
-
-    def _send_begin_quorum_epoch(self, now_ms: int) -> None:
-        """BeginQuorumEpoch to the voters that have not acknowledged it, and again to those that stopped
-        fetching: one that moved to a higher epoch (a candidate that lost) cannot win pre-votes while this
-        leader is heard, and learns nothing from it unless told; its answer shows this leader the epoch."""
-        assert self._leader is not None
-        begin = m.BeginQuorumEpochRequest(self.cluster_id, self.node_id, self.epoch)
-        silent = self._leader.silent_voters(now_ms, self.config.fetch_timeout_ms)
-        for voter in sorted((self.voters - self._leader.begin_epoch_acked) | silent):
-            self._channel.send(voter, begin, now_ms)
-
-    def _maybe_advance_high_watermark(self, now_ms: int) -> None:
-        assert self._leader is not None
-        new = self._leader.new_high_watermark(self.high_watermark)
-        if new is not None:
-            self.high_watermark = new
-            self._complete_parked_fetches(now_ms)
-
-    def _complete_parked_fetches(self, now_ms: int) -> None:
-        if self._leader is None:
-            return
-        parked, self._leader.parked = self._leader.parked, {}
-        for request, _ in parked.values():
-            self._channel.respond(request, self._fetch_answer(request.message))
 
     # ------------------------------------------------------------------ requests
 
     def _common_request_error(self, envelope: Envelope, cluster_id: str, epoch: int, sender_must_vote: bool,
                               ) -> ErrorCode | None:
-        if cluster_id != self.cluster_id:
-            return ErrorCode.inconsistent_cluster_id
-        if sender_must_vote and (envelope.source not in self.voters or not self.is_voter):
-            return ErrorCode.inconsistent_voter_set  # never a vote, nor a leader, from outside the voter set
-        if epoch < self.epoch:
-            return ErrorCode.fenced_leader_epoch
-        return None
+        return s.request_error(cluster_id == self.cluster_id,
+                               envelope.source in self.voters and self.is_voter or not sender_must_vote,
+                               epoch, self.epoch)
 
     def _on_vote_request(self, envelope: Envelope, request: m.VoteRequest, now_ms: int) -> None:
         error = self._common_request_error(envelope, request.cluster_id, request.candidate_epoch, True)
@@ -438,15 +374,7 @@ class RaftNode:
             self._channel.respond(envelope, self._fetch_error(error))
             return
         assert self._leader is not None
-        answer = self._fetch_answer(request)
-        if answer.diverging_epoch is None and answer.snapshot_id is None:
-            self._leader.update_replica(request.replica_id, request.fetch_offset, self.log.end_offset, now_ms)
-            self._maybe_advance_high_watermark(now_ms)
-            answer = replace(answer, high_watermark=self.high_watermark if self.high_watermark is not None else -1)
-            if not answer.records and request.max_wait_ms > 0:
-                self._leader.parked[request.replica_id] = (envelope, now_ms + request.max_wait_ms)
-                return
-        self._channel.respond(envelope, answer)
+        self._leader.on_fetch(envelope, request, now_ms)
 
     def _on_fetch_snapshot_request(self, envelope: Envelope, request: m.FetchSnapshotRequest, now_ms: int) -> None:
         error = self._common_request_error(envelope, request.cluster_id, request.current_leader_epoch, False)
@@ -467,9 +395,7 @@ class RaftNode:
             answer = m.DescribeQuorumResponse(ErrorCode.not_leader_or_follower, self._leader_or_none(), self.epoch,
                                               -1, (), ())
         else:
-            voters, observers = self._leader.progress()
-            hw = -1 if self.high_watermark is None else self.high_watermark
-            answer = m.DescribeQuorumResponse(ErrorCode.none, self.node_id, self.epoch, hw, voters, observers)
+            answer = self._leader.describe()
         self._channel.respond(envelope, answer)
 
     # ------------------------------------------------------------------ responses
@@ -502,7 +428,7 @@ class RaftNode:
             return
         if (isinstance(response, m.BeginQuorumEpochResponse) and self._leader is not None
                 and response.error_code == ErrorCode.none and response.leader_epoch == self.epoch):
-            self._leader.begin_epoch_acked.add(source)
+            self._leader.progress.begin_epoch_acked.add(source)
         elif isinstance(response, m.EndQuorumEpochResponse) and response.error_code == ErrorCode.none:
             self._end_epoch_acked.add(source)
 
@@ -553,8 +479,8 @@ class RaftNode:
         self._maybe_fetch(now_ms)
 
     def _raise_high_watermark(self, offset: int) -> None:
-        if self.high_watermark is None or offset > self.high_watermark:
-            self.high_watermark = offset
+        if self._high_watermark is None or offset > self._high_watermark:
+            self._high_watermark = offset
 
     # ------------------------------------------------------------------ sending
 
@@ -593,10 +519,6 @@ class RaftNode:
         for voter in sorted(self.voters - state.granted - state.rejected):
             vote = m.VoteRequest(self.cluster_id, epoch, self.node_id, last.epoch, last.offset, voter, pre_vote)
             self._channel.send(voter, vote, now_ms)
-
-    def _fetch_answer(self, request: m.FetchRequest) -> m.FetchResponse:
-        return fetch_answer(self.log, request, self.node_id, self.epoch, self.high_watermark,
-                            self.config.fetch_max_entries)
 
     def _leader_or_none(self) -> int:
         leader = self.leader_id

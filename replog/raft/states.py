@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
+from kio.schema.errors import ErrorCode
+
 from replog.raft.messages import OffsetAndEpoch
 from replog.raft.quorum_state_file import ElectionState, VoterSetMismatchError
 
@@ -144,6 +146,46 @@ def restart_state(saved: ElectionState | None, log_epoch: int, local_id: int, vo
     if saved.leader_id is not None:
         return Follower(saved.epoch, saved.leader_id, fetch_deadline_ms)
     return unattached(saved.epoch)
+
+
+def timer_deadline_ms(state: QuorumState) -> int | None:
+    """When the state's own timer fires: an election, a back-off, a fetch timeout; None for a leader (its
+    timers are in LeaderProgress) and an observer without a leader."""
+    match state:
+        case Candidate(backoff_until_ms=backoff) if backoff is not None:
+            return backoff
+        case Unattached() | Voted() | Resigned() | Candidate() | Prospective():
+            return state.election_deadline_ms
+        case Follower():
+            return state.fetch_deadline_ms
+    return None
+
+
+def after_lost_pre_vote(state: Prospective, local_id: int, election_deadline: Callable[[], int],
+                        fetch_deadline_ms: int) -> QuorumState:
+    """Back to the epoch's leader (its fetches decide whether it is really gone), or to waiting
+    (Kafka's prospectiveTransitionAfterElectionLoss), never forgetting that it led or voted in the epoch.
+    `election_deadline` draws a randomized deadline, for the states that wait for an election."""
+    if state.leader_id == local_id:  # it led this epoch: it must neither vote nor lead in it again
+        return Resigned(state.epoch, election_deadline(), ())
+    if state.leader_id is not None:
+        return Follower(state.epoch, state.leader_id, fetch_deadline_ms)
+    if state.voted_id is not None:  # its own vote too, as a candidate that lost: one vote per epoch
+        return Voted(state.epoch, state.voted_id, election_deadline())
+    return Unattached(state.epoch, election_deadline())
+
+
+def request_error(same_cluster: bool, sender_may_vote: bool, request_epoch: int, local_epoch: int,
+                  ) -> ErrorCode | None:
+    """The checks every quorum request passes first; `sender_may_vote` is False for a Vote, Begin- or
+    EndQuorumEpoch from outside the voter set (or to a node outside it): never a vote, nor a leader."""
+    if not same_cluster:
+        return ErrorCode.inconsistent_cluster_id
+    if not sender_may_vote:
+        return ErrorCode.inconsistent_voter_set
+    if request_epoch < local_epoch:
+        return ErrorCode.fenced_leader_epoch
+    return None
 
 
 def leader_id_of(state: QuorumState, local_id: int) -> int | None:

@@ -41,3 +41,9 @@ def test_a_filter_that_matches_nothing_prints_nothing():
     healthy = TopicDescription("fine", (HEALTHY,))
     args = argparse.Namespace(under_replicated_partitions=True, unavailable_partitions=False)
     assert _format_description(healthy, args) == ""
+
+
+def test_describe_shows_the_topic_overrides_in_the_header():
+    args = argparse.Namespace(under_replicated_partitions=False, unavailable_partitions=False)
+    header = _format_description(TOPIC, args, {"retention.ms": "1000", "cleanup.policy": "delete"}).splitlines()[0]
+    assert header == "Topic: orders\tPartitionCount: 3\tReplicationFactor: 3\tConfigs: cleanup.policy=delete,retention.ms=1000"

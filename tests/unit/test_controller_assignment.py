@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 from kio.schema.errors import ErrorCode
 
-from replog.controller.assignment import assign_replicas
+from replog.controller.assignment import assign_replicas, rack_alternated
 from replog.controller.cluster import MAX_PARTITIONS_PER_TOPIC, ControllerError
 
 # The example in AdminUtils' comment: 5 brokers, 10 partitions, replication factor 3, start index and
@@ -113,3 +113,40 @@ def test_invalid_requests(brokers: list[int], partitions: int, rf: int, error: E
 
 def test_most_partitions_allowed() -> None:
     assert len(assign_replicas([0, 1, 2], MAX_PARTITIONS_PER_TOPIC, 3)) == MAX_PARTITIONS_PER_TOPIC
+
+
+# Rack-aware assignment: Kafka's AdminUtils facts (AdminRackAwareTest).
+RACKS = {0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2", 5: "rack1"}
+
+
+def test_rack_alternated_broker_list_as_kafkas():
+    assert rack_alternated(RACKS) == [0, 3, 1, 5, 4, 2]
+    assert rack_alternated({b: r for b, r in RACKS.items() if b != 5}) == [0, 3, 1, 4, 2]
+
+
+def test_rack_aware_assignment_as_kafkas_with_a_fixed_start():
+    assert assign_replicas(list(RACKS), 7, 3, start_index=0, replica_shift=0, racks=RACKS) == {
+        0: (0, 3, 1), 1: (3, 1, 5), 2: (1, 5, 4), 3: (5, 4, 2), 4: (4, 2, 0), 5: (2, 0, 3), 6: (0, 4, 2)}
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_rack_aware_replicas_span_racks_and_leaders_spread(seed):
+    racks = {0: "a", 1: "b", 2: "b", 3: "c", 4: "c", 5: "a"}
+    assignment = assign_replicas(list(racks), 12, 3, racks=racks, rng=random.Random(seed))
+    assert all(len({racks[b] for b in replicas}) == 3 for replicas in assignment.values())
+    leaders = [replicas[0] for replicas in assignment.values()]
+    assert sorted(leaders.count(b) for b in racks) == [2] * 6
+    two = assign_replicas(list(racks), 12, 2, racks=racks, rng=random.Random(seed))
+    assert all(len({racks[b] for b in replicas}) == 2 for replicas in two.values())
+
+
+def test_brokers_without_a_rack_count_as_one_rack():
+    racks = {1: "a", 2: None, 3: None}
+    assignment = assign_replicas([1, 2, 3], 6, 2, racks=racks, rng=random.Random(1))
+    assert all(len({racks[b] or "" for b in replicas}) == 2 for replicas in assignment.values())
+
+
+def test_without_racks_the_assignment_is_rack_unaware():
+    rng_a, rng_b = random.Random(3), random.Random(3)
+    assert assign_replicas([1, 2, 3], 6, 2, racks={1: None, 2: None, 3: None}, rng=rng_a) == \
+        assign_replicas([1, 2, 3], 6, 2, rng=rng_b)

@@ -456,3 +456,29 @@ def test_the_leader_tells_a_silent_voter_again():
     _deliver(leader, 2, _fetch(2, 3, 1), 1600 + 1900)
     sent = leader.tick(1600 + 2000)  # node 3 has not fetched for a fetch timeout
     assert [(e.destination, type(e.message)) for e in sent] == [(3, m.BeginQuorumEpochRequest)]
+
+
+@pytest.mark.parametrize(
+    ("saved", "back_to"),
+    [
+        (ElectionState(5, 1, None, frozenset({1, 2, 3})), Role.RESIGNED),  # led epoch 5
+        (ElectionState(5, None, 1, frozenset({1, 2, 3})), Role.VOTED),  # stood in epoch 5: voted for itself
+        (ElectionState(5, None, 2, frozenset({1, 2, 3})), Role.VOTED),
+        (ElectionState(5, None, None, frozenset({1, 2, 3})), Role.UNATTACHED),
+    ],
+)
+def test_a_lost_pre_vote_round_keeps_the_epochs_leader_or_vote(saved, back_to):
+    """A prospective must not forget, even for a moment, that it led or voted in its epoch: it could then
+    grant a second vote in it (a late Vote of a rival candidate of that epoch)."""
+    store = MemoryQuorumStateStore()
+    store.write(saved)
+    node = _node(store=store)
+    pre_votes = []
+    while node.role is not Role.PROSPECTIVE:  # a restarted candidate backs off first
+        pre_votes = node.tick(node.next_deadline_ms())
+    assert store.state == saved
+    if saved.leader_id is not None or saved.voted_id is not None:
+        assert not _deliver(node, 3, _vote(5, 3, voter=1), 1)[-1].message.vote_granted
+    for request in pre_votes:
+        _answer(node, request, m.VoteResponse(ErrorCode.none, -1, 5, False), 2)
+    assert (node.role, node.epoch) == (back_to, 5) and store.state == saved

@@ -3,6 +3,7 @@
 import random
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from replog.raft import states as s
 from replog.raft.messages import OffsetAndEpoch
@@ -126,3 +127,70 @@ def test_strict_exponential_backoff(position, expected):
 )
 def test_election_state_saved_for_each_state(state, expected):
     assert s.election_state(state, 1, VOTERS3) == expected
+
+
+def _prospective(leader=None, voted=None):
+    return s.Prospective(5, frozenset({1}), frozenset(), 1, 100, leader, voted)
+
+
+@pytest.mark.parametrize(
+    ("state", "heard_from_leader", "candidate_last", "expected"),
+    [
+        (s.Unattached(5, 100), False, LAST, True),
+        (s.Voted(5, 3, 100), False, LAST, True),  # a pre-vote binds nothing: a vote elsewhere does not matter
+        (_prospective(), False, LAST, True),
+        (s.Candidate(5, frozenset({1}), frozenset(), 1, 100), False, LAST, True),
+        (s.Unattached(5, 100), False, OffsetAndEpoch(9, 3), False),  # still only for an up-to-date log
+        (s.Follower(5, 3, 100), True, LAST, False),  # its leader is fine
+        (s.Follower(5, 3, 100), False, LAST, True),  # silent for a fetch timeout
+        (s.Follower(5, 3, 100, leader_resigned=True), True, LAST, True),  # the leader asked for a successor
+        (s.Leader(5, 0), False, LAST, False),
+        (s.Resigned(5, 100, ()), False, LAST, True),
+    ],
+)
+def test_may_grant_pre_vote(state, heard_from_leader, candidate_last, expected):
+    assert s.may_grant_pre_vote(state, candidate_last, LAST, heard_from_leader) is expected
+
+
+@pytest.mark.parametrize(
+    ("state", "expected"),
+    [
+        (_prospective(leader=1), s.Resigned(5, 900, ())),  # node 1 led epoch 5
+        (_prospective(leader=3), s.Follower(5, 3, 700)),
+        (_prospective(voted=1), s.Voted(5, 1, 900)),  # a lost candidate keeps its own vote
+        (_prospective(voted=2), s.Voted(5, 2, 900)),
+        (_prospective(), s.Unattached(5, 900)),
+    ],
+)
+def test_after_lost_pre_vote_keeps_the_epochs_leader_or_vote(state, expected):
+    assert s.after_lost_pre_vote(state, 1, lambda: 900, 700) == expected
+
+
+@pytest.mark.parametrize(
+    ("state", "expected"),
+    [
+        (s.Unattached(5, None), None),  # an observer
+        (s.Unattached(5, 100), 100),
+        (s.Prospective(5, frozenset(), frozenset(), 1, 120, None, None), 120),
+        (s.Candidate(5, frozenset(), frozenset(), 1, 130), 130),
+        (s.Candidate(5, frozenset(), frozenset(), 1, 130, backoff_until_ms=160), 160),
+        (s.Follower(5, 2, 140), 140),
+        (s.Leader(5, 0), None),
+    ],
+)
+def test_timer_deadline(state, expected):
+    assert s.timer_deadline_ms(state) == expected
+
+
+@pytest.mark.parametrize(
+    ("same_cluster", "may_vote", "request_epoch", "expected"),
+    [
+        (True, True, 5, None),
+        (True, True, 6, None),
+        (True, True, 4, ErrorCode.fenced_leader_epoch),
+        (True, False, 9, ErrorCode.inconsistent_voter_set),
+        (False, True, 5, ErrorCode.inconsistent_cluster_id),
+    ],
+)
+def test_request_error(same_cluster, may_vote, request_epoch, expected):
+    assert s.request_error(same_cluster, may_vote, request_epoch, 5) == expected

@@ -9,10 +9,17 @@ from replog.server.handlers import shared_handlers
 
 from ..replica_manager import ReplicaManager
 from . import (
+    alter_configs,
+    create_partitions,
     create_topics,
     delete_groups,
+    delete_records,
     delete_topics,
+    describe_cluster,
+    describe_configs,
     describe_groups,
+    describe_log_dirs,
+    elect_leaders,
     fetch,
     find_coordinator,
     heartbeat,
@@ -32,13 +39,15 @@ from . import (
     sync_group,
     update_metadata,
 )
-from .context import ControlPlane, GroupCoordination, TopicAdmin
+from .context import ConfigAdmin, ControlPlane, GroupCoordination, TopicAdmin
 
 _REPLICA_APIS = {
     ApiKey.PRODUCE: produce,
     ApiKey.FETCH: fetch,
     ApiKey.LIST_OFFSETS: list_offsets,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
+    ApiKey.DELETE_RECORDS: delete_records,
+    ApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs,
 }
 _TOPIC_APIS = {
     ApiKey.METADATA: metadata,
@@ -63,16 +72,27 @@ _GROUP_APIS = {
     ApiKey.DELETE_GROUPS: delete_groups,
     ApiKey.OFFSET_DELETE: offset_delete,
 }
-BROKER_APIS = frozenset(_REPLICA_APIS) | frozenset(_TOPIC_APIS) | frozenset(_CONTROL_APIS) | frozenset(_GROUP_APIS) | {
-    ApiKey.INIT_PRODUCER_ID, ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
+_ADMIN_APIS = {
+    ApiKey.DESCRIBE_CONFIGS: describe_configs,
+    ApiKey.ALTER_CONFIGS: alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: alter_configs,
+    ApiKey.CREATE_PARTITIONS: create_partitions,
+    ApiKey.ELECT_LEADERS: elect_leaders,
+    ApiKey.DESCRIBE_CLUSTER: describe_cluster,
+}
+BROKER_APIS = (frozenset(_REPLICA_APIS) | frozenset(_TOPIC_APIS) | frozenset(_CONTROL_APIS) | frozenset(_GROUP_APIS)
+               | frozenset(_ADMIN_APIS)
+               | {ApiKey.INIT_PRODUCER_ID, ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
 
 def build_handlers(replicas: ReplicaManager, topics: TopicAdmin, control: ControlPlane, groups: GroupCoordination,
-                   allocate_producer_id: Callable[[], int], inter_broker_secret: str | None) -> dict[int, Handler]:
+                   allocate_producer_id: Callable[[], int], inter_broker_secret: str | None,
+                   admin: ConfigAdmin) -> dict[int, Handler]:
     handlers: dict[int, Handler] = {
         **{key: functools.partial(module.handle, replicas=replicas) for key, module in _REPLICA_APIS.items()},
         **{key: functools.partial(module.handle, topics=topics) for key, module in _TOPIC_APIS.items()},
         **{key: functools.partial(module.handle, control=control) for key, module in _CONTROL_APIS.items()},
+        **{key: functools.partial(module.handle, admin=admin) for key, module in _ADMIN_APIS.items()},
         **{key: functools.partial(module.handle, groups=groups) for key, module in _GROUP_APIS.items()},
         ApiKey.INIT_PRODUCER_ID: functools.partial(init_producer_id.handle, allocate_producer_id=allocate_producer_id),
         **shared_handlers(BROKER_APIS, inter_broker_secret),

@@ -9,9 +9,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from kio.schema.errors import ErrorCode
+
 from replog.log.config import LogConfig
+from replog.log.dynamic_configs import ConfigResource
 from replog.server.dispatch import RequestContext
 
+from ..config import BrokerConfig
 from ..group_coordinator import GroupCoordinatorShell
 from ..lifecycle import BrokerLifecycleManager
 from ..metadata import MetadataImage, TopicMetadata
@@ -84,3 +88,24 @@ class GroupCoordination:
     shell: GroupCoordinatorShell
     image: MetadataImage
     ensure_offsets_topic: Callable[[], None]
+
+
+class LocalAdmin(Protocol):
+    """The admin operations a single node decides itself (the Broker implements it)."""
+
+    def alter_configs(self, resources: list[ConfigResource], *, incremental: bool,
+                      validate_only: bool) -> list[tuple[ErrorCode, str | None]]: ...
+
+    def create_partitions(self, name: str, count: int, assignment: list[list[int]] | None, *,
+                          validate_only: bool) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigAdmin:
+    """What DescribeConfigs, AlterConfigs, IncrementalAlterConfigs and CreatePartitions use. In a cluster the
+    changes are the controller's (forwarded, KIP-590); describing is answered from this broker's image."""
+
+    image: MetadataImage
+    static: BrokerConfig
+    local: LocalAdmin
+    forward_to_controller: Callable[[RequestContext], Awaitable[bytes]] | None

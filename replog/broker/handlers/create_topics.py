@@ -5,7 +5,7 @@ import logging
 from kio.schema.errors import ErrorCode
 
 from replog.client.errors import KafkaError
-from replog.log.topic_config import topic_config_error
+from replog.log.dynamic_configs import topic_configs_error
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
 from replog.protocol.topics import topic_name_error
@@ -73,7 +73,7 @@ def _create(topics: TopicAdmin, topic, validate_only: bool) -> dict:
         return _error(topic.name, ErrorCode.invalid_request, "manual replica assignment is not supported yet")
     configs = {c.name: c.value for c in topic.configs if c.value is not None}
     defaults = topics.defaults
-    config_error = topic_config_error(configs, defaults.log_config)
+    config_error = topic_configs_error(configs, defaults.log_config)
     if config_error is not None:
         return _error(topic.name, ErrorCode.invalid_config, config_error)
     partitions = defaults.num_partitions if topic.num_partitions == -1 else topic.num_partitions

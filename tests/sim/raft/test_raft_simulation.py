@@ -4,7 +4,8 @@
     .venv/bin/python -m pytest -q tests/sim/raft -k test_seeds --sim-seeds 20000  # more seeds
     .venv/bin/python -m pytest -q tests/sim/raft -k test_seeds --sim-seed 4242    # replay one seed
 
-Even seeds run three voters, odd seeds five, each with one observer. A failing seed fails test_seeds with
+Even seeds run three voters, odd seeds five, each with one observer; seeds 0 and 1 modulo 4 use KIP-996
+pre-vote, the others stand at once when their election timer fires. A failing seed fails test_seeds with
 the seed, the step and simulated time, the broken invariant, the tail of the run's trace and the replay
 command above.
 """

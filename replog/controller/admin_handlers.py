@@ -1,0 +1,97 @@
+"""The controller's handlers for the admin requests brokers forward (KIP-590): AlterConfigs (33) v0-2,
+IncrementalAlterConfigs (44) v0-1, CreatePartitions (37) v0-3. Like CreateTopics, only the inter-broker
+principal may send them; the broker relays the answer to its client unchanged."""
+
+import logging
+from collections import Counter
+
+from kio.schema.errors import ErrorCode
+
+from replog.log.dynamic_configs import InvalidConfigError, resources_of_request
+from replog.protocol.apis import ApiKey
+from replog.protocol.messages import decode_request, encode_response
+from replog.server.dispatch import RequestContext
+
+from . import admin
+from .cluster import ControllerError
+from .elections import ElectionType
+from .propagation import PropagationError
+
+log = logging.getLogger(__name__)
+
+ADMIN_APIS = frozenset({ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.CREATE_PARTITIONS,
+                        ApiKey.ELECT_LEADERS})
+
+
+def config_responses(resources, outcomes) -> list[dict]:
+    return [{"error_code": o.error_code, "error_message": o.message, "resource_type": r.resource_type,
+             "resource_name": r.resource_name} for r, o in zip(resources, outcomes, strict=True)]
+
+
+async def handle_alter_configs(ctx: RequestContext, target: admin.AdminTarget) -> list:
+    api_key = ctx.header.api_key
+    incremental = api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS
+    request = decode_request(api_key, ctx.api_version, ctx.frame, ctx.body_offset)
+    if not ctx.session.cluster_action:
+        outcomes = [admin.Outcome(ErrorCode.cluster_authorization_failed, "not a broker")] * len(request.resources)
+    else:
+        try:
+            resources = resources_of_request(request, incremental=incremental)
+        except InvalidConfigError as e:
+            outcomes = [admin.Outcome(ErrorCode.invalid_request, str(e))] * len(request.resources)
+        else:
+            outcomes = await admin.alter_configs(target, resources, incremental=incremental,
+                                                 validate_only=request.validate_only)
+    body = {"throttle_time": 0, "responses": config_responses(request.resources, outcomes)}
+    return [encode_response(api_key, ctx.api_version, body)]
+
+
+async def handle_create_partitions(ctx: RequestContext, target: admin.AdminTarget) -> list:
+    request = decode_request(ApiKey.CREATE_PARTITIONS, ctx.api_version, ctx.frame, ctx.body_offset)
+    names = Counter(t.name for t in request.topics)
+    results = []
+    for topic in request.topics:
+        error, message = ErrorCode.none, None
+        if not ctx.session.cluster_action:
+            error, message = ErrorCode.cluster_authorization_failed, "not a broker"
+        elif names[topic.name] > 1:
+            error, message = ErrorCode.invalid_request, "Duplicate topic in request."
+        else:
+            assignment = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
+            try:
+                await admin.create_partitions(target, topic.name, topic.count, assignment,
+                                              validate_only=request.validate_only)
+            except ControllerError as e:
+                error, message = e.error_code, str(e).split(": ", 1)[-1]
+            except PropagationError as e:
+                log.warning("partitions of %s created, but: %s", topic.name, e)
+                error, message = ErrorCode.request_timed_out, str(e)
+        results.append({"name": topic.name, "error_code": error, "error_message": message})
+    return [encode_response(ApiKey.CREATE_PARTITIONS, ctx.api_version, {"throttle_time": 0, "results": results})]
+
+
+async def handle_elect_leaders(ctx: RequestContext, target: admin.AdminTarget) -> list:
+    """ElectLeaders (43) v0-2; v0 has no election type (preferred only)."""
+    request = decode_request(ApiKey.ELECT_LEADERS, ctx.api_version, ctx.frame, ctx.body_offset)
+    election_type = getattr(request, "election_type", ElectionType.PREFERRED)
+    requested = None if request.topic_partitions is None else [
+        (t.topic, p) for t in request.topic_partitions for p in t.partitions]
+    error, answers = ErrorCode.none, {}
+    if not ctx.session.cluster_action:
+        error = ErrorCode.cluster_authorization_failed
+    elif election_type not in ElectionType.__members__.values():
+        error = ErrorCode.invalid_request
+    else:
+        answers = await admin.elect_leaders(target, ElectionType(election_type), requested)
+    if error != ErrorCode.none:  # every requested partition carries the request-wide error
+        answers = {key: (error, None) for key in requested or ()}
+    return [encode_response(ApiKey.ELECT_LEADERS, ctx.api_version, election_response(error, answers))]
+
+
+def election_response(error: ErrorCode, answers: dict) -> dict:
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, partition), (code, message) in answers.items():
+        by_topic.setdefault(topic, []).append({"partition_id": partition, "error_code": code,
+                                               "error_message": message})
+    return {"throttle_time": 0, "error_code": error, "replica_election_results": [
+        {"topic": topic, "partition_result": results} for topic, results in by_topic.items()]}
