@@ -482,6 +482,7 @@ class ClusterController(QuorumRoles):
     def commit_records(self, new_records: list[records.Record]) -> None:
         """Log records (fsync), then apply them exactly as replay does: the commit of admin operations
         (controller/admin.py)."""
+        self._require_active()
         self._log.append(new_records)
         records.replay(new_records, self.metadata)
 

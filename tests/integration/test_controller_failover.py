@@ -100,6 +100,9 @@ async def test_standbys_refuse_brokers_and_replay_the_active_controllers_records
         standbys[0].register_broker(1, uuid.uuid4(), HOST, brokers[0].port)
     assert refused.value.error_code == ErrorCode.not_controller
     assert standbys[0].alter_partition(None, 2)["error_code"] == ErrorCode.not_controller
+    with pytest.raises(ControllerError) as refused:  # admin operations (AlterConfigs, ElectLeaders, ...) too
+        standbys[0].commit_records([records.controller_epoch_record(99)])
+    assert refused.value.error_code == ErrorCode.not_controller
     for fake in brokers:
         join(active, fake)
     await active.create_topic("orders", {0: [1, 2, 3], 1: [2, 3, 1]})
