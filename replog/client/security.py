@@ -4,8 +4,6 @@ scramp's client), as Kafka clients' security.protocol, sasl.mechanism, sasl.user
 import ssl
 from dataclasses import dataclass
 
-import scramp
-
 from ..protocol.apis import ApiKey
 from .errors import KafkaError
 
@@ -47,6 +45,8 @@ async def authenticate(connection, credentials: SaslCredentials) -> None:
         token = b"\0" + credentials.username.encode() + b"\0" + credentials.password.encode()
         await _step(connection, token)
         return
+    import scramp  # here, not at import: only SCRAM logins need it, and it slows every broker start
+
     client = scramp.ScramClient([credentials.mechanism], credentials.username, credentials.password)
     server_first = await _step(connection, client.get_client_first().encode())
     try:

@@ -12,8 +12,6 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import scramp
-
 from .sasl import SCRAM_MECHANISMS, ScramCredential
 
 SCRAM_CREDENTIALS_FILE_KEY = "sasl.scram.credentials.file"
@@ -58,6 +56,8 @@ def parse_scram_credential(text: str) -> ScramCredential:
 
 def make_scram_credential(mechanism: str, password: str,
                           iterations: int = DEFAULT_SCRAM_ITERATIONS) -> ScramCredential:
+    import scramp  # here, not at import: only SCRAM listeners need it, and it slows every start
+
     salt, stored_key, server_key, iterations = scramp.ScramMechanism(mechanism).make_auth_info(
         password, iteration_count=iterations)
     return ScramCredential(salt, stored_key, server_key, iterations)

@@ -11,8 +11,6 @@ import hmac
 from dataclasses import dataclass
 from typing import Protocol
 
-import scramp
-
 PLAIN = "PLAIN"
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 SUPPORTED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
@@ -107,6 +105,9 @@ class ScramExchange:
         self._mechanism = mechanism
         self._store = store
         self._username: str | None = None
+        import scramp  # here, not at import: only SCRAM listeners need it, and it slows every start
+
+        self._scram_error = scramp.ScramException
         self._server = scramp.ScramMechanism(mechanism).make_server(self._auth_info)
 
     def _auth_info(self, username: str) -> tuple[bytes, bytes, bytes, int]:
@@ -128,7 +129,7 @@ class ScramExchange:
             return self._server.get_server_final().encode(), Authenticated(f"User:{self._username}")
         except UnicodeDecodeError:
             raise SaslAuthenticationFailed("SCRAM message is not UTF-8") from None
-        except scramp.ScramException:
+        except self._scram_error:
             raise _invalid_credentials(self._mechanism) from None
 
 

@@ -13,8 +13,6 @@ import re
 import ssl
 import tempfile
 
-from cryptography import x509
-
 log = logging.getLogger(__name__)
 
 TLS_VERSIONS = {"TLSv1": ssl.TLSVersion.TLSv1, "TLSv1.1": ssl.TLSVersion.TLSv1_1,
@@ -149,6 +147,8 @@ def certificate_principal(der: bytes | None) -> str | None:
     (RFC 2253: most specific first, e.g. User:CN=alice,OU=eng,O=Example,C=US); None without a certificate."""
     if not der:
         return None
+    from cryptography import x509  # here, not at import: it costs every broker start ~15 ms
+
     return "User:" + x509.load_der_x509_certificate(der).subject.rfc4514_string()
 
 
