@@ -46,6 +46,9 @@ class AdminTarget(Protocol):
     @property
     def states(self) -> ClusterStates: ...
 
+    @property
+    def active(self) -> bool: ...  # a standby of the controller quorum answers NOT_CONTROLLER
+
     def commit_records(self, new_records: list[records.Record]) -> None: ...
 
 

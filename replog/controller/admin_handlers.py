@@ -34,6 +34,8 @@ async def handle_alter_configs(ctx: RequestContext, target: admin.AdminTarget) -
     request = decode_request(api_key, ctx.api_version, ctx.frame, ctx.body_offset)
     if not ctx.session.cluster_action:
         outcomes = [admin.Outcome(ErrorCode.cluster_authorization_failed, "not a broker")] * len(request.resources)
+    elif not target.active:
+        outcomes = [admin.Outcome(ErrorCode.not_controller, "not the active controller")] * len(request.resources)
     else:
         try:
             resources = resources_of_request(request, incremental=incremental)
@@ -79,6 +81,8 @@ async def handle_elect_leaders(ctx: RequestContext, target: admin.AdminTarget) -
     error, answers = ErrorCode.none, {}
     if not ctx.session.cluster_action:
         error = ErrorCode.cluster_authorization_failed
+    elif not target.active:
+        error = ErrorCode.not_controller
     elif election_type not in ElectionType.__members__.values():
         error = ErrorCode.invalid_request
     else:

@@ -14,6 +14,7 @@ import collections
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from replog.client.connection import Connection
 from replog.client.errors import KafkaError
@@ -27,6 +28,21 @@ ConnectFactory = Callable[[str, int], Awaitable[Connection]]
 
 class ChannelClosed(Exception):
     """The broker was removed (or the channel closed) before the request was answered."""
+
+
+class CommitGate(Protocol):
+    """Holds a request until the metadata records it reflects are committed by the controller quorum: with
+    several voters, a LeaderAndIsr sent before its records commit could be contradicted, with the same leader
+    epoch, by the next controller, which never saw them (KIP-631: the active controller acts on committed
+    records only)."""
+
+    def barrier(self) -> int:
+        """The log offset everything decided so far ends at."""
+        ...
+
+    async def wait(self, offset: int) -> None:
+        """Until everything before `offset` is committed."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,13 +62,16 @@ class _Request:
     version: int
     body: bytes
     future: asyncio.Future
+    barrier: int  # sent once the metadata log is committed up to here (see CommitGate)
 
 
 class BrokerSender:
     """Sends one broker its requests in order over one connection (Kafka's RequestSendThread)."""
 
-    def __init__(self, broker_id: int, host: str, port: int, connect: ConnectFactory, config: ChannelConfig) -> None:
+    def __init__(self, broker_id: int, host: str, port: int, connect: ConnectFactory, config: ChannelConfig,
+                 gate: CommitGate | None = None) -> None:
         self.broker_id = broker_id
+        self._gate = gate
         self.host = host
         self.port = port
         self._connect = connect
@@ -74,7 +93,8 @@ class BrokerSender:
             raise ChannelClosed(f"broker {self.broker_id} has been removed")
         if len(self._queue) >= self._config.max_queued_requests:
             raise asyncio.QueueFull(f"{len(self._queue)} requests already queued for broker {self.broker_id}")
-        request = _Request(api_key, version, body, asyncio.get_running_loop().create_future())
+        barrier = self._gate.barrier() if self._gate is not None else 0
+        request = _Request(api_key, version, body, asyncio.get_running_loop().create_future(), barrier)
         self._queue.append(request)
         self._has_work.set()
         return request.future
@@ -113,6 +133,9 @@ class BrokerSender:
                 await self._has_work.wait()
                 continue
             request = self._queue[0]  # stays at the head until answered, so a failure resends it
+            if self._gate is not None:
+                await self._gate.wait(request.barrier)
+                self._raise_if_closed()
             frame = await self._deliver(request)
             self._raise_if_closed()
             assert self._queue[0] is request  # only close() empties the queue, and it cancels us first
@@ -155,6 +178,7 @@ class ControllerChannel:
 
     def __init__(self, connect: ConnectFactory, config: ChannelConfig | None = None) -> None:
         self._connect = connect
+        self.gate: CommitGate | None = None  # set by a controller of a quorum of several voters
         self._config = config or ChannelConfig()
         self._senders: dict[int, BrokerSender] = {}
         self._stopping: set[asyncio.Task] = set()  # tasks of removed senders, until they have closed
@@ -168,7 +192,8 @@ class ControllerChannel:
 
     def add_broker(self, broker_id: int, host: str, port: int) -> None:
         assert broker_id not in self._senders, broker_id
-        self._senders[broker_id] = BrokerSender(broker_id, host, port, self._connect, self._config)
+        self._senders[broker_id] = BrokerSender(broker_id, host, port, self._connect, self._config,
+                                                self.gate)
 
     def remove_broker(self, broker_id: int) -> None:
         """Forget the broker: its unanswered requests fail with ChannelClosed."""

@@ -210,6 +210,10 @@ class BrokerSessions:
         """The epoch of a registered broker's current registration (KeyError otherwise)."""
         return self._sessions[broker_id].broker_epoch
 
+    def last_contact_ms(self, broker_id: int) -> int | None:
+        """When the broker last heartbeat or registered (or its session was restored), by the sessions' clock."""
+        return self._sessions[broker_id].last_contact_ms
+
     def brokers_in(self, *states: BrokerState) -> list[int]:
         """The brokers in any of `states`, ascending. Leaders may be chosen among UNFENCED and
         CONTROLLED_SHUTDOWN brokers; the selectors exclude the latter where Kafka does."""

@@ -7,8 +7,8 @@ default.replication.factor, metadata.log.max.record.bytes.between.snapshots (KIP
 auto.leader.rebalance.enable, leader.imbalance.check.interval.seconds,
 leader.imbalance.per.broker.percentage, and the metrics.* keys brokers take (metrics.port,
 metrics.dump.dir, ...; the dumps default to metadata.log.dir/metrics-dumps), and the quorum's keys with Kafka's
-names and defaults: controller.quorum.voters (id@host:port,...; this controller alone for now, and so also
-the default), controller.quorum.election.timeout.ms (1000), controller.quorum.fetch.timeout.ms (2000),
+names and defaults: controller.quorum.voters (id@host:port,...; node.id among them; this controller alone by
+default), controller.quorum.election.timeout.ms (1000), controller.quorum.fetch.timeout.ms (2000),
 controller.quorum.election.backoff.max.ms (1000), controller.quorum.request.timeout.ms (2000). The metadata
 log and the quorum-state file are in metadata.log.dir/__cluster_metadata-0. Runs until SIGTERM or SIGINT, then
 stops cleanly (exit 0).
@@ -30,7 +30,7 @@ from replog.server.listener_config import ListenerSpec, SecurityProtocol, resolv
 from replog.server.listener_socket import write_ready_file
 from replog.server.properties import parse_bool, parse_listeners, read_properties
 
-from .quorum import single_voter_config
+from .quorum import controller_quorum_config
 from .records import CorruptMetadataError
 from .server import ClusterController, ControllerConfig
 
@@ -117,7 +117,11 @@ def controller_config(props: dict[str, str]) -> ControllerConfig:
         # Without voters, the default quorum: this controller alone, on its listener.
         known.setdefault(quorum_keys_module.VOTERS, f"{config.controller_id}@{config.host}:{config.port}")
         config = dataclasses.replace(config, quorum=quorum_config_from_properties(known))  # errors name the key
-    single_voter_config(config.controller_id, config.host, config.port, config.quorum)
+    quorum = controller_quorum_config(config.controller_id, config.host, config.port, config.quorum)
+    voter_port = quorum.voters[config.controller_id][1]
+    if config.port and voter_port != config.port:  # the other voters could never reach this one
+        raise ValueError(f"controller.quorum.voters: voter {config.controller_id} at port {voter_port}, but its "
+                         f"listener is on {config.port}")
     return config
 
 

@@ -5,10 +5,11 @@ as before and a broker epoch (the offset of its registration) stays unique and g
 is records.snapshot_records as JSON lines; the log behind it is deleted. The controller epoch is the quorum's
 leader epoch, so every restart (a new election) raises it.
 
-Only a quorum of one is run here: its one voter leads as soon as it starts, and an entry is committed once
-it is on the voter's disk, so `append` fsyncs before it returns, as the single-node log did: the controller
-decides, logs, applies and sends in one step. A quorum of several controllers (standbys replaying committed
-records, the active one applying only committed ones) is not built yet; process.py refuses to configure one.
+A quorum of one leads as soon as it starts, and an entry is committed once it is on the voter's disk, so
+`append` fsyncs before it returns, as the single-node log did. With several voters (KIP-631's standby
+controllers) the leader is the active controller: it decides, appends and applies at once, but what it tells
+the brokers waits until the records are committed (the channel's commit gate, server.py); standbys replay the
+committed records (`take_committed_records`) and so hold the same state when they take over.
 """
 
 from __future__ import annotations
@@ -34,17 +35,15 @@ METADATA_PARTITION_DIR = "__cluster_metadata-0"  # Kafka's directory for the met
 MAX_RECORD_BYTES = 1 << 20  # far above any real record; a bug must not write (and later read) a giant one
 
 
-def single_voter_config(controller_id: int, host: str, port: int, quorum: QuorumConfig | None) -> QuorumConfig:
-    """The quorum this controller runs: the configured one (which must be this controller alone), or else a
-    quorum of one on its own listener."""
+def controller_quorum_config(controller_id: int, host: str, port: int,
+                             quorum: QuorumConfig | None) -> QuorumConfig:
+    """The quorum this controller runs: the configured one (this controller must be one of its voters), or
+    else a quorum of one on its own listener."""
     if quorum is None:
         return QuorumConfig(voters={controller_id: (host, port)})
     if controller_id not in quorum.voter_ids:
         raise QuorumConfigError(f"{VOTERS}: node.id {controller_id} is not among the voters "
                                 f"{sorted(quorum.voter_ids)}")
-    if len(quorum.voter_ids) > 1:
-        raise QuorumConfigError(f"{VOTERS}: {len(quorum.voter_ids)} voters; this controller runs a quorum of one "
-                                f"only (standby controllers are not supported yet)")
     return quorum
 
 
@@ -77,6 +76,47 @@ class QuorumMetadataLog:
         self._bytes_since_snapshot = 0
 
     @classmethod
+    def start(cls, directory: Path, controller_id: int, quorum: QuorumConfig, cluster_id: str,
+              connect: ConnectFactory, *, policy: SnapshotPolicy | None = None) -> QuorumMetadataLog:
+        """Start this controller's voter in `directory` without waiting for a leader: the caller sets
+        `shell.on_commit` and reads `take_committed_records()` as the quorum moves."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        lock = DirectoryLock.acquire(directory)
+        shell = QuorumShell(controller_id, quorum, directory / METADATA_PARTITION_DIR, connect,
+                            cluster_id=cluster_id)
+        try:
+            shell.start()
+        except BaseException:
+            lock.release()
+            raise
+        return cls(shell, lock, policy or SnapshotPolicy(), list)
+
+    def take_committed_records(self) -> tuple[bool, list[Record]]:
+        """What committed since the last call, as records: (True when a snapshot comes first, so the state
+        must start over from it, the records)."""
+        reset, out = False, []
+        for item in self._shell.take_committed():
+            if isinstance(item, LoadSnapshot):
+                where = f"{self._shell.directory} snapshot {item.snapshot_id.offset}-{item.snapshot_id.epoch}"
+                reset, out = True, [decode_record(line, where) for line in item.data.splitlines() if line]
+            elif isinstance(item, Committed):
+                self._records_since_snapshot += 1
+                self._bytes_since_snapshot += len(item.entry.value)
+                if not item.entry.control:
+                    out.append(decode_record(item.entry.value, f"{self._shell.directory} offset {item.offset}"))
+        return reset, out
+
+    def maybe_snapshot(self, state_records: Callable[[], list[Record]]) -> None:
+        """Snapshot when the policy says one is due (KIP-630) and the whole log is committed and applied, so
+        that state_records(), the state machine's state, is the state at the log's end."""
+        node = self._shell.node
+        assert node is not None
+        if node.high_watermark == node.log.end_offset and self._policy.due(self._records_since_snapshot,
+                                                                            self._bytes_since_snapshot):
+            self.compact(state_records())
+
+    @classmethod
     async def open(cls, directory: Path, controller_id: int, quorum: QuorumConfig, cluster_id: str,
                    connect: ConnectFactory, *, snapshot_records: Callable[[], list[Record]],
                    policy: SnapshotPolicy | None = None) -> tuple[QuorumMetadataLog, list[Record]]:
@@ -104,29 +144,13 @@ class QuorumMetadataLog:
         shell = self._shell
         assert shell.node is not None and shell.is_leader, "a quorum of one leads once started"
         await shell.wait_committed(shell.node.log.end_offset)
-        out: list[Record] = []
-        for item in shell.take_committed():
-            if isinstance(item, LoadSnapshot):
-                where = f"{shell.directory} snapshot {item.snapshot_id.offset}-{item.snapshot_id.epoch}"
-                out += [decode_record(line, where) for line in item.data.splitlines() if line]
-            elif isinstance(item, Committed) and not item.entry.control:
-                out.append(decode_record(item.entry.value, f"{shell.directory} offset {item.offset}"))
-        return out
+        return self.take_committed_records()[1]
 
     def _discard_committed(self) -> None:
         """The active controller applied its records when it decided them; committing only moves the queue,
-        and may make a snapshot due (KIP-630: after so many records or bytes since the last)."""
-        for item in self._shell.take_committed():
-            if isinstance(item, Committed):
-                self._records_since_snapshot += 1
-                self._bytes_since_snapshot += len(item.entry.value)
-        node = self._shell.node
-        assert node is not None
-        # Between controller steps everything appended is applied, so with the whole log committed the
-        # current state is the state at the log's end.
-        if node.high_watermark == node.log.end_offset and self._policy.due(self._records_since_snapshot,
-                                                                            self._bytes_since_snapshot):
-            self.compact(self._snapshot_records())
+        and may make a snapshot due."""
+        self.take_committed_records()
+        self.maybe_snapshot(self._snapshot_records)
 
     @property
     def epoch(self) -> int:

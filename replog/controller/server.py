@@ -9,8 +9,10 @@ Towards the brokers it plays two of Kafka's parts (kafka-replication-facts.md, s
   StopReplica, each carrying the controller id and epoch (brokers refuse an older epoch).
 Every decision is written to the metadata log (fsync) before it is applied or sent, so a restarted
 controller replays the same brokers, leaders and epochs, and takes the next controller epoch. The metadata log
-is the controller quorum's Raft log (quorum.py; a quorum of one for now), whose leader epoch is the controller
-epoch; the quorum's APIs (Vote, Fetch, DescribeQuorum, ...) are served on the controller's listener.
+is the controller quorum's Raft log (quorum.py), whose leader epoch is the controller epoch; the quorum's APIs
+(Vote, Fetch, DescribeQuorum, ...) are served on the controller's listener. With several voters only the
+quorum's leader is active (KIP-631): standbys replay the committed records and answer brokers NOT_CONTROLLER;
+a controller that becomes leader activates once its epoch's first entry commits (failover.py: the commit gate).
 
 Single event loop, no locks: each change is decided, logged, applied and its requests queued in one
 synchronous step, so per-broker request order equals the order of changes. Sending is asynchronous: the
@@ -44,13 +46,20 @@ from replog.server.listener import listen, listening_port
 from . import records
 from .assignment import assign_replicas
 from .channel import ChannelConfig, ConnectFactory, ControllerChannel
-from .cluster import BrokerRegistration, ClusterMetadata, ControllerError, TopicRegistration
+from .cluster import (
+    BrokerRegistration,
+    ClusterMetadata,
+    ControllerError,
+    TopicRegistration,
+    alter_partition_error,
+)
+from .failover import QuorumCommitGate, QuorumRoles
 from .handlers import build_handlers, unsupported_version_body
 from .heartbeats import BROKER_SESSION_TIMEOUT_MS, BrokerSessions, BrokerState, HeartbeatAnswer
 from .leadership import elect_offline_partitions, preferred_leader_elections, without_broker
 from .metrics import ControllerCollector, controller_snapshot
 from .propagation import Delivery, PropagationError, Propagator
-from .quorum import QuorumMetadataLog, single_voter_config
+from .quorum import QuorumMetadataLog, controller_quorum_config
 from .registry import PartitionRegistration
 from .state_machines import ClusterStates, PartitionReplica, ReplicaState
 
@@ -107,7 +116,7 @@ class ControllerConfig:
         assert self.leader_imbalance_check_interval_ms > 0 and 0 <= self.leader_imbalance_per_broker_percentage <= 100
 
 
-class ClusterController:
+class ClusterController(QuorumRoles):
     def __init__(self, config: ControllerConfig, *, connect: ConnectFactory | None = None,
                  clock_ms=monotonic_ms) -> None:
         """connect(host, port) opens an authenticated connection to a broker (default: SASL/PLAIN with the
@@ -137,6 +146,13 @@ class ClusterController:
         self._offline_log_dirs: dict[int, frozenset[uuid.UUID]] = {}
         self.metrics_service: MetricsService | None = None
         self.stalls = 0  # times the event loop was found stalled (process_stalled)
+        self.active = False  # this controller leads the quorum and has activated (KIP-631's active controller)
+        self.activations = 0
+        self.activated_at_ms: int | None = None  # by clock_ms, when this controller last became active
+        # While active: the state of the committed records only, which a deposed controller falls back to.
+        self._committed: ClusterMetadata | None = None
+        self._activation: tuple[int, asyncio.Task] | None = None  # (epoch, task) waiting for the epoch to commit
+        self._became_active = asyncio.Event()
 
     @property
     def controller_id(self) -> int:
@@ -148,57 +164,37 @@ class ClusterController:
         return listening_port(self._server)
 
     async def start(self) -> None:
+        """Start the quorum voter and the listener; a quorum of one is active when this returns, a controller
+        among several voters activates when it is elected (wait_active)."""
         assert self._server is None
         config = self.config
-        await self._recover()
-        for broker in self.metadata.brokers.values():
-            if not broker.fenced:
-                self.channel.add_broker(broker.broker_id, broker.host, broker.port)
-                self._watch(self.propagator.leader_and_isr(self.metadata.partitions_with_replica(broker.broker_id),
-                                                           broker_ids=[broker.broker_id]), "resync")
-        self._metadata_push_needed.set()
+        quorum = controller_quorum_config(config.controller_id, config.host, config.port, config.quorum)
+        self._log = QuorumMetadataLog.start(config.metadata_log_dir, config.controller_id, quorum, config.cluster_id,
+                                           self._open_controller_connection,
+                                           policy=SnapshotPolicy(max_bytes=config.metadata_snapshot_max_bytes))
+        if len(quorum.voter_ids) > 1:  # one voter: the fsync in append is the commit
+            self.channel.gate = QuorumCommitGate(self._log.shell)
         self.metrics_service = MetricsService(
             config.metrics, node_id=config.controller_id, role="controller", data_dir=config.metadata_log_dir,
             collector=ControllerCollector(self),
             snapshot=lambda now_ms: controller_snapshot(self.metadata, self.controller_epoch))
         await self.metrics_service.start()
-        assert self._log is not None
         dispatcher = Dispatcher(build_handlers(self, config.inter_broker_secret, self._log.shell.handlers()),
                                 unsupported_version_body, api_specs=CONTROLLER_API_SPECS)
         self._server = await listen(config.host, config.port, self.connections, dispatcher,
                                     max_frame_bytes=config.max_frame_bytes,
                                     max_inflight=config.max_inflight_requests_per_connection, use_sendfile=False)
-        self._tasks = [asyncio.create_task(self._push_metadata_when_needed(), name="controller-metadata"),
-                       asyncio.create_task(self._fence_silent_brokers(), name="controller-fencing")]
-        if config.auto_leader_rebalance_enable:
-            self._tasks.append(asyncio.create_task(self._rebalance_leaders(), name="controller-rebalance"))
-        log.info("controller %d listening on %s:%d, epoch %d, %d brokers and %d topics in its log",
-                 self.controller_id, config.host, self.port, self.controller_epoch, len(self.metadata.brokers),
-                 len(self.metadata.topics))
-
-    async def _recover(self) -> None:
-        """Lead the quorum, replay the metadata log, and compact the log to a snapshot."""
-        config = self.config
-        quorum = single_voter_config(config.controller_id, config.host, config.port, config.quorum)
-        self._log, logged = await QuorumMetadataLog.open(
-            config.metadata_log_dir, config.controller_id, quorum, config.cluster_id,
-            self._open_controller_connection,
-            snapshot_records=lambda: records.snapshot_records(self.controller_epoch, self.metadata),
-            policy=SnapshotPolicy(max_bytes=config.metadata_snapshot_max_bytes))
-        records.replay(logged, self.metadata)
-        self.controller_epoch = self._log.epoch
-        for topic in self.metadata.topics.values():
-            self.states.topic_created(topic.partitions.values(), self.metadata.live_broker_ids())
-        self._log.compact(records.snapshot_records(self.controller_epoch, self.metadata))
-        now = self.clock_ms()
-        for broker in self.metadata.brokers.values():
-            # A shutdown in progress was cut short by the restart: the broker is still up, or will be fenced.
-            if broker.in_controlled_shutdown:
-                self._replace_broker(dataclasses.replace(broker, in_controlled_shutdown=False))
-            self.sessions.restore(broker.broker_id, broker.incarnation_id or uuid.UUID(int=0), broker.epoch,
-                                  fenced=broker.fenced, now_ms=now)
+        self._log.shell.on_commit = self._on_quorum_step
+        self._on_quorum_step()
+        if len(quorum.voter_ids) == 1:
+            await self.wait_active()
+        log.info("controller %d listening on %s:%d, %s in epoch %d, %d brokers and %d topics in its log",
+                 self.controller_id, config.host, self.port, "active" if self.active else "standby",
+                 self._log.epoch, len(self.metadata.brokers), len(self.metadata.topics))
 
     async def stop(self) -> None:
+        if self._activation is not None:
+            self._activation[1].cancel()
         if self._server is not None:
             self._server.close()
         self.connections.close_all()
@@ -232,6 +228,7 @@ class ClusterController:
         """A BrokerRegistration: returns the new broker epoch. The broker starts fenced; a heartbeat
         unfences it once it has the metadata. A broker registering again while unfenced restarted
         without a clean shutdown, so it is fenced first: its log may have lost unflushed records."""
+        self._require_active()
         if cluster_id is not None and cluster_id != self.config.cluster_id:
             raise ControllerError(ErrorCode.inconsistent_cluster_id,
                                   f"broker {broker_id} is in cluster {cluster_id!r}, not {self.config.cluster_id!r}")
@@ -265,6 +262,7 @@ class ClusterController:
                          want_shutdown: bool, offline_log_dirs: Collection[uuid.UUID] = ()) -> HeartbeatAnswer:
         """A BrokerHeartbeat: renews the session and acts on the broker's state change, and on log dirs it
         reports offline for the first time."""
+        self._require_active()
         change = self.sessions.heartbeat(broker_id, broker_epoch, self.clock_ms(),
                                          leads_partitions=lambda: self._still_leads(broker_id),
                                          want_fence=want_fence, want_shutdown=want_shutdown)
@@ -408,6 +406,7 @@ class ClusterController:
                            replication_factor: int | None = None, validate_only: bool = False) -> TopicRegistration:
         """Create a topic and wait until its replicas have it. Without an explicit assignment ({partition:
         replicas}; the first replica leads) replicas are assigned round-robin over the active brokers."""
+        self._require_active()
         if name in self._pending_deletions:
             raise ControllerError(ErrorCode.topic_already_exists, f"topic {name!r} is marked for deletion: brokers "
                                   f"{sorted(self._pending_deletions[name][1])} have not deleted their replicas")
@@ -437,6 +436,7 @@ class ClusterController:
 
     async def delete_topic(self, name: str) -> TopicRegistration:
         """Replicas stop and delete their logs (StopReplica), then every broker forgets the topic."""
+        self._require_active()
         if name not in self.metadata.topics:
             raise ControllerError(ErrorCode.unknown_topic_or_partition, f"no topic {name!r}")
         self._log.append([records.remove_topic_record(name)])
@@ -482,6 +482,7 @@ class ClusterController:
     def commit_records(self, new_records: list[records.Record]) -> None:
         """Log records (fsync), then apply them exactly as replay does: the commit of admin operations
         (controller/admin.py)."""
+        self._require_active()
         self._log.append(new_records)
         records.replay(new_records, self.metadata)
 
@@ -503,6 +504,8 @@ class ClusterController:
     def alter_partition(self, request: Any, version: int) -> dict[str, Any]:
         """Decide, log and apply an authorized AlterPartition; returns the response body. The brokers learn
         the new ISRs from an UpdateMetadata sent soon after; the leader needs no LeaderAndIsr (KRaft)."""
+        if not self.active:
+            return alter_partition_error(ErrorCode.not_controller)
         decision = self.metadata.decide_alter_partition(request, version)
         if decision.changes:
             self._log.append([records.partition_record(p) for p in decision.changes])

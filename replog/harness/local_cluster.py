@@ -10,17 +10,23 @@ front of its real listener, which it advertises; it opens its connections to oth
 controller from that address (`inter.broker.bind.host`), and the controller from 127.0.0.10. So the proxy in
 front of a broker tells by a connection's source address whether it comes from another broker, the
 controller, or a client (127.0.0.1), and `partition()` can cut any of these links in both directions.
+
+With `controllers=N` (N > 1) N controllers (ids 3000, 3001, ...) run the controller quorum in the caller's event
+loop, each on a port chosen up front (the voters must know each other's addresses); `controller` is the
+active one, and the brokers bootstrap from all of them. Broker proxies need the single controller.
 """
 
 import asyncio
 import dataclasses
 import secrets
+import socket
 import time
 from collections.abc import Collection
 from pathlib import Path
 
 from replog.controller.server import ClusterController, ControllerConfig
 from replog.metrics.config import MetricsConfig
+from replog.raft.config import QuorumConfig
 
 from .broker_process import BrokerProcess
 from .metrics_layout import METRICS_DIR, metrics_properties
@@ -37,6 +43,7 @@ FAST_REPLICATION = {
 }
 CLIENT_HOST = "127.0.0.1"  # clients (and, without broker proxies, everything) connect from here
 CONTROLLER_HOST = "127.0.0.10"  # with broker proxies: where the controller listens and connects from
+FIRST_CONTROLLER_ID = 3000
 
 
 def broker_host(node_id: int) -> str:
@@ -46,7 +53,9 @@ def broker_host(node_id: int) -> str:
 
 class LocalCluster:
     def __init__(self, root: Path, *, brokers: int = 3, overrides: dict[str, str] | None = None,
-                 session_timeout_ms: int = FAST_SESSION_TIMEOUT_MS, broker_proxies: bool = False) -> None:
+                 session_timeout_ms: int = FAST_SESSION_TIMEOUT_MS, broker_proxies: bool = False,
+                 controllers: int = 1) -> None:
+        assert controllers >= 1 and not (broker_proxies and controllers > 1), "broker proxies need one controller"
         self.root = root
         self.secret = secrets.token_hex(16)
         # Dumps under root/metrics/<node>, as `replog cluster up` lays them out for `replog analyze`.
@@ -56,27 +65,69 @@ class LocalCluster:
             broker_session_timeout_ms=session_timeout_ms,
             metrics=MetricsConfig(dump_dir=self.metrics_dir / "controller"),
             **({"host": CONTROLLER_HOST, "inter_broker_bind_host": CONTROLLER_HOST} if broker_proxies else {}))
-        self.controller = ClusterController(self.controller_config)
+        self.controllers: dict[int, ClusterController] = {}  # by id; the running ones are in running_controllers
+        self.controller_configs: dict[int, ControllerConfig] = {}
+        self.running_controllers: set[int] = set()
+        if controllers == 1:
+            self.controllers[FIRST_CONTROLLER_ID] = ClusterController(self.controller_config)
+        else:
+            self._configure_quorum(controllers)
         self.overrides = {**FAST_REPLICATION, **(overrides or {})}
         self.brokers: dict[int, BrokerProcess] = {}
         self.controller_links: dict[int, TcpProxy] = {}  # broker id -> its link to the controller
         self.broker_proxies: dict[int, TcpProxy] = {}  # broker id -> the proxy in front of it (if enabled)
-        self.controller_running = False
         self._with_broker_proxies = broker_proxies
         self._count = brokers
 
+    def _configure_quorum(self, count: int) -> None:
+        ids = list(range(FIRST_CONTROLLER_ID, FIRST_CONTROLLER_ID + count))
+        ports = _free_ports(count)
+        quorum = QuorumConfig(voters={i: (CLIENT_HOST, port) for i, port in zip(ids, ports, strict=True)})
+        for controller_id, port in zip(ids, ports, strict=True):
+            config = dataclasses.replace(
+                self.controller_config, controller_id=controller_id, port=port, quorum=quorum,
+                metadata_log_dir=self.root / f"controller-{controller_id}",
+                metrics=MetricsConfig(dump_dir=self.metrics_dir / f"controller-{controller_id}"))
+            self.controller_configs[controller_id] = config
+            self.controllers[controller_id] = ClusterController(config)
+
+    @property
+    def controller(self) -> ClusterController:
+        """The active controller (with one controller: it, running or not)."""
+        running = [self.controllers[i] for i in sorted(self.running_controllers)]
+        active = [c for c in running if c.active]
+        return (active or running or list(self.controllers.values()))[0]
+
+    @property
+    def controller_running(self) -> bool:
+        return bool(self.running_controllers)
+
+    async def wait_for_active_controller(self, timeout: float = 30.0) -> ClusterController:
+        await self.wait_for(lambda: any(self.controllers[i].active for i in self.running_controllers), timeout,
+                            "an active controller")
+        return self.controller
+
     async def start(self) -> None:
-        await self.controller.start()
-        self.controller_running = True
-        # Later controllers (restart_controller) must be where the brokers look for them.
-        self.controller_config = dataclasses.replace(self.controller_config, port=self.controller.port)
         common = {**self.overrides, "inter.broker.secret": self.secret}
+        if self.controller_configs:
+            for controller_id, controller in self.controllers.items():
+                await controller.start()
+                self.running_controllers.add(controller_id)
+            await self.wait_for_active_controller()
+            bootstrap = ",".join(f"{c.host}:{c.port}" for c in self.controller_configs.values())
+        else:
+            await self.controllers[FIRST_CONTROLLER_ID].start()
+            self.running_controllers.add(FIRST_CONTROLLER_ID)
+            # Later controllers (restart_controller) must be where the brokers look for them.
+            self.controller_config = dataclasses.replace(self.controller_config, port=self.controller.port)
         for node_id in range(1, self._count + 1):
-            # Each broker reaches the controller through a proxy of its own, so a test can cut that link.
-            link = await TcpProxy(self.controller_config.host, self.controller.port).start()
-            self.controller_links[node_id] = link
+            if not self.controller_configs:
+                # Each broker reaches the controller through a proxy of its own, so a test can cut that link.
+                link = await TcpProxy(self.controller_config.host, self.controller.port).start()
+                self.controller_links[node_id] = link
+                bootstrap = f"127.0.0.1:{link.port}"
             # Metrics on any free port: each broker reports the one it got (metrics_ports).
-            overrides = {**common, "controller.quorum.bootstrap.servers": f"127.0.0.1:{link.port}",
+            overrides = {**common, "controller.quorum.bootstrap.servers": bootstrap,
                          **metrics_properties(self.root, f"broker-{node_id}", 0)}
             broker = BrokerProcess(self.root / f"broker-{node_id}", node_id=node_id,
                                    output=self.root / f"broker-{node_id}.out", overrides=overrides)
@@ -90,10 +141,14 @@ class LocalCluster:
             self.brokers[node_id] = broker
         await asyncio.gather(*(asyncio.to_thread(b.start) for b in self.brokers.values()))
         await self.wait_for(lambda: self.active_brokers() == set(self.brokers), 30.0, "every broker to register")
+        # In a quorum, until every controller has them (committed, replayed): a failover keeps them unfenced.
+        await self.wait_for(lambda: all(set(self.controllers[i].metadata.active_broker_ids()) == set(self.brokers)
+                                        for i in self.running_controllers), 30.0, "every controller to know them")
 
     async def stop(self) -> None:
         await asyncio.gather(*(asyncio.to_thread(b.stop) for b in self.brokers.values()))
-        await self.stop_controller()
+        for controller_id in sorted(self.running_controllers):
+            await self.stop_controller(controller_id)
         for link in (*self.controller_links.values(), *self.broker_proxies.values()):
             await link.stop()
 
@@ -164,17 +219,22 @@ class LocalCluster:
         await self.stop_controller()
         await self.start_controller()
 
-    async def stop_controller(self) -> None:
-        """Stop the controller; until start_controller() brokers cannot heartbeat and nothing is elected."""
-        if self.controller_running:
-            await self.controller.stop()
-            self.controller_running = False
+    async def stop_controller(self, controller_id: int | None = None) -> None:
+        """Stop a controller (default: the active one). With one controller, until start_controller() brokers
+        cannot heartbeat and nothing is elected; in a quorum the others elect a new active controller."""
+        if controller_id is None:
+            controller_id = self.controller.controller_id
+        if controller_id in self.running_controllers:
+            self.running_controllers.discard(controller_id)
+            await self.controllers[controller_id].stop()
 
-    async def start_controller(self) -> None:
+    async def start_controller(self, controller_id: int = FIRST_CONTROLLER_ID) -> None:
         """A new controller on the stopped one's port and metadata log."""
-        self.controller = ClusterController(self.controller_config)
-        await self.controller.start()
-        self.controller_running = True
+        assert controller_id not in self.running_controllers
+        config = self.controller_configs.get(controller_id, self.controller_config)
+        self.controllers[controller_id] = ClusterController(config)
+        await self.controllers[controller_id].start()
+        self.running_controllers.add(controller_id)
 
     async def wait_for(self, predicate, timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
@@ -186,3 +246,12 @@ class LocalCluster:
     async def wait_for_isr(self, topic: str, partition: int, isr: set[int], timeout: float = 20.0) -> None:
         await self.wait_for(lambda: set(self.controller.registration(topic, partition).isr) == isr, timeout,
                             f"ISR of {topic}-{partition} to become {sorted(isr)}")
+
+
+def _free_ports(count: int) -> list[int]:
+    """Ports free now, for voters that must know each other's before any listens (a tiny race, test-only)."""
+    sockets = [socket.create_server((CLIENT_HOST, 0)) for _ in range(count)]
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports

@@ -7,7 +7,8 @@ must continue its log exactly. Batches are validated as views over the request b
 from __future__ import annotations
 
 from replog.log.errors import RecordTooLargeError, UnexpectedAppendOffsetError
-from replog.protocol.records import InvalidRecordError, RecordBatch, iter_batches, iter_record_keys
+from replog.protocol.record_compaction import iter_record_keys
+from replog.protocol.records import InvalidRecordError, RecordBatch, iter_batches
 
 
 def validate_batches(

@@ -18,7 +18,8 @@ from pathlib import Path
 from replog.log.cleaner_rules import CleanableRange, OffsetMap, delete_horizon_ms, retain_record
 from replog.log.segment import LogSegment
 from replog.log.segment_swap import CLEANED_SUFFIX, discard_cleaned
-from replog.protocol.records import BatchHeader, decode_records, iter_record_keys, parse_header, rebuild_batch
+from replog.protocol.record_compaction import iter_record_keys, rebuild_batch
+from replog.protocol.records import BatchHeader, decode_records, parse_header
 
 # The cleaned segment is written in chunks of about this size: one write per chunk, not per batch.
 WRITE_CHUNK_BYTES = 1 << 20

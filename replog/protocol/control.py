@@ -16,6 +16,16 @@ body only: no size prefix, no header.
 import uuid
 from dataclasses import dataclass, field
 
+from .control_fields import (
+    decode_broker_configs,
+    decode_configs,
+    encode_broker_configs,
+    encode_configs,
+    expect_end,
+    read_count,
+    read_int32s,
+    write_int32s,
+)
 from .primitives import DecodeError, Reader, Writer
 
 LEADER_AND_ISR_VERSION = 7
@@ -120,15 +130,15 @@ def encode_leader_and_isr_request(request: LeaderAndIsrRequest) -> bytes:
             w.int32(p.controller_epoch)
             w.int32(p.leader)
             w.int32(p.leader_epoch)
-            _write_int32s(w, p.isr)
+            write_int32s(w, p.isr)
             w.int32(p.partition_epoch)
-            _write_int32s(w, p.replicas)
-            _write_int32s(w, p.adding_replicas)
-            _write_int32s(w, p.removing_replicas)
+            write_int32s(w, p.replicas)
+            write_int32s(w, p.adding_replicas)
+            write_int32s(w, p.removing_replicas)
             w.boolean(p.is_new)
             w.int8(p.leader_recovery_state)
             w.empty_tagged_fields()
-        w.tagged_fields({_TAG_TOPIC_CONFIGS: _encode_configs(topic.configs)} if topic.configs else {})
+        w.tagged_fields({_TAG_TOPIC_CONFIGS: encode_configs(topic.configs)} if topic.configs else {})
     w.array_length(len(request.live_leaders), compact=True)
     for leader in request.live_leaders:
         w.int32(leader.broker_id)
@@ -147,20 +157,20 @@ def decode_leader_and_isr_request(buf: Buffer, offset: int) -> LeaderAndIsrReque
     broker_epoch = r.int64()
     type_ = r.int8()
     topic_states = []
-    for _ in range(_count(r, "TopicStates")):
+    for _ in range(read_count(r, "TopicStates")):
         topic = LeaderAndIsrTopicState(r.string(compact=True), r.uuid(), [])
-        for _ in range(_count(r, "PartitionStates")):
+        for _ in range(read_count(r, "PartitionStates")):
             topic.partition_states.append(_read_leader_and_isr_partition(r, topic.topic_name))
         configs = r.tagged_fields().get(_TAG_TOPIC_CONFIGS)
         if configs is not None:
-            topic.configs = _decode_configs(configs)
+            topic.configs = decode_configs(configs)
         topic_states.append(topic)
     live_leaders = []
-    for _ in range(_count(r, "LiveLeaders")):
+    for _ in range(read_count(r, "LiveLeaders")):
         live_leaders.append(LiveLeader(r.int32(), r.string(compact=True), r.int32()))
         r.skip_tagged_fields()
     r.skip_tagged_fields()
-    _finish(r, "LeaderAndIsrRequest")
+    expect_end(r, "LeaderAndIsrRequest")
     return LeaderAndIsrRequest(controller_id, controller_epoch, broker_epoch, topic_states, live_leaders,
                                type_, is_kraft_controller)
 
@@ -172,11 +182,11 @@ def _read_leader_and_isr_partition(r: Reader, topic_name: str) -> LeaderAndIsrPa
         controller_epoch=r.int32(),
         leader=r.int32(),
         leader_epoch=r.int32(),
-        isr=_read_int32s(r, "Isr"),
+        isr=read_int32s(r, "Isr"),
         partition_epoch=r.int32(),
-        replicas=_read_int32s(r, "Replicas"),
-        adding_replicas=_read_int32s(r, "AddingReplicas"),
-        removing_replicas=_read_int32s(r, "RemovingReplicas"),
+        replicas=read_int32s(r, "Replicas"),
+        adding_replicas=read_int32s(r, "AddingReplicas"),
+        removing_replicas=read_int32s(r, "RemovingReplicas"),
         is_new=r.boolean(),
         leader_recovery_state=r.int8(),
     )
@@ -203,15 +213,15 @@ def encode_leader_and_isr_response(response: LeaderAndIsrResponse) -> bytes:
 def decode_leader_and_isr_response(buf: Buffer, offset: int) -> LeaderAndIsrResponse:
     r = Reader(buf, offset)
     response = LeaderAndIsrResponse(r.int16(), [])
-    for _ in range(_count(r, "Topics")):
+    for _ in range(read_count(r, "Topics")):
         topic = LeaderAndIsrTopicError(r.uuid(), [])
-        for _ in range(_count(r, "PartitionErrors")):
+        for _ in range(read_count(r, "PartitionErrors")):
             topic.partition_errors.append(LeaderAndIsrPartitionError(r.int32(), r.int16()))
             r.skip_tagged_fields()
         r.skip_tagged_fields()
         response.topics.append(topic)
     r.skip_tagged_fields()
-    _finish(r, "LeaderAndIsrResponse")
+    expect_end(r, "LeaderAndIsrResponse")
     return response
 
 
@@ -288,12 +298,12 @@ def encode_update_metadata_request(request: UpdateMetadataRequest) -> bytes:
             w.int32(p.controller_epoch)
             w.int32(p.leader)
             w.int32(p.leader_epoch)
-            _write_int32s(w, p.isr)
+            write_int32s(w, p.isr)
             w.int32(p.zk_version)
-            _write_int32s(w, p.replicas)
-            _write_int32s(w, p.offline_replicas)
+            write_int32s(w, p.replicas)
+            write_int32s(w, p.offline_replicas)
             w.empty_tagged_fields()
-        w.tagged_fields({_TAG_TOPIC_CONFIGS: _encode_configs(topic.configs)} if topic.configs else {})
+        w.tagged_fields({_TAG_TOPIC_CONFIGS: encode_configs(topic.configs)} if topic.configs else {})
     w.array_length(len(request.live_brokers), compact=True)
     for broker in request.live_brokers:
         w.int32(broker.id)
@@ -313,7 +323,7 @@ def encode_update_metadata_request(request: UpdateMetadataRequest) -> bytes:
         t.int8(request.type)
         tags[_TAG_UPDATE_METADATA_TYPE] = bytes(t.buf)
     if request.broker_configs:
-        tags[_TAG_BROKER_CONFIGS] = _encode_broker_configs(request.broker_configs)
+        tags[_TAG_BROKER_CONFIGS] = encode_broker_configs(request.broker_configs)
     w.tagged_fields(tags)
     return bytes(w.buf)
 
@@ -325,18 +335,18 @@ def decode_update_metadata_request(buf: Buffer, offset: int) -> UpdateMetadataRe
     controller_epoch = r.int32()
     broker_epoch = r.int64()
     topic_states = []
-    for _ in range(_count(r, "TopicStates")):
+    for _ in range(read_count(r, "TopicStates")):
         topic = UpdateMetadataTopicState(r.string(compact=True), r.uuid(), [])
-        for _ in range(_count(r, "PartitionStates")):
+        for _ in range(read_count(r, "PartitionStates")):
             topic.partition_states.append(_read_update_metadata_partition(r, topic.topic_name))
         configs = r.tagged_fields().get(_TAG_TOPIC_CONFIGS)
         if configs is not None:
-            topic.configs = _decode_configs(configs)
+            topic.configs = decode_configs(configs)
         topic_states.append(topic)
     live_brokers = []
-    for _ in range(_count(r, "LiveBrokers")):
+    for _ in range(read_count(r, "LiveBrokers")):
         broker = UpdateMetadataBroker(r.int32(), [])
-        for _ in range(_count(r, "Endpoints")):
+        for _ in range(read_count(r, "Endpoints")):
             broker.endpoints.append(UpdateMetadataEndpoint(r.int32(), r.string(compact=True),
                                                            r.string(compact=True), r.int16()))
             r.skip_tagged_fields()
@@ -351,9 +361,9 @@ def decode_update_metadata_request(buf: Buffer, offset: int) -> UpdateMetadataRe
                 raise DecodeError(f"UpdateMetadata Type tag of {len(value)} bytes, expected 1")
             type_ = Reader(value).int8()
         elif tag == _TAG_BROKER_CONFIGS:
-            broker_configs = _decode_broker_configs(value)
+            broker_configs = decode_broker_configs(value)
         # other tags are from a newer sender; ignoring them is what tagged fields are for
-    _finish(r, "UpdateMetadataRequest")
+    expect_end(r, "UpdateMetadataRequest")
     return UpdateMetadataRequest(controller_id, controller_epoch, broker_epoch, topic_states, live_brokers,
                                  type_, is_kraft_controller, broker_configs)
 
@@ -365,10 +375,10 @@ def _read_update_metadata_partition(r: Reader, topic_name: str) -> UpdateMetadat
         controller_epoch=r.int32(),
         leader=r.int32(),
         leader_epoch=r.int32(),
-        isr=_read_int32s(r, "Isr"),
+        isr=read_int32s(r, "Isr"),
         zk_version=r.int32(),
-        replicas=_read_int32s(r, "Replicas"),
-        offline_replicas=_read_int32s(r, "OfflineReplicas"),
+        replicas=read_int32s(r, "Replicas"),
+        offline_replicas=read_int32s(r, "OfflineReplicas"),
     )
     r.skip_tagged_fields()
     return p
@@ -385,7 +395,7 @@ def decode_update_metadata_response(buf: Buffer, offset: int) -> UpdateMetadataR
     r = Reader(buf, offset)
     response = UpdateMetadataResponse(r.int16())
     r.skip_tagged_fields()
-    _finish(r, "UpdateMetadataResponse")
+    expect_end(r, "UpdateMetadataResponse")
     return response
 
 
@@ -454,15 +464,15 @@ def decode_stop_replica_request(buf: Buffer, offset: int) -> StopReplicaRequest:
     controller_epoch = r.int32()
     broker_epoch = r.int64()
     topic_states = []
-    for _ in range(_count(r, "TopicStates")):
+    for _ in range(read_count(r, "TopicStates")):
         topic = StopReplicaTopicState(r.string(compact=True), [])
-        for _ in range(_count(r, "PartitionStates")):
+        for _ in range(read_count(r, "PartitionStates")):
             topic.partition_states.append(StopReplicaPartitionState(r.int32(), r.int32(), r.boolean()))
             r.skip_tagged_fields()
         r.skip_tagged_fields()
         topic_states.append(topic)
     r.skip_tagged_fields()
-    _finish(r, "StopReplicaRequest")
+    expect_end(r, "StopReplicaRequest")
     return StopReplicaRequest(controller_id, controller_epoch, broker_epoch, topic_states, is_kraft_controller)
 
 
@@ -482,77 +492,9 @@ def encode_stop_replica_response(response: StopReplicaResponse) -> bytes:
 def decode_stop_replica_response(buf: Buffer, offset: int) -> StopReplicaResponse:
     r = Reader(buf, offset)
     response = StopReplicaResponse(r.int16(), [])
-    for _ in range(_count(r, "PartitionErrors")):
+    for _ in range(read_count(r, "PartitionErrors")):
         response.partition_errors.append(StopReplicaPartitionError(r.string(compact=True), r.int32(), r.int16()))
         r.skip_tagged_fields()
     r.skip_tagged_fields()
-    _finish(r, "StopReplicaResponse")
+    expect_end(r, "StopReplicaResponse")
     return response
-
-
-# --- shared helpers --------------------------------------------------------------------------------------
-
-
-def _count(r: Reader, name: str) -> int:
-    """A compact array's length. No array in these schemas is nullable, so a null (-1) is malformed."""
-    n = r.array_length(compact=True)
-    if n < 0:
-        raise DecodeError(f"null {name}, which is not nullable")
-    return n
-
-
-def _write_int32s(w: Writer, values: list[int]) -> None:
-    w.array_length(len(values), compact=True)
-    for v in values:
-        w.int32(v)
-
-
-def _read_int32s(r: Reader, name: str) -> list[int]:
-    return [r.int32() for _ in range(_count(r, name))]
-
-
-def _encode_configs(configs: dict[str, str]) -> bytes:
-    w = Writer()
-    w.array_length(len(configs), compact=True)
-    for key, value in sorted(configs.items()):
-        w.string(key, compact=True)
-        w.string(value, compact=True)
-    return bytes(w.buf)
-
-
-def _decode_configs(buf: memoryview) -> dict[str, str]:
-    r = Reader(buf)
-    configs = {}
-    for _ in range(_count(r, "TopicConfigs")):
-        key = r.string(compact=True)
-        configs[key] = r.string(compact=True)
-    _finish(r, "TopicConfigs")
-    return configs
-
-
-def _encode_broker_configs(by_entity: dict[str, dict[str, str]]) -> bytes:
-    w = Writer()
-    w.array_length(len(by_entity), compact=True)
-    for entity, configs in sorted(by_entity.items()):
-        w.string(entity, compact=True)
-        w.buf += _encode_configs(configs)
-    return bytes(w.buf)
-
-
-def _decode_broker_configs(buf: memoryview) -> dict[str, dict[str, str]]:
-    r = Reader(buf)
-    by_entity = {}
-    for _ in range(_count(r, "BrokerConfigs")):
-        entity = r.string(compact=True)
-        configs = {}
-        for _ in range(_count(r, "Configs")):
-            key = r.string(compact=True)
-            configs[key] = r.string(compact=True)
-        by_entity[entity] = configs
-    _finish(r, "BrokerConfigs")
-    return by_entity
-
-
-def _finish(r: Reader, name: str) -> None:
-    if r.remaining:
-        raise DecodeError(f"{r.remaining} trailing bytes after {name}")

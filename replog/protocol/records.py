@@ -43,9 +43,8 @@ __all__ = [
     "iter_batches",
     "parse_header",
     "build_batch",
-    "rebuild_batch",
     "decode_records",
-    "iter_record_keys",
+    "encode_record",
     "encode_varint",
     "decode_varint",
     "increment_sequence",
@@ -363,7 +362,7 @@ def _encode_bytes(data: bytes | None, out: bytearray) -> None:
     out += data
 
 
-def _encode_record(
+def encode_record(
     out: bytearray,
     offset_delta: int,
     timestamp_delta: int,
@@ -401,7 +400,7 @@ def build_batch(
     base_timestamp = records[0][3]
     encoded = bytearray()
     for offset_delta, (key, value, headers, timestamp) in enumerate(records):
-        _encode_record(encoded, offset_delta, timestamp - base_timestamp, key, value, headers)
+        encode_record(encoded, offset_delta, timestamp - base_timestamp, key, value, headers)
     payload = encoded if compression == Compression.NONE else compress(compression, encoded)
     attributes = int(compression) | (_TRANSACTIONAL_BIT if is_transactional else 0)
     size = RECORD_BATCH_OVERHEAD + len(payload)
@@ -414,37 +413,6 @@ def build_batch(
     out[RECORD_BATCH_OVERHEAD:] = payload
     _UINT32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
     assert RecordBatch(memoryview(out)).is_crc_valid()
-    return bytes(out)
-
-
-def rebuild_batch(original: BatchHeader, records: Sequence[Record]) -> bytes:
-    """The batch `original` holding only `records` (a subset of its records, as decode_records gave them):
-    what the log cleaner writes. As Kafka's MemoryRecords.filterTo does for v2, the base offset and the
-    last offset delta stay (so the producer's sequence range and the offsets after it are unchanged), as do
-    the producer id, epoch, base sequence, leader epoch and attributes; compressed batches are recompressed
-    with their own codec, and the CRC-32C is computed afresh."""
-    assert records
-    assert original.records_count >= len(records)
-    base = original.base_offset
-    log_append_time = original.timestamp_type == TimestampType.LOG_APPEND_TIME
-    base_timestamp = original.base_timestamp if log_append_time else records[0].timestamp
-    encoded = bytearray()
-    for record in records:
-        assert base <= record.offset <= original.last_offset
-        timestamp_delta = 0 if log_append_time else record.timestamp - base_timestamp
-        _encode_record(encoded, record.offset - base, timestamp_delta, record.key, record.value, record.headers)
-    compression = original.compression
-    payload = encoded if compression == Compression.NONE else compress(compression, encoded)
-    max_timestamp = original.max_timestamp if log_append_time else max(r.timestamp for r in records)
-    size = RECORD_BATCH_OVERHEAD + len(payload)
-    out = bytearray(size)
-    HEADER.pack_into(
-        out, 0, base, size - LOG_OVERHEAD, original.partition_leader_epoch, MAGIC_V2, 0, original.attributes,
-        original.last_offset_delta, base_timestamp, max_timestamp, original.producer_id,
-        original.producer_epoch, original.base_sequence, len(records),
-    )  # fmt: skip
-    out[RECORD_BATCH_OVERHEAD:] = payload
-    _UINT32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
     return bytes(out)
 
 
@@ -475,54 +443,6 @@ def decode_records(batch: RecordBatch) -> list[Record]:
     if pos != len(body):
         raise CorruptRecordError(f"{len(body) - pos} bytes left after {header.records_count} records")
     return records
-
-
-def iter_record_keys(batch: RecordBatch) -> Iterator[tuple[int, bytes | None, bool]]:
-    """(offset, key, value is null) of each record, decompressing if needed, without decoding values or
-    headers: what the log cleaner needs to decide which records stay. Control batches yield nothing."""
-    header = batch.header
-    if header.is_control:
-        return
-    body = batch.buffer[RECORD_BATCH_OVERHEAD:]
-    if header.compression != Compression.NONE:
-        try:
-            body = memoryview(decompress(header.compression, body))
-        except CompressionError as exc:
-            raise CorruptRecordError(str(exc)) from exc
-    if header.records_count < 0 or header.records_count > len(body):
-        raise CorruptRecordError(f"records count {header.records_count} impossible for {len(body)} bytes")
-    data = bytes(body)  # indexing bytes is several times cheaper than indexing a memoryview
-    size = len(data)
-    pos = 0
-    for _ in range(header.records_count):
-        length, pos = _varint(data, pos)
-        end = pos + length
-        if length < 1 or end > size:
-            raise CorruptRecordError(f"record length {length} runs past the batch")
-        _, field = _varint(data, pos + 1)  # attributes, then the timestamp delta
-        offset_delta, field = _varint(data, field)
-        key_length, field = _varint(data, field)
-        if key_length < 0:
-            key = None
-        elif field + key_length > end:
-            raise CorruptRecordError("record key runs past the end of the record")
-        else:
-            key = data[field:field + key_length]
-            field += key_length
-        value_length, _ = _varint(data, field)
-        yield header.base_offset + offset_delta, key, value_length < 0
-        pos = end
-    if pos != size:
-        raise CorruptRecordError(f"{size - pos} bytes left after {header.records_count} records")
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """decode_varint with the one-byte case (lengths and deltas of small records) answered inline."""
-    if pos < len(data):
-        byte = data[pos]
-        if byte < 0x80:
-            return (byte >> 1) ^ -(byte & 1), pos + 1
-    return decode_varint(data, pos)
 
 
 def _decode_bytes(buf: memoryview, pos: int, end: int) -> tuple[bytes | None, int]:

@@ -189,3 +189,56 @@ async def test_a_sender_bug_fails_its_requests_instead_of_hanging_them():
             channel.send(1, UM, UM_VERSION, update_metadata_body())
     finally:
         await channel.close()
+
+
+class ManualCommitGate:
+    """A CommitGate whose commits the test makes: each send's barrier is the next offset."""
+
+    def __init__(self) -> None:
+        self.end_offset = 0
+        self.committed = 0
+        self.waited_for: list[int] = []
+        self._changed = asyncio.Event()
+
+    def barrier(self) -> int:
+        self.end_offset += 1
+        return self.end_offset
+
+    async def wait(self, offset: int) -> None:
+        self.waited_for.append(offset)
+        while self.committed < offset:
+            self._changed.clear()
+            await self._changed.wait()
+
+    def commit(self, offset: int) -> None:
+        self.committed = offset
+        self._changed.set()
+
+
+async def test_a_gated_request_leaves_only_once_its_records_are_committed(broker, channel):
+    gate = ManualCommitGate()
+    channel.gate = gate
+    channel.add_broker(1, HOST, broker.port)
+    first = channel.send(1, UM, UM_VERSION, update_metadata_body(1))
+    second = channel.send(1, UM, UM_VERSION, update_metadata_body(2))
+    await wait_until(lambda: gate.waited_for == [1], "the sender to wait for offset 1 to commit")
+    assert epochs_received(broker) == [] and not first.done()  # held at the gate: nothing sent
+    gate.commit(1)
+    await first
+    await wait_until(lambda: gate.waited_for == [1, 2], "the sender to wait for offset 2 to commit")
+    assert epochs_received(broker) == [1] and not second.done()
+    gate.commit(2)
+    await second
+    assert epochs_received(broker) == [1, 2]
+
+
+async def test_removing_a_broker_fails_the_requests_held_at_the_gate(broker, channel):
+    gate = ManualCommitGate()
+    channel.gate = gate
+    channel.add_broker(1, HOST, broker.port)
+    held = channel.send(1, UM, UM_VERSION, update_metadata_body(1))
+    await wait_until(lambda: gate.waited_for == [1], "the sender to wait at the gate")
+    channel.remove_broker(1)  # a deposed controller drops what it decided but never saw committed
+    with pytest.raises(ChannelClosed):
+        await held
+    assert epochs_received(broker) == []

@@ -1,5 +1,5 @@
-"""`replog controller start`'s quorum keys (controller/process.py): Kafka's names and defaults, and what a
-controller that runs a quorum of one refuses."""
+"""`replog controller start`'s quorum keys (controller/process.py): Kafka's names and defaults, and the
+quorums a controller refuses to run."""
 
 import pytest
 
@@ -23,7 +23,7 @@ def test_the_quorum_keys_take_kafkas_names_and_defaults():
 
 @pytest.mark.parametrize(("overrides", "message"), [
     ({"controller.quorum.voters": "3001@127.0.0.1:9093"}, "node.id 3000 is not among the voters"),
-    ({"controller.quorum.voters": "3000@h:1,3001@h:2,3002@h:3"}, "3 voters; this controller runs a quorum of one"),
+    ({"controller.quorum.voters": "3000@h:1,3001@h:2,3002@h:3"}, "voter 3000 at port 1, but its listener is on 9093"),
     ({"controller.quorum.voters": "3000@h"}, "controller.quorum.voters: 'h' is not host:port"),
     ({"controller.quorum.voters": "3000@h:1", "controller.quorum.fetch.timeout.ms": "soon"},
      "controller.quorum.fetch.timeout.ms: 'soon' is not an integer"),
@@ -33,6 +33,11 @@ def test_the_quorum_keys_take_kafkas_names_and_defaults():
 def test_a_quorum_this_controller_cannot_run_is_refused_naming_the_key(overrides, message):
     with pytest.raises(ValueError, match=message):
         controller_config(BASE | overrides)
+
+
+def test_several_voters_make_this_controller_one_of_a_quorum():
+    config = controller_config(BASE | {"controller.quorum.voters": "3000@127.0.0.1:9093,3001@h:2,3002@h:3"})
+    assert config.quorum.voters == {3000: ("127.0.0.1", 9093), 3001: ("h", 2), 3002: ("h", 3)}
 
 
 def test_an_unknown_quorum_key_is_reported(capsys):

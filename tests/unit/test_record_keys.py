@@ -5,13 +5,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from replog.protocol.record_compaction import iter_record_keys
 from replog.protocol.records import (
     Compression,
     CorruptRecordError,
     RecordBatch,
     build_batch,
     decode_records,
-    iter_record_keys,
 )
 
 RECORD = st.tuples(st.one_of(st.none(), st.binary(max_size=300)), st.one_of(st.none(), st.binary(max_size=300)),

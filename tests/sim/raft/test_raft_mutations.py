@@ -9,6 +9,7 @@ simulation has lost strength.
 
 import pytest
 
+from replog.raft import follower as follower_module
 from replog.raft import leader as leader_module
 from replog.raft import node as node_module
 from replog.raft import states
@@ -57,7 +58,7 @@ def _vote_not_saved(state, local_id, voters):
         (leader_module, "majority_high_watermark", _commits_before_own_epoch, 738),
         (leader_module, "majority_high_watermark", _observers_count, 0),
         (leader_module, "validate_fetch", _no_diverging_epoch, 5),
-        (node_module, "truncation_offset", lambda log, diverging_epoch: log.end_offset, 7),
+        (follower_module, "truncation_offset", lambda log, diverging_epoch: log.end_offset, 7),
         (node_module.s, "election_state", _vote_not_saved, 70),
     ],
     ids=["two-votes-per-epoch", "commit-before-own-epoch", "observers-count-for-hw", "leader-skips-diverging-epoch",

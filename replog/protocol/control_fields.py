@@ -1,0 +1,70 @@
+"""Field helpers shared by the hand-written controller-to-broker codecs in control.py: compact arrays that are
+never null, int32 lists, the end-of-struct check, and replog's tagged-field extension that carries topic and
+broker configs (see control.py for why)."""
+
+from .primitives import DecodeError, Reader, Writer
+
+
+def read_count(r: Reader, name: str) -> int:
+    """A compact array's length. No array in these schemas is nullable, so a null (-1) is malformed."""
+    n = r.array_length(compact=True)
+    if n < 0:
+        raise DecodeError(f"null {name}, which is not nullable")
+    return n
+
+
+def write_int32s(w: Writer, values: list[int]) -> None:
+    w.array_length(len(values), compact=True)
+    for v in values:
+        w.int32(v)
+
+
+def read_int32s(r: Reader, name: str) -> list[int]:
+    return [r.int32() for _ in range(read_count(r, name))]
+
+
+def encode_configs(configs: dict[str, str]) -> bytes:
+    w = Writer()
+    w.array_length(len(configs), compact=True)
+    for key, value in sorted(configs.items()):
+        w.string(key, compact=True)
+        w.string(value, compact=True)
+    return bytes(w.buf)
+
+
+def decode_configs(buf: memoryview) -> dict[str, str]:
+    r = Reader(buf)
+    configs = {}
+    for _ in range(read_count(r, "TopicConfigs")):
+        key = r.string(compact=True)
+        configs[key] = r.string(compact=True)
+    expect_end(r, "TopicConfigs")
+    return configs
+
+
+def encode_broker_configs(by_entity: dict[str, dict[str, str]]) -> bytes:
+    w = Writer()
+    w.array_length(len(by_entity), compact=True)
+    for entity, configs in sorted(by_entity.items()):
+        w.string(entity, compact=True)
+        w.buf += encode_configs(configs)
+    return bytes(w.buf)
+
+
+def decode_broker_configs(buf: memoryview) -> dict[str, dict[str, str]]:
+    r = Reader(buf)
+    by_entity = {}
+    for _ in range(read_count(r, "BrokerConfigs")):
+        entity = r.string(compact=True)
+        configs = {}
+        for _ in range(read_count(r, "Configs")):
+            key = r.string(compact=True)
+            configs[key] = r.string(compact=True)
+        by_entity[entity] = configs
+    expect_end(r, "BrokerConfigs")
+    return by_entity
+
+
+def expect_end(r: Reader, name: str) -> None:
+    if r.remaining:
+        raise DecodeError(f"{r.remaining} trailing bytes after {name}")
