@@ -26,6 +26,7 @@ from replog.cluster_nodes.manifest import (
 )
 from replog.cluster_nodes.nodes import kill_nodes
 from replog.cluster_nodes.quorum_report import format_quorum_replication, max_follower_lag
+from replog.harness.local_cluster import LocalCluster
 from tests.conditions import POLL_INTERVAL_S
 from tests.integration.test_raft_quorum import HOST, _append, _start_quorum, _wait_for_leader
 
@@ -185,3 +186,23 @@ async def test_cluster_status_marks_the_leader_among_three_controllers(tmp_path)
     finally:
         for member in members:
             await member.stop()
+
+
+async def test_describe_quorum_follows_the_active_controller_through_a_failover(tmp_path):
+    """Three ClusterControllers with brokers (LocalCluster): DescribeQuorum names the active controller, and
+    after it stops, the new one, in a later epoch."""
+    cluster = LocalCluster(tmp_path, controllers=3, brokers=1)
+    try:
+        await cluster.start()
+        addresses = [(HOST, c.port) for c in cluster.controllers.values()]
+        old = await cluster.wait_for_active_controller()
+        quorum = await describe_until(addresses, lambda q: q.leader_id == old.controller_id, "the active leader")
+        assert [v.replica_id for v in quorum.voters] == sorted(cluster.controllers)
+        assert quorum.leader_epoch == old.controller_epoch
+        await cluster.stop_controller(old.controller_id)
+        new = await cluster.wait_for_active_controller()
+        running = [(HOST, c.port) for i, c in cluster.controllers.items() if i != old.controller_id]
+        after = await describe_until(running, lambda q: q.leader_id == new.controller_id, "the new leader")
+        assert after.leader_epoch > quorum.leader_epoch
+    finally:
+        await cluster.stop()
