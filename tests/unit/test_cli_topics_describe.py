@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from replog.cli import _format_description
+from replog.cli_clients import format_description
 from replog.client.admin import PartitionDescription, TopicDescription
 
 HEALTHY = PartitionDescription(0, 1, 3, (1, 2, 3), (1, 2, 3), ())
@@ -15,7 +15,7 @@ TOPIC = TopicDescription("orders", (HEALTHY, SHRUNK, LEADERLESS))
 
 def describe(under_replicated: bool = False, unavailable: bool = False) -> list[str]:
     args = argparse.Namespace(under_replicated_partitions=under_replicated, unavailable_partitions=unavailable)
-    return _format_description(TOPIC, args).splitlines()
+    return format_description(TOPIC, args).splitlines()
 
 
 def test_describe_prints_the_topic_header_then_every_partition():
@@ -40,10 +40,10 @@ def test_a_partition_filter_prints_matching_partitions_and_no_header(under_repli
 def test_a_filter_that_matches_nothing_prints_nothing():
     healthy = TopicDescription("fine", (HEALTHY,))
     args = argparse.Namespace(under_replicated_partitions=True, unavailable_partitions=False)
-    assert _format_description(healthy, args) == ""
+    assert format_description(healthy, args) == ""
 
 
 def test_describe_shows_the_topic_overrides_in_the_header():
     args = argparse.Namespace(under_replicated_partitions=False, unavailable_partitions=False)
-    header = _format_description(TOPIC, args, {"retention.ms": "1000", "cleanup.policy": "delete"}).splitlines()[0]
+    header = format_description(TOPIC, args, {"retention.ms": "1000", "cleanup.policy": "delete"}).splitlines()[0]
     assert header == "Topic: orders\tPartitionCount: 3\tReplicationFactor: 3\tConfigs: cleanup.policy=delete,retention.ms=1000"

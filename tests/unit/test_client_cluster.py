@@ -2,7 +2,8 @@
 
 import pytest
 
-from replog.cli import _properties, build_parser
+from replog.cli import build_parser
+from replog.cli_clients import properties
 from replog.client.cluster import metadata_request, parse_bootstrap, snapshot_from_metadata
 from replog.client.errors import KafkaError, is_retriable
 from replog.protocol import messages
@@ -58,9 +59,9 @@ def test_error_retriability_follows_kafka():
 
 
 def test_cli_properties_and_flags():
-    assert _properties(["parse.key=true", "key.separator=:"]) == {"parse.key": "true", "key.separator": ":"}
+    assert properties(["parse.key=true", "key.separator=:"]) == {"parse.key": "true", "key.separator": ":"}
     with pytest.raises(ValueError):
-        _properties(["novalue"])
+        properties(["novalue"])
     args = build_parser().parse_args(
         ["consume", "t", "--bootstrap-server", "h:1", "--partition", "0", "--offset", "5"]
     )
