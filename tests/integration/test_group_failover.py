@@ -12,6 +12,7 @@ from replog.client.admin import NewTopic
 from replog.client.sync import SyncAdmin
 from replog.coordinator.partitioning import partition_for
 from replog.harness.local_cluster import LocalCluster
+from tests.interop.test_consumer_groups import produce
 
 GROUP = "failover-group"
 TOPIC = "stream"
@@ -27,21 +28,6 @@ async def cluster(tmp_path):
         yield cluster
     finally:
         await cluster.stop()
-
-
-def produce(bootstrap: str, start: int, count: int) -> dict[int, int]:
-    confluent_kafka = pytest.importorskip("confluent_kafka")
-    ends: dict[int, int] = {}
-
-    def on_delivery(err, msg):
-        assert err is None, err
-        ends[msg.partition()] = max(ends.get(msg.partition(), 0), msg.offset() + 1)
-
-    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all"})
-    for i in range(start, start + count):
-        producer.produce(TOPIC, f"v-{i}".encode(), key=str(i).encode(), on_delivery=on_delivery)
-    assert producer.flush(60) == 0
-    return ends
 
 
 def committed(bootstrap: str) -> dict[int, int]:
@@ -80,7 +66,7 @@ async def test_killed_coordinator_group_resumes_from_committed_offsets(cluster):
         await asyncio.to_thread(admin.create_topics, [NewTopic(TOPIC, PARTITIONS, 3, {})])
     finally:
         admin.close()
-    first_ends = await asyncio.to_thread(produce, bootstrap, 0, 300)
+    first_ends = await asyncio.to_thread(produce, bootstrap, TOPIC, 300)
     consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP,
                                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
     consumer.subscribe([TOPIC])
@@ -98,7 +84,7 @@ async def test_killed_coordinator_group_resumes_from_committed_offsets(cluster):
         survivors = ",".join(b.bootstrap for n, b in cluster.brokers.items() if n != coordinator)
         assert await asyncio.to_thread(committed, survivors) == first_ends  # loaded by the new coordinator
 
-        second_ends = await asyncio.to_thread(produce, survivors, 300, 300)
+        second_ends = await asyncio.to_thread(lambda: produce(survivors, TOPIC, 300, start=300))
         second = await asyncio.to_thread(read_and_commit, consumer, 300)
         assert sorted(second) == sorted(f"v-{i}".encode() for i in range(300, 600))
     finally:

@@ -41,7 +41,7 @@ def produce(bootstrap: str, topic: str, count: int, confluent_kafka=None, start:
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all"})
     for i in range(start, start + count):
         producer.produce(topic, f"v-{i}".encode(), key=str(i).encode(), on_delivery=on_delivery)
-    assert producer.flush(30) == 0
+    assert producer.flush(60) == 0  # 60 s: the failover test produces through a cluster that just lost a broker
     return ends
 
 

@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from replog.fetcher.leader_endpoint import (
@@ -259,3 +260,10 @@ async def fetchers_with_fake_leaders() -> AsyncIterator[tuple[ReplicaFetcherMana
 
 def follow(leader: FakeLeader, log: PartitionLog, epoch: int, tp: TopicPartition = TP):
     return {tp: InitialFetchState(None, leader.info, epoch, log)}
+
+
+@pytest.fixture
+async def cluster():
+    """(ReplicaFetcherManager, {leader id: FakeLeader}) for one test; the fetchers are stopped after it."""
+    async with fetchers_with_fake_leaders() as manager_and_leaders:
+        yield manager_and_leaders

@@ -19,17 +19,11 @@ from .fetcher_fake_leader import (
     append_as_leader,
     assert_identical,
     clock_ms,
-    fetchers_with_fake_leaders,
+    cluster,  # noqa: F401 (fixture)
     follow,
     in_sync,
     open_log,
 )
-
-
-@pytest.fixture
-async def cluster():
-    async with fetchers_with_fake_leaders() as manager_and_leaders:
-        yield manager_and_leaders
 
 
 async def test_retriable_errors_back_off_one_partition_while_others_go_on(tmp_path, cluster):

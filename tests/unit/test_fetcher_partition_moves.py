@@ -21,18 +21,12 @@ from .fetcher_fake_leader import (
     append_as_leader,
     assert_identical,
     clock_ms,
+    cluster,  # noqa: F401 (fixture)
     copy_log,
-    fetchers_with_fake_leaders,
     follow,
     in_sync,
     open_log,
 )
-
-
-@pytest.fixture
-async def cluster():
-    async with fetchers_with_fake_leaders() as manager_and_leaders:
-        yield manager_and_leaders
 
 
 @pytest.mark.parametrize("change", ["removed and re-added", "re-added at a new epoch"])

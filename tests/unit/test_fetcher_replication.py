@@ -7,8 +7,6 @@ and epoch cache.
 
 from __future__ import annotations
 
-import pytest
-
 from replog.fetcher.fetch_state import FetchPhase
 
 from ..conditions import wait_until
@@ -19,18 +17,12 @@ from .fetcher_fake_leader import (
     append_as_leader,
     append_without_epoch,
     assert_identical,
+    cluster,  # noqa: F401 (fixture)
     copy_log,
-    fetchers_with_fake_leaders,
     follow,
     in_sync,
     open_log,
 )
-
-
-@pytest.fixture
-async def cluster():
-    async with fetchers_with_fake_leaders() as manager_and_leaders:
-        yield manager_and_leaders
 
 
 async def test_fresh_follower_catches_up_over_many_rounds(tmp_path, cluster):
