@@ -139,6 +139,8 @@ def report(results: list[Verdict], listed: list[str]) -> int:
     comparison = compare(results, listed)
     for test_id in comparison.newly_passing:
         print(f"compat: {test_id} passes but is not in {PASSING_LIST.name} yet (--rewrite-list adds it)")
+    for result in comparison.skipped_by_suite:
+        print(f"compat: {result.test_id} (in {PASSING_LIST.name}) was skipped by the suite here: {result.reason}")
     for result in comparison.regressions:
         print(f"compat: REGRESSION {result.test_id} is in {PASSING_LIST.name} but did not pass: "
               f"{result.status} {result.reason}")

@@ -96,5 +96,15 @@ def test_compare_finds_regressions_and_new_passes():
     assert comparison.newly_passing == ("0057",)
 
 
+def test_compare_reports_a_listed_test_the_suite_skipped_without_calling_it_a_regression():
+    comparison = compare(RUN, ["0001", "0004"])  # 0004 skipped itself, as 0055 does when CI is set
+    assert comparison.regressions == ()
+    assert [r.test_id for r in comparison.skipped_by_suite] == ["0004"]
+
+
+def test_updated_list_keeps_a_listed_test_the_suite_skipped():
+    assert updated_list(RUN, ["0004", "0012"]) == ["0001", "0004", "0057"]
+
+
 def test_updated_list_replaces_only_the_tests_that_ran():
     assert updated_list(RUN, ["0001", "0012", "0090"]) == ["0001", "0057", "0090"]
