@@ -131,6 +131,13 @@ class ControllerQuorumProcesses:
             if other != controller_id:
                 proxy.cut([self.hosts[controller_id]], mode)
 
+    def rejoin(self, controller_id: int) -> None:
+        """Undo isolate()."""
+        self.proxies[controller_id].heal()
+        for other, proxy in self.proxies.items():
+            if other != controller_id:
+                proxy.heal([self.hosts[controller_id]])
+
     def cut_sources(self, sources: list[str], mode: str = REFUSE) -> None:
         """Cut connections from these addresses (brokers) to every controller."""
         for proxy in self.proxies.values():

@@ -326,6 +326,13 @@ class LocalCluster:
             for proxy in self.broker_proxies.values():
                 proxy.cut([self.quorum_processes.hosts[controller_id]], mode)
 
+    def heal_controller(self, controller_id: int) -> None:
+        """Undo isolate_controller()."""
+        assert self.quorum_processes is not None, "needs controller_processes=True"
+        self.quorum_processes.rejoin(controller_id)
+        for proxy in self.broker_proxies.values():
+            proxy.heal([self.quorum_processes.hosts[controller_id]])
+
     async def wait_for(self, predicate, timeout: float, what: str) -> None:
         """Poll the predicate (with controller processes, on a view refreshed before each call)."""
         deadline = time.monotonic() + timeout
