@@ -11,6 +11,7 @@ these clients picks the one to talk to: the same one until it cannot be reached 
 """
 
 import asyncio
+import dataclasses
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
@@ -40,6 +41,11 @@ class ControllerFinder:
     @property
     def current(self) -> tuple[str, int]:
         return self._addresses[self._index]
+
+    @property
+    def count(self) -> int:
+        """How many controllers there are to try."""
+        return len(self._addresses)
 
     def connector(self, client_id: str) -> Callable[[], Awaitable[Connection]]:
         """A connect() for a ControllerClient: to the current controller; a failure moves on to the next."""
@@ -113,6 +119,17 @@ class ControllerClient:
         if self._connection is not None:
             self._connection.close()
             self._connection = None
+
+
+def carries_error(response: Any, code: ErrorCode) -> bool:
+    """Whether a decoded response has `code` in any of its error_code fields, at any depth (Kafka's
+    AbstractResponse.errorCounts, as NodeToControllerRequestThread reads it to spot NOT_CONTROLLER)."""
+    if isinstance(response, tuple | list):
+        return any(carries_error(item, code) for item in response)
+    if not dataclasses.is_dataclass(response):
+        return False
+    return any(getattr(response, f.name) == code if f.name == "error_code" else carries_error(getattr(response, f.name), code)
+               for f in dataclasses.fields(response))
 
 
 def _report_crash(task: asyncio.Task) -> None:

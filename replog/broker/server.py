@@ -27,6 +27,7 @@ from replog.metrics.service import MetricsService
 from replog.protocol.apis import ApiKey, response_header_version
 from replog.protocol.headers import decode_response_header
 from replog.protocol.messages import decode_response, encode_request
+from replog.protocol.primitives import DecodeError
 from replog.protocol.topics import OFFSETS_TOPIC
 from replog.server.api_versions import unsupported_version_body
 from replog.server.connection import ConnectionHolder
@@ -38,7 +39,7 @@ from replog.server.listener_socket import write_ready_file
 
 from .alter_partition import AlterPartitionManager
 from .config import BrokerConfig, load_config, report_unknown_keys
-from .controller_client import ControllerFinder
+from .controller_client import ControllerFinder, carries_error
 from .dynamic_config import apply_dynamic_configs
 from .group_coordinator import GroupCoordinatorShell
 from .handlers import BROKER_APIS, build_handlers
@@ -202,7 +203,25 @@ class Broker:
         return self.lifecycle is not None and broker_epoch != -1 and broker_epoch < self.lifecycle.broker_epoch
 
     async def forward_to_controller(self, ctx: RequestContext) -> bytes:
-        """Send a client's request on to the controller unchanged and return the response body (KIP-590)."""
+        """Send a client's request on to the controller unchanged and return the response body (KIP-590). A
+        controller that answers NOT_CONTROLLER (a standby, or deposed meanwhile) did nothing: the request goes
+        on to the next one, at most once round the configured controllers, as Kafka's
+        NodeToControllerRequestThread puts it back in its queue; only then does the client see NOT_CONTROLLER
+        (retriable). Otherwise the forwarding connection would stay on a standby until it failed."""
+        assert self._controllers is not None
+        api_key, version = ctx.header.api_key, ctx.api_version
+        for _ in range(self._controllers.count - 1):
+            body = await self._forward_once(ctx)
+            try:
+                if not carries_error(decode_response(api_key, version, body, 0), ErrorCode.not_controller):
+                    return body
+            except DecodeError:
+                return body  # relayed as it came: the client judges it
+            self._controllers.lost(self._controller_connection)
+            self._controller_connection.close()
+        return await self._forward_once(ctx)
+
+    async def _forward_once(self, ctx: RequestContext) -> bytes:
         assert self._controllers is not None
         if self._controller_connection is None or self._controller_connection.closed:
             connect = self._controllers.connector(f"forwarding-{self.config.node_id}")

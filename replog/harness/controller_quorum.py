@@ -71,16 +71,18 @@ class ControllerQuorumProcesses:
             await proxy.stop()
 
     async def describe(self) -> QuorumInfo | None:
-        """The quorum as its leader describes it, asked at every running, unpaused controller's own port
-        (past the proxies: the harness is never cut off); None while no leader answers."""
-        addresses = [(HOST, p.port) for p in self.processes.values() if p.running and not p.paused]
-        if not addresses:
-            return None
-        try:
-            info = await describe_quorum(addresses, DESCRIBE_TIMEOUT_MS)
-        except KafkaError:
-            return None
-        return info if info.leader_id >= 0 else None
+        """The quorum as its leader in the highest epoch describes it, asked at every running, unpaused
+        controller's own port (past the proxies: the harness is never cut off, and an isolated leader that has
+        not resigned yet must not hide the new one); None while no leader answers."""
+        answers = []
+        for process in self.processes.values():
+            if process.running and not process.paused:
+                try:
+                    answers.append(await describe_quorum([(HOST, process.port)], DESCRIBE_TIMEOUT_MS))
+                except KafkaError:
+                    continue  # not the leader, or not answering: ask the next
+        answers = [a for a in answers if a.leader_id >= 0]
+        return max(answers, key=lambda a: a.leader_epoch, default=None)
 
     async def wait_for_leader(self, timeout: float, *, not_id: int | None = None,
                               above_epoch: int = 0) -> QuorumInfo:

@@ -13,7 +13,7 @@ controller, or a client (127.0.0.1), and `partition()` can cut any of these link
 
 With `controllers=N` (N > 1) N controllers (ids 3000, 3001, ...) run the controller quorum in the caller's event
 loop, each on a port chosen up front (the voters must know each other's addresses); `controller` is the
-active one, and the brokers bootstrap from all of them. Broker proxies need the single controller.
+active one, and the brokers bootstrap from all of them. In-process controllers take broker proxies only alone.
 
 With `controller_processes=True` the N controllers are `replog controller start` processes instead
 (controller_quorum.py: each behind a proxy of its own), which can be SIGKILLed, paused and cut off from the
@@ -319,7 +319,8 @@ class LocalCluster:
         self.quorum_processes.resume(controller_id)
 
     def isolate_controller(self, controller_id: int, mode: str = REFUSE) -> None:
-        """Cut a controller process from the other controllers and the brokers, both ways, until heal_network()."""
+        """Cut a controller process from the other controllers and the brokers, both ways, until
+        heal_controller() or heal_network()."""
         assert self.quorum_processes is not None, "needs controller_processes=True"
         self.quorum_processes.isolate(controller_id, mode)
         if self.broker_proxies:  # its LeaderAndIsr and UpdateMetadata to the brokers too
@@ -351,7 +352,7 @@ class LocalCluster:
             await self.view.refresh([b.port for b in self.brokers.values() if b.running and not b.paused])
 
     async def wait_for_isr(self, topic: str, partition: int, isr: set[int], timeout: float = 20.0) -> None:
-        await self.wait_for(lambda: set(self.controller.registration(topic, partition).isr) == isr, timeout,
+        await self.wait_for(lambda: set(self.registration(topic, partition).isr) == isr, timeout,
                             f"ISR of {topic}-{partition} to become {sorted(isr)}")
 
 
