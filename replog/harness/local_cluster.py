@@ -30,8 +30,11 @@ import time
 from collections.abc import Collection
 from pathlib import Path
 
+from kio.schema.errors import ErrorCode
+
 from replog.client.admin import Admin, NewTopic
 from replog.client.cluster import PartitionInfo
+from replog.client.errors import KafkaError
 from replog.controller.server import ClusterController, ControllerConfig
 from replog.metrics.config import MetricsConfig
 from replog.raft.config import QuorumConfig
@@ -55,6 +58,7 @@ CLIENT_HOST = "127.0.0.1"  # clients (and, without broker proxies, everything) c
 CONTROLLER_HOST = "127.0.0.10"  # with broker proxies: where the controller listens and connects from
 FIRST_CONTROLLER_ID = 3000
 VIEW_POLL_INTERVAL_S = 0.2  # between Metadata rounds when the controllers are processes
+CREATE_TOPIC_TIMEOUT_S = 30.0  # retries of a CreateTopics through a controller failover
 
 
 def broker_host(node_id: int) -> str:
@@ -253,12 +257,25 @@ class LocalCluster:
 
     async def create_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]) -> None:
         """Create a topic with this replica assignment: at the controller, or with controller processes through
-        a broker, as a client's CreateTopics is forwarded."""
+        a broker, as a client's CreateTopics is forwarded, retrying retriable errors (a failover under way) as
+        a client would; TOPIC_ALREADY_EXISTS after such an error means the earlier attempt had won."""
         if self.quorum_processes is None:
             await self.controller.create_topic(name, assignment, configs)
             return
+        deadline = time.monotonic() + CREATE_TOPIC_TIMEOUT_S
+        retried = False
         async with Admin(",".join(b.bootstrap for b in self.brokers.values())) as admin:
-            await admin.create_topics([NewTopic(name, configs=configs, replica_assignment=assignment)])
+            while True:
+                try:
+                    await admin.create_topics([NewTopic(name, configs=configs, replica_assignment=assignment)])
+                    return
+                except KafkaError as e:
+                    if retried and e.code == ErrorCode.topic_already_exists:
+                        return
+                    if not e.retriable or time.monotonic() > deadline:
+                        raise
+                retried = True
+                await asyncio.sleep(VIEW_POLL_INTERVAL_S)  # back-off before the retry
 
     async def kill(self, node_id: int) -> None:
         """SIGKILL a broker; the controller fences it once its session times out."""

@@ -11,6 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from replog.client.admin import Admin, NewTopic
 from replog.client.errors import KafkaError
+from replog.client.quorum_admin import QuorumInfo
 from replog.harness.local_cluster import FAST_SESSION_TIMEOUT_MS, LocalCluster
 
 from .test_replication import MIN_ISR_2, produce, values
@@ -39,14 +40,16 @@ async def kill_active_controller(cluster: LocalCluster) -> tuple[int, int]:
     return before.leader_id, before.leader_epoch
 
 
-async def wait_for_brokers_at(cluster: LocalCluster, controller_id: int, deadline_s: float) -> dict[str, float]:
-    """Until the controller counts every broker active and none fenced; returns its gauges."""
+async def wait_for_brokers_at(cluster: LocalCluster, leader: QuorumInfo, deadline_s: float) -> None:
+    """Until the quorum's leader has taken over as the active controller in its epoch (the epoch gauge moves
+    once its first record of the epoch is committed and replayed) and counts every broker active, none fenced."""
     deadline = time.monotonic() + deadline_s
+    wanted = (leader.leader_epoch, len(cluster.brokers), 0)
     while True:
-        gauges = await cluster.quorum_processes.gauges(controller_id)
-        if (gauges["activebrokercount"], gauges["fencedbrokercount"]) == (len(cluster.brokers), 0):
-            return gauges
-        assert time.monotonic() < deadline, f"controller {controller_id}: {gauges}"
+        gauges = await cluster.quorum_processes.gauges(leader.leader_id)
+        if (gauges["epoch"], gauges["activebrokercount"], gauges["fencedbrokercount"]) == wanted:
+            return
+        assert time.monotonic() < deadline, f"controller {leader.leader_id} in epoch {leader.leader_epoch}: {gauges}"
         await asyncio.sleep(0.2)  # poll interval
 
 
@@ -66,12 +69,11 @@ async def test_sigkill_of_the_active_controller_elects_one_every_broker_is_regis
     new = await cluster.quorum_processes.wait_for_leader(FAILOVER_DEADLINE_S, not_id=killed, above_epoch=epoch)
     print(f"SIGKILL of controller {killed} -> controller {new.leader_id} active in epoch {new.leader_epoch} "
           f"after {time.monotonic() - killed_at:.2f} s")
-    gauges = await wait_for_brokers_at(cluster, new.leader_id, FAILOVER_DEADLINE_S)
-    assert gauges["epoch"] == new.leader_epoch
+    await wait_for_brokers_at(cluster, new, FAILOVER_DEADLINE_S)
     # A broker that starts now can only register with the new controller, and does.
     await cluster.kill(2)
     await cluster.restart(2)
-    await wait_for_brokers_at(cluster, new.leader_id, FAILOVER_DEADLINE_S)
+    await wait_for_brokers_at(cluster, new, FAILOVER_DEADLINE_S)
     assert len(await asyncio.to_thread(produce, cluster.bootstrap, topic, values("after", 50), partition=2)) == 50
     # The controller change itself fenced nobody: partition 0, led by broker 1 throughout, kept its epoch.
     assert leaders(cluster, topic)[0] == before[0]
@@ -130,3 +132,24 @@ async def test_sigkill_of_the_active_controller_and_a_leader_broker_moves_leader
         assert cluster.registration(topic, p).leader_epoch > before[p][1]
         acked = await asyncio.to_thread(produce, cluster.bootstrap, topic, values(f"after-{p}", 50), partition=p)
         assert len(acked) == 50
+
+
+async def test_an_isolated_active_controller_is_replaced_and_catches_up_once_healed(cluster):
+    first = await cluster.quorum_processes.wait_for_leader(FAILOVER_DEADLINE_S)
+    cluster.isolate_controller(first.leader_id)
+    # Its followers stop hearing from it and elect another; it stops hearing their fetches and resigns.
+    new = await cluster.quorum_processes.wait_for_leader(FAILOVER_DEADLINE_S, not_id=first.leader_id,
+                                                         above_epoch=first.leader_epoch)
+    await wait_for_brokers_at(cluster, new, FAILOVER_DEADLINE_S)
+    await cluster.create_topic("while-isolated", {0: [1, 2, 3]}, MIN_ISR_2)  # the new leader decides alone
+    cluster.heal_controller(first.leader_id)
+    deadline = time.monotonic() + FAILOVER_DEADLINE_S
+    while True:  # the old leader follows the new one and fetches what it missed
+        info = await cluster.quorum_processes.describe()
+        if info is not None and info.leader_epoch >= new.leader_epoch and all(
+                info.lag(v) == 0 for v in info.voters):
+            break
+        assert time.monotonic() < deadline, f"the healed controller never caught up: {info}"
+        await asyncio.sleep(0.2)  # poll interval
+    assert first.leader_id in {v.replica_id for v in info.voters}
+    assert len(await asyncio.to_thread(produce, cluster.bootstrap, "while-isolated", values("v", 20))) == 20
