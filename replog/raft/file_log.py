@@ -140,6 +140,9 @@ class FileRaftLog:
     def last_offset_and_epoch(self) -> OffsetAndEpoch:
         return self._memory.last_offset_and_epoch()
 
+    def last_flushed_offset_and_epoch(self) -> OffsetAndEpoch:
+        return self._memory.last_flushed_offset_and_epoch()
+
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
         return self._memory.end_offset_for_epoch(epoch)
 
