@@ -95,9 +95,11 @@ class FileRaftLog:
         if valid_end < len(data):
             log.warning("%s: torn tail of %d bytes after offset %d truncated", self.path, len(data) - valid_end,
                         start_offset + len(entries))
-            with open(self.path, "r+b") as f:
-                f.truncate(valid_end)
-                os.fsync(f.fileno())
+        with open(self.path, "r+b") as f:
+            f.truncate(valid_end)
+            # What a crashed process left may be in the page cache only: fsynced, it is as durable as the log
+            # takes it to be from here on (vote requests advertise the flushed log).
+            os.fsync(f.fileno())
         self._load(OffsetAndEpoch(start_offset, start_epoch), entries, positions, valid_end)
         snapshot = self._snapshot
         if snapshot is not None and snapshot.offset > self._memory.start_offset:
