@@ -18,7 +18,7 @@ from pathlib import Path
 from replog.client.errors import KafkaError
 from replog.client.quorum_admin import QuorumInfo, describe_quorum
 
-from .controller_process import ControllerProcess
+from .controller_process import READY_TIMEOUT_S, ControllerProcess
 from .metrics_layout import metrics_properties
 from .processes import HOST
 from .tcp_proxy import REFUSE, TcpProxy
@@ -63,7 +63,7 @@ class ControllerQuorumProcesses:
         for process in self.processes.values():
             process.launch()
         for process in self.processes.values():
-            await asyncio.to_thread(process.wait_ready, 30.0)
+            await asyncio.to_thread(process.wait_ready, READY_TIMEOUT_S)
 
     async def stop(self) -> None:
         await asyncio.gather(*(asyncio.to_thread(p.stop) for p in self.processes.values()))
