@@ -69,7 +69,9 @@ async def find_coordinator(cluster: Cluster, group_id: str) -> int:
             "key": group_id, "key_type": GROUP_KEY_TYPE, "coordinator_keys": [group_id]})
         answer = response.coordinators[0] if hasattr(response, "coordinators") else response
         if answer.error_code == ErrorCode.none:
-            await cluster.refresh()
+            if answer.node_id not in cluster.metadata.brokers:
+                # Only then: a refresh right after another waits out the metadata back-off (100 ms).
+                await cluster.refresh()
             return int(answer.node_id)
         if answer.error_code not in COORDINATOR_RETRIABLE or attempt == COORDINATOR_ATTEMPTS - 1:
             raise KafkaError(int(answer.error_code), f"finding the coordinator of group {group_id!r}")
