@@ -65,11 +65,11 @@ def reset(bootstrap: str, *arguments: str) -> int:
                  *arguments])
 
 
-def plan_rows(out: str) -> dict[tuple[str, int], int]:
+def plan_rows(out: str, group_id: str = GROUP) -> dict[tuple[str, int], int]:
     lines = out.strip().splitlines()
     assert lines[0].split() == ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]
     rows = [line.split() for line in lines[1:]]
-    assert all(group == GROUP for group, *_ in rows)
+    assert all(group == group_id for group, *_ in rows)
     return {(topic, int(partition)): int(offset) for _, topic, partition, offset in rows}
 
 
@@ -154,3 +154,17 @@ def test_a_group_with_members_is_refused_and_a_confluent_consumer_resumes_at_the
     finally:
         witness.close()
     assert first == dict.fromkeys(range(PARTITIONS), 3)
+
+
+def test_a_group_that_never_existed_gets_the_reset_offsets(committed_group, capsys):
+    """Kafka resets a Dead (unknown) group as an inactive one: the offsets are committed, the group appears."""
+    bootstrap = committed_group
+    assert main(["consumer-groups", "--bootstrap-server", bootstrap, "--reset-offsets", "--group", "newcomer",
+                 "--topic", f"{TOPIC}:1", "--to-offset", "12", "--execute"]) == EXIT_OK
+    assert plan_rows(capsys.readouterr().out, "newcomer") == {(TOPIC, 1): 12}
+
+    async def committed_by_newcomer() -> dict:
+        async with Consumer(bootstrap) as consumer:
+            return await group_admin.committed_offsets(consumer.cluster, "newcomer")
+
+    assert asyncio.run(committed_by_newcomer()) == {(TOPIC, 1): 12}
