@@ -172,9 +172,9 @@ async def commit_results(bootstrap: str, label: str, count: int, repeats: int, r
                Stats.of(base_p50).median, extra),
         Result(NAME, f"commit latency p99, {label}", "us", Stats.of(p99), "acks=all produce p99",
                Stats.of(base_p99).median, extra),
-        Result(NAME, f"commits/s, 1 in flight, {label}", "commits/s", Stats.of(rates),
+        Result(NAME, f"commits/s, 1 in flight, {label}", "op/s", Stats.of(rates),
                "acks=all produces/s, 1 in flight", Stats.of(base_rates).median, extra),
-        Result(NAME, f"commits/s, {PARALLEL_COMMITTERS} groups at once, {label}", "commits/s", Stats.of(parallel),
+        Result(NAME, f"commits/s, {PARALLEL_COMMITTERS} groups at once, {label}", "op/s", Stats.of(parallel),
                f"acks=all produces/s, {PARALLEL_COMMITTERS} producers", Stats.of(base_parallel).median, extra),
     ]
 
