@@ -7,7 +7,8 @@ import sys
 import time
 
 from .client import group_admin
-from .client.consumer import Consumer, TopicPartition
+from .client.consumer import Consumer
+from .client.consumer_records import TopicPartition
 from .client.offset_reset import (
     ResetSpec,
     ResetTo,

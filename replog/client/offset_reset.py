@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
-from .consumer import Consumer, TopicPartition
+from .consumer import Consumer
+from .consumer_records import TopicPartition
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MILLIS = {"D": 86_400_000, "H": 3_600_000, "M": 60_000}
