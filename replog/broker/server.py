@@ -28,6 +28,8 @@ from replog.protocol.apis import ApiKey, response_header_version
 from replog.protocol.headers import decode_response_header
 from replog.protocol.messages import decode_response, encode_request
 from replog.protocol.topics import OFFSETS_TOPIC
+from replog.security.acl_requests import AclChanges
+from replog.security.authorizer import Authorizer
 from replog.server.api_versions import unsupported_version_body
 from replog.server.connection import ConnectionHolder
 from replog.server.dispatch import Dispatcher, Handler, RequestContext
@@ -36,6 +38,7 @@ from replog.server.listener import ListenerSecurity, listen, listening_port
 from replog.server.listener_security import build_listener_security
 from replog.server.listener_socket import write_ready_file
 
+from .access import Access
 from .alter_partition import AlterPartitionManager
 from .config import BrokerConfig, load_config, report_unknown_keys
 from .controller_client import ControllerFinder
@@ -150,15 +153,17 @@ class Broker:
         config = self.config
         defaults = TopicDefaults(config.num_partitions, config.default_replication_factor, config.log_config(),
                                  auto_create=config.auto_create_topics_enable)
+        access = Access(Authorizer(config.authorizer_config(), self.image.acls))
         topics = TopicAdmin(self.image, defaults, self.create_topic, self.delete_topic,
                             forward_to_controller=self.forward_to_controller if self.in_cluster else None,
-                            has_metadata=self.has_metadata)
+                            has_metadata=self.has_metadata, access=access)
         control = ControlPlane(self.replica_manager, self.image, registration=self)
-        groups = GroupCoordination(self.groups, self.image, self.ensure_offsets_topic)
+        groups = GroupCoordination(self.groups, self.image, self.ensure_offsets_topic, access)
         admin = ConfigAdmin(self.image, config, local=self,
-                            forward_to_controller=self.forward_to_controller if self.in_cluster else None)
-        return build_handlers(self.replica_manager, topics, control, groups, self.controller.allocate_producer_id,
-                              config.inter_broker_secret, admin)
+                            forward_to_controller=self.forward_to_controller if self.in_cluster else None,
+                            access=access)
+        return build_handlers(self.replica_manager, access, topics, control, groups,
+                              self.controller.allocate_producer_id, config.inter_broker_secret, admin)
 
     def _build_lifecycle_manager(self) -> BrokerLifecycleManager:
         config = self.config
@@ -201,8 +206,9 @@ class Broker:
         isBrokerEpochStale); -1 means the sender does not check."""
         return self.lifecycle is not None and broker_epoch != -1 and broker_epoch < self.lifecycle.broker_epoch
 
-    async def forward_to_controller(self, ctx: RequestContext) -> bytes:
-        """Send a client's request on to the controller unchanged and return the response body (KIP-590)."""
+    async def forward_to_controller(self, ctx: RequestContext, body: bytes | None = None) -> bytes:
+        """Send a client's request on to the controller (unchanged, or with `body` instead of its own) and return
+        the response body (KIP-590)."""
         assert self._controllers is not None
         if self._controller_connection is None or self._controller_connection.closed:
             connect = self._controllers.connector(f"forwarding-{self.config.node_id}")
@@ -210,7 +216,8 @@ class Broker:
         api_key, version = ctx.header.api_key, ctx.api_version
         connection = self._controller_connection
         try:
-            frame = await connection.request(api_key, version, [memoryview(ctx.frame)[ctx.body_offset:]])
+            parts = [memoryview(ctx.frame)[ctx.body_offset:] if body is None else body]
+            frame = await connection.request(api_key, version, parts)
         except (KafkaError, OSError):
             self._controllers.lost(connection)  # the next forwarded request tries the next controller
             raise
@@ -342,6 +349,9 @@ class Broker:
         self.controller.create_partitions(name, count, assignment, validate_only=validate_only)
         if not validate_only:
             self.replica_manager.apply_metadata(self.image)
+
+    def change_acls(self, changes: AclChanges) -> None:
+        self.controller.change_acls(changes)
 
     # background work
     async def _every(self, interval_ms: int, action) -> None:

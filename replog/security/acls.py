@@ -122,11 +122,12 @@ class AclBinding:
 def binding_of(resource_type: int, name: str, pattern: int, principal: str, host: str, operation: int,
                permission: int) -> AclBinding:
     """A binding from wire codes; an unknown code becomes UNKNOWN, which validate() refuses."""
-    return AclBinding(_code(ResourceType, resource_type), name, _code(PatternType, pattern), principal, host,
-                      _code(Operation, operation), _code(Permission, permission))
+    return AclBinding(code_of(ResourceType, resource_type), name, code_of(PatternType, pattern), principal, host,
+                      code_of(Operation, operation), code_of(Permission, permission))
 
 
-def _code(kind, value: int):
+def code_of(kind, value: int):
+    """The enum member of a wire code; an unknown code is the kind's UNKNOWN."""
     try:
         return kind(value)
     except ValueError:

@@ -72,11 +72,20 @@ class AclIndex:
         self._literal: dict[tuple[ResourceType, str], set[AclBinding]] = {}
         self._prefixed: dict[ResourceType, SortedDict] = {}  # name -> set of bindings
         self._count = 0
-        for binding in bindings:
-            self.add(binding)
+        self.replace_all(bindings)
 
     def __len__(self) -> int:
         return self._count
+
+    def __contains__(self, binding: AclBinding) -> bool:
+        bucket = self._bucket(binding, create=False)
+        return bucket is not None and binding in bucket
+
+    def replace_all(self, bindings: Iterable[AclBinding]) -> None:
+        """Become exactly `bindings` (a full metadata update), in place: authorizers sharing it see the change."""
+        self._literal, self._prefixed, self._count = {}, {}, 0
+        for binding in bindings:
+            self.add(binding)
 
     def __iter__(self):
         for bindings in self._literal.values():
@@ -157,16 +166,14 @@ def _prefixes_in(by_name: SortedDict, name: str):
 
 
 class Authorizer:
-    def __init__(self, config: AuthorizerConfig, bindings: Iterable[AclBinding] = ()) -> None:
+    def __init__(self, config: AuthorizerConfig, acls: AclIndex | None = None) -> None:
+        """acls: the index to decide on, shared with whoever keeps it current (a broker's metadata image)."""
         self.config = config
-        self.acls = AclIndex(bindings)
+        self.acls = AclIndex() if acls is None else acls
 
     @property
     def enabled(self) -> bool:
         return self.config.enabled
-
-    def replace_acls(self, bindings: Iterable[AclBinding]) -> None:
-        self.acls = AclIndex(bindings)
 
     def authorize(self, principal: str, host: str, operation: Operation, resource_type: ResourceType,
                   name: str) -> bool:

@@ -26,7 +26,7 @@ def acl(name="orders", op=Op.READ, perm=ALLOW, principal=ALICE, host="*", patter
 
 
 def authorizer(*bindings, super_users=(), allow_if_none=False):
-    return Authorizer(AuthorizerConfig(True, frozenset(super_users), allow_if_none), bindings)
+    return Authorizer(AuthorizerConfig(True, frozenset(super_users), allow_if_none), AclIndex(bindings))
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,11 @@
 """DescribeGroups (key 15), v0-5: state, protocol and members of each group; an unknown group is described
 as Dead with no members (Kafka before v6)."""
 
+from kio.schema.errors import ErrorCode
+
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
+from replog.security.acls import Operation, ResourceType
 from replog.server.dispatch import RequestContext
 
 from .context import GroupCoordination
@@ -15,7 +18,13 @@ def handle(ctx: RequestContext, groups: GroupCoordination):
     version = ctx.api_version
     request = decode_request(ApiKey.DESCRIBE_GROUPS, version, ctx.frame, ctx.body_offset)
     described = []
+    describable = groups.access.allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, request.groups)
     for group_id in request.groups:
+        if group_id not in describable:
+            described.append({"error_code": ErrorCode.group_authorization_failed, "group_id": group_id,
+                              "group_state": "", "protocol_type": "", "protocol_data": "",
+                              "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED, "members": []})
+            continue
         s = groups.shell.coordinator.describe_group(group_id)
         described.append({
             "error_code": s.error, "group_id": s.group_id, "group_state": s.state, "protocol_type": s.protocol_type,
