@@ -11,6 +11,7 @@ from pathlib import Path
 
 from . import cli_clients
 from .analytics import job as analyze_job
+from .cli_acls import add_acls_command
 from .cli_admin import add_admin_commands
 from .cli_clients import EXIT_ERROR, EXIT_OK, properties
 from .client.errors import KafkaError
@@ -321,6 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     describe.set_defaults(func=lambda a: asyncio.run(_metadata_quorum(a)))
 
     add_admin_commands(commands, _bootstrap)
+    add_acls_command(commands, _bootstrap)
 
     analyze = commands.add_parser("analyze", help="analyse metrics dumps with PySpark: tables, plots, report",
                                   description="Analyse metrics dumps (docs/metrics-dumps.md) with PySpark: "
