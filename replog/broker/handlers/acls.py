@@ -47,7 +47,7 @@ def _describe(ctx: RequestContext, admin: ConfigAdmin, request) -> dict:
     if not admin.access.enabled:
         return acl_requests.error_describe_body(ErrorCode.security_disabled, _NO_AUTHORIZER)
     if not admin.access.allows_cluster(ctx, Operation.DESCRIBE):
-        return acl_requests.error_describe_body(ErrorCode.cluster_authorization_failed, None)
+        return acl_requests.error_describe_body(ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
     return acl_requests.describe_body(admin.image.acls, acl_requests.filter_of(request))
 
 

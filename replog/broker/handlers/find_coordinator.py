@@ -53,7 +53,8 @@ def _find(ctx: RequestContext, groups: GroupCoordination, key_type: int, key: st
     if partition is None or partition.leader not in image.brokers:
         return _error(key, ErrorCode.coordinator_not_available, "the group's offsets partition has no leader")
     broker = image.brokers[partition.leader]
-    return {"key": key, "node_id": broker.node_id, "host": broker.host, "port": broker.port,
+    host, port = broker.address_for(ctx.session.listener_name)  # on the listener the client came in by
+    return {"key": key, "node_id": broker.node_id, "host": host, "port": port,
             "error_code": ErrorCode.none, "error_message": None}
 
 
