@@ -138,25 +138,25 @@ def add_acls_command(commands, bootstrap) -> None:
     bootstrap(acls)
     action = acls.add_mutually_exclusive_group(required=True)
     action.add_argument("--add", action="store_true", help="create bindings (one of --add, --remove, --list is required)")
-    action.add_argument("--remove", action="store_true", help="delete the matching bindings")
-    action.add_argument("--list", action="store_true", help="print the matching bindings")
+    action.add_argument("--remove", action="store_true", help="delete the matching bindings (one of --add, --remove, --list is required)")
+    action.add_argument("--list", action="store_true", help="print the matching bindings (one of --add, --remove, --list is required)")
     acls.add_argument("--topic", action="append", metavar="T", help="a topic (repeatable; default: none)")
     acls.add_argument("--group", action="append", metavar="G", help="a consumer group (repeatable; default: none)")
     acls.add_argument("--transactional-id", action="append", metavar="X",
                       help="a transactional id (repeatable; default: none)")
     acls.add_argument("--cluster", action="store_true", help="the cluster resource (default: off)")
     acls.add_argument("--resource-pattern-type", choices=["literal", "prefixed", "match", "any"],
-                      help="--add: literal (default) or prefixed; --remove: default literal; --list: default any; "
-                           "match: the bindings that apply to the named resource")
-    acls.add_argument("--allow-principal", action="append", metavar="P", help="e.g. User:alice (repeatable)")
-    acls.add_argument("--deny-principal", action="append", metavar="P", help="e.g. User:mallory (repeatable)")
-    acls.add_argument("--principal", action="append", metavar="P", help="--list/--remove: only this principal's")
+                      help="--add: literal or prefixed; --remove, --list also match (the bindings that apply to the "
+                           "named resource) or any (default: literal for --add and --remove, any for --list)")
+    acls.add_argument("--allow-principal", action="append", metavar="P", help="e.g. User:alice (repeatable; default: none)")
+    acls.add_argument("--deny-principal", action="append", metavar="P", help="e.g. User:mallory (repeatable; default: none)")
+    acls.add_argument("--principal", action="append", metavar="P", help="--list/--remove: only this principal's (default: every principal)")
     acls.add_argument("--allow-host", action="append", metavar="H", help="hosts the allow applies to (default: *)")
     acls.add_argument("--deny-host", action="append", metavar="H", help="hosts the deny applies to (default: *)")
     acls.add_argument("--operation", action="append", metavar="OP",
                       help=f"one of {', '.join(_OPERATIONS)} (repeatable; default: All)")
     acls.add_argument("--producer", action="store_true",
-                      help="--add: WRITE, DESCRIBE, CREATE on the topics (and WRITE, DESCRIBE on transactional ids)")
-    acls.add_argument("--idempotent", action="store_true", help="with --producer: IDEMPOTENT_WRITE on the cluster")
-    acls.add_argument("--consumer", action="store_true", help="--add: READ, DESCRIBE on the topics and READ on the group")
+                      help="--add: WRITE, DESCRIBE, CREATE on the topics, WRITE, DESCRIBE on transactional ids (default: off)")
+    acls.add_argument("--idempotent", action="store_true", help="with --producer: IDEMPOTENT_WRITE on the cluster (default: off)")
+    acls.add_argument("--consumer", action="store_true", help="--add: READ, DESCRIBE on the topics and READ on the group (default: off)")
     acls.set_defaults(func=lambda a: asyncio.run(_acls(a)), resource_pattern_type=None)
