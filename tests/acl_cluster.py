@@ -14,6 +14,7 @@ from replog.client.security import ClientSecurity, SaslCredentials
 from replog.controller.server import ClusterController, ControllerConfig
 from replog.harness.broker_process import BrokerProcess
 from replog.harness.local_cluster import FAST_REPLICATION
+from replog.protocol.records import build_batch
 
 HOST = "127.0.0.1"
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
@@ -58,6 +59,32 @@ class AclCluster:
         self.controller = ClusterController(config)
         await self.controller.start()
         await wait_until(lambda: set(self.controller.metadata.active_broker_ids()) == {1}, "the broker to register")
+
+
+PRODUCE_VERSION = 9
+
+
+def produce_request(topic: str) -> dict:
+    """A Produce of one record to partition 0, acks=1."""
+    batch = build_batch([(None, b"v", [], 1000)], base_offset=0)
+    return {"transactional_id": None, "acks": 1, "timeout": 5000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}
+
+
+def error_codes(entity) -> set[int]:
+    """Every error_code anywhere in a decoded response."""
+    found = set()
+    if dataclasses.is_dataclass(entity):
+        for f in dataclasses.fields(entity):
+            value = getattr(entity, f.name)
+            if f.name == "error_code":
+                found.add(int(value))
+            else:
+                found |= error_codes(value)
+    elif isinstance(entity, tuple | list):
+        for item in entity:
+            found |= error_codes(item)
+    return found
 
 
 async def wait_until(predicate, what: str, timeout: float = DEADLINE_S) -> None:

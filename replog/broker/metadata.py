@@ -75,6 +75,7 @@ class MetadataImage:
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     # The cluster's ACL bindings, which this broker's authorizer shares (changed in place, never replaced).
     acls: AclIndex = field(default_factory=AclIndex)
+    _acls_received: list = field(default_factory=list, repr=False)  # as the last full UpdateMetadata sent them
 
     def apply_update_metadata(self, request: UpdateMetadataRequest) -> None:
         """Take the controller's view: live brokers, and partition leadership for the topics listed."""
@@ -86,7 +87,9 @@ class MetadataImage:
         if request.type == UPDATE_METADATA_FULL:
             self.topics = {}
             self.broker_configs = {k: dict(v) for k, v in request.broker_configs.items()}
-            self.acls.replace_all(binding_of(*acl) for acl in request.acls)
+            if request.acls != self._acls_received:  # rebuilt only when changed: pushes are frequent
+                self.acls.replace_all(binding_of(*acl) for acl in request.acls)
+                self._acls_received = list(request.acls)
         for state in request.topic_states:
             topic = self.topics.get(state.topic_name)
             if topic is None or topic.topic_id != state.topic_id:

@@ -9,7 +9,6 @@ from replog.client import acl_admin
 from replog.client.admin import NewTopic
 from replog.client.connection import Connection
 from replog.protocol.apis import ApiKey
-from replog.protocol.records import build_batch
 from replog.security.acls import (
     CLUSTER_NAME,
     AclBinding,
@@ -19,7 +18,7 @@ from replog.security.acls import (
     Permission,
     ResourceType,
 )
-from tests.acl_cluster import acl_cluster
+from tests.acl_cluster import PRODUCE_VERSION, acl_cluster, error_codes, produce_request
 
 TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED = 29, 30, 31
 TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
@@ -30,10 +29,6 @@ T, DOOMED, G = "orders", "doomed", "g1"
 
 def allow(resource_type: ResourceType, name: str, operation: Operation, principal: str = "User:alice") -> AclBinding:
     return AclBinding(resource_type, name, PatternType.LITERAL, principal, "*", operation, Permission.ALLOW)
-
-
-def _batch() -> bytes:
-    return build_batch([(None, b"v", [], 1000)], base_offset=0)
 
 
 def _topic_partitions(name_key: str, partitions_key: str, partition: dict) -> list[dict]:
@@ -52,8 +47,7 @@ class Row:
 
 
 ROWS = [
-    Row("produce", ApiKey.PRODUCE, 9, {"transactional_id": None, "acks": 1, "timeout": 5000, "topic_data": [
-        {"name": T, "partition_data": [{"index": 0, "records": _batch()}]}]},
+    Row("produce", ApiKey.PRODUCE, PRODUCE_VERSION, produce_request(T),
         allow(TOPIC, T, OP.WRITE), TOPIC_AUTHORIZATION_FAILED),
     Row("fetch", ApiKey.FETCH, 12, {"replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
                                     "isolation_level": 0, "session_id": 0, "session_epoch": -1,
@@ -145,22 +139,6 @@ AUTO_CREATE = Row("metadata auto-creating a topic", ApiKey.METADATA, 12, {
     allow(CLUSTER, CLUSTER_NAME, OP.CREATE), TOPIC_AUTHORIZATION_FAILED, given=(allow(TOPIC, "auto-made", OP.DESCRIBE),))
 
 
-def error_codes(entity) -> set[int]:
-    """Every error_code anywhere in a decoded response."""
-    found = set()
-    if dataclasses.is_dataclass(entity):
-        for f in dataclasses.fields(entity):
-            value = getattr(entity, f.name)
-            if f.name == "error_code":
-                found.add(int(value))
-            else:
-                found |= error_codes(value)
-    elif isinstance(entity, tuple | list):
-        for item in entity:
-            found |= error_codes(item)
-    return found
-
-
 async def replace_acls(admin, bindings) -> None:
     await acl_admin.delete_acls(admin, [ALL_ACLS])
     if bindings:
@@ -221,7 +199,7 @@ async def test_metadata_and_list_groups_hide_what_the_principal_may_not_describe
 
 
 async def test_a_deny_wins_over_an_allow_and_anonymous_gets_nothing(tmp_path):
-    produce = ROWS[0]
+    produce = produce_request(T)
     async with acl_cluster(tmp_path) as cluster, cluster.admin() as admin:
         await admin.create_topics([NewTopic(T, 1, 1)])
         await replace_acls(admin, [
@@ -229,8 +207,9 @@ async def test_a_deny_wins_over_an_allow_and_anonymous_gets_nothing(tmp_path):
             AclBinding(TOPIC, T, PatternType.LITERAL, "User:bob", "*", OP.WRITE, Permission.DENY)])
         bob, alice = await cluster.connection("bob"), await cluster.connection("alice")
         try:
-            assert TOPIC_AUTHORIZATION_FAILED in error_codes(await bob.send(produce.api, produce.request, version=9))
-            assert error_codes(await alice.send(produce.api, produce.request, version=9)) == {0}
+            refused = await bob.send(ApiKey.PRODUCE, produce, version=PRODUCE_VERSION)
+            assert TOPIC_AUTHORIZATION_FAILED in error_codes(refused)
+            assert error_codes(await alice.send(ApiKey.PRODUCE, produce, version=PRODUCE_VERSION)) == {0}
         finally:
             bob.close()
             alice.close()
@@ -240,6 +219,6 @@ async def test_a_deny_wins_over_an_allow_and_anonymous_gets_nothing(tmp_path):
         await anonymous.connect()
         try:
             assert TOPIC_AUTHORIZATION_FAILED in error_codes(
-                await anonymous.send(produce.api, produce.request, version=9))
+                await anonymous.send(ApiKey.PRODUCE, produce, version=PRODUCE_VERSION))
         finally:
             anonymous.close()

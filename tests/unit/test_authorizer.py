@@ -2,6 +2,7 @@
 
 import pytest
 
+from replog.broker.config import config_from_properties
 from replog.security.acls import (
     AclBinding,
     AclBindingFilter,
@@ -189,3 +190,12 @@ def test_binding_validation(binding, error):
     else:
         with pytest.raises(InvalidAclError, match=error):
             binding.validate()
+
+
+def test_a_broker_with_an_unknown_authorizer_refuses_to_start():
+    with pytest.raises(ValueError, match="not an authorizer replog has"):
+        config_from_properties({"authorizer.class.name": "kafka.security.auth.SimpleAclAuthorizer"})
+    config = config_from_properties({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                                     "super.users": "User:admin", "allow.everyone.if.no.acl.found": "true"})
+    assert config.authorizer_config() == AuthorizerConfig(True, frozenset({"User:admin"}), True)
+    assert config_from_properties({}).authorizer_config().enabled is False
