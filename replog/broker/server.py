@@ -41,7 +41,7 @@ from replog.server.listener_socket import write_ready_file
 from .access import Access
 from .alter_partition import AlterPartitionManager
 from .config import BrokerConfig, load_config, report_unknown_keys
-from .controller_client import ControllerFinder
+from .controller_client import ControllerFinder, answers_not_controller
 from .dynamic_config import apply_dynamic_configs
 from .group_coordinator import GroupCoordinatorShell
 from .handlers import BROKER_APIS, build_handlers
@@ -208,21 +208,33 @@ class Broker:
 
     async def forward_to_controller(self, ctx: RequestContext, body: bytes | None = None) -> bytes:
         """Send a client's request on to the controller (unchanged, or with `body` instead of its own) and return
-        the response body (KIP-590)."""
+        the response body (KIP-590). An unreachable controller, or a standby's NOT_CONTROLLER, sends it on to the
+        next controller, as Kafka's forwarding manager retries, at most once per configured controller."""
         assert self._controllers is not None
-        if self._controller_connection is None or self._controller_connection.closed:
-            connect = self._controllers.connector(f"forwarding-{self.config.node_id}")
-            self._controller_connection = await connect()
         api_key, version = ctx.header.api_key, ctx.api_version
-        connection = self._controller_connection
-        try:
-            parts = [memoryview(ctx.frame)[ctx.body_offset:] if body is None else body]
-            frame = await connection.request(api_key, version, parts)
-        except (KafkaError, OSError):
-            self._controllers.lost(connection)  # the next forwarded request tries the next controller
-            raise
-        _, offset = decode_response_header(frame, response_header_version(api_key, version))
-        return bytes(frame[offset:])
+        parts = [memoryview(ctx.frame)[ctx.body_offset:] if body is None else body]
+        attempts = len(self.config.controller_addresses)
+        for attempt in range(1, attempts + 1):
+            try:
+                if self._controller_connection is None or self._controller_connection.closed:
+                    connect = self._controllers.connector(f"forwarding-{self.config.node_id}")
+                    self._controller_connection = await connect()  # an unreachable one: the finder moves on
+                connection = self._controller_connection
+                frame = await connection.request(api_key, version, parts)
+            except (KafkaError, OSError):
+                if self._controller_connection is not None:
+                    self._controllers.lost(self._controller_connection)
+                    self._controller_connection = None
+                if attempt == attempts:
+                    raise
+                continue
+            _, offset = decode_response_header(frame, response_header_version(api_key, version))
+            answer = bytes(frame[offset:])
+            if not answers_not_controller(api_key, version, answer):
+                break
+            self._controllers.lost(connection)
+            connection.close()
+        return answer
 
     def _build_replica_manager(self) -> ReplicaManager:
         config = self.config

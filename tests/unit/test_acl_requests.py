@@ -1,11 +1,15 @@
-"""Table tests of CreateAcls / DeleteAcls / DescribeAcls decisions (replog.security.acl_requests) and of the
-controller's ACL records: replay and snapshots rebuild the same bindings."""
+"""Table tests of CreateAcls / DeleteAcls / DescribeAcls decisions (replog.security.acl_requests), of the
+controller's ACL records (replay and snapshots rebuild the same bindings), and of the broker recognising a
+standby's NOT_CONTROLLER in a forwarded answer."""
 
 import pytest
 from kio.schema.errors import ErrorCode
 
+from replog.broker.controller_client import answers_not_controller
 from replog.controller import records
 from replog.controller.cluster import ClusterMetadata
+from replog.protocol.apis import ApiKey
+from replog.protocol.messages import encode_response
 from replog.security import acl_requests
 from replog.security.acls import (
     AclBinding,
@@ -86,3 +90,14 @@ def test_acl_records_replay_and_snapshot_to_the_same_bindings():
 def test_a_malformed_acl_record_refuses_to_replay():
     with pytest.raises(records.CorruptMetadataError):
         records.replay([{"type": "acl", "binding": [2, "t", 99, "User:a", "*", 3, 3]}], ClusterMetadata())
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    ({"throttle_time": 0, "results": [{"error_code": 0, "error_message": None},
+                                      {"error_code": ErrorCode.not_controller, "error_message": "standby"}]}, True),
+    ({"throttle_time": 0, "results": [{"error_code": ErrorCode.invalid_request, "error_message": "bad"}]}, False),
+])
+def test_a_forwarded_answer_that_says_not_controller_is_recognised(body, expected):
+    encoded = encode_response(ApiKey.CREATE_ACLS, 3, body)
+    assert answers_not_controller(ApiKey.CREATE_ACLS, 3, encoded) is expected
+    assert answers_not_controller(ApiKey.CREATE_ACLS, 3, encoded[:3]) is False  # malformed: relayed as it is
