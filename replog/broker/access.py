@@ -15,6 +15,16 @@ from replog.security.acls import CLUSTER_NAME, Operation, ResourceType
 from replog.security.authorizer import Authorizer
 from replog.server.dispatch import RequestContext
 
+# What *_authorized_operations reports per resource type (KIP-430), as Kafka's AclEntry.supportedOperations.
+_REPORTED_OPERATIONS = {
+    ResourceType.TOPIC: (Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE, Operation.ALTER,
+                         Operation.DESCRIBE, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS),
+    ResourceType.GROUP: (Operation.READ, Operation.DESCRIBE, Operation.DELETE),
+    ResourceType.CLUSTER: (Operation.CREATE, Operation.CLUSTER_ACTION, Operation.DESCRIBE_CONFIGS,
+                           Operation.ALTER_CONFIGS, Operation.IDEMPOTENT_WRITE, Operation.ALTER, Operation.DESCRIBE),
+}
+OPERATIONS_NOT_REQUESTED = -(2**31)  # the *_authorized_operations value when the client did not ask
+
 
 def client_host(peer: str) -> str:
     """The address part of "host:port" (an IPv6 host keeps its colons)."""
@@ -61,3 +71,11 @@ class Access:
             allowed = self.allows(ctx, operation, ResourceType.TOPIC, topic)
             return None if allowed else ErrorCode.topic_authorization_failed
         return None if self.allows_cluster(ctx, operation) else ErrorCode.cluster_authorization_failed
+
+    def authorized_operations(self, ctx: RequestContext, resource_type: ResourceType, name: str) -> int:
+        """The operations the principal may perform on the resource, as a bit field of their codes (KIP-430)."""
+        bits = 0
+        for operation in _REPORTED_OPERATIONS[resource_type]:
+            if self.allows(ctx, operation, resource_type, name):
+                bits |= 1 << operation
+        return bits

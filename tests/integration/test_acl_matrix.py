@@ -222,3 +222,27 @@ async def test_a_deny_wins_over_an_allow_and_anonymous_gets_nothing(tmp_path):
                 await anonymous.send(ApiKey.PRODUCE, produce, version=PRODUCE_VERSION))
         finally:
             anonymous.close()
+
+
+async def test_authorized_operations_are_reported_when_asked(tmp_path):
+    """KIP-430: Metadata, DescribeCluster and DescribeGroups report the operations the principal may perform."""
+    async with acl_cluster(tmp_path) as cluster, cluster.admin() as admin:
+        await admin.create_topics([NewTopic(T, 1, 1)])
+        await replace_acls(admin, [allow(TOPIC, T, OP.READ), allow(GROUP, G, OP.DELETE),
+                                   allow(CLUSTER, CLUSTER_NAME, OP.IDEMPOTENT_WRITE)])
+        alice = await cluster.connection("alice")
+        try:
+            metadata = await alice.send(ApiKey.METADATA, {
+                "topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": True},
+                version=12)
+            assert [(t.name, t.topic_authorized_operations) for t in metadata.topics] == [
+                (T, 1 << OP.READ | 1 << OP.DESCRIBE)]  # READ implies DESCRIBE
+            described = await alice.send(ApiKey.DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": True,
+                                                                   "endpoint_type": 1}, version=1)
+            assert described.cluster_authorized_operations == 1 << OP.IDEMPOTENT_WRITE
+            assert [b.port for b in described.brokers] == [cluster.sasl_port]  # the client's listener
+            groups = await alice.send(ApiKey.DESCRIBE_GROUPS, {"groups": [G], "include_authorized_operations": True},
+                                      version=5)
+            assert groups.groups[0].authorized_operations == 1 << OP.DELETE | 1 << OP.DESCRIBE
+        finally:
+            alice.close()

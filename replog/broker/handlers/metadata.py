@@ -11,7 +11,7 @@ from kio.schema.errors import ErrorCode
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
 from replog.protocol.topics import OFFSETS_TOPIC, topic_name_error
-from replog.security.acls import Operation, ResourceType
+from replog.security.acls import CLUSTER_NAME, Operation, ResourceType
 from replog.server.dispatch import RequestContext
 
 from ..local_controller import TopicCreationError
@@ -62,6 +62,14 @@ def _respond(ctx: RequestContext, topics: TopicAdmin, request) -> list:
         "controller_id": image.controller_id,
         "topics": described,
     }
+    if getattr(request, "include_topic_authorized_operations", False):  # v8+ (KIP-430)
+        for entry in described:
+            if entry["error_code"] == ErrorCode.none:
+                entry["topic_authorized_operations"] = topics.access.authorized_operations(
+                    ctx, ResourceType.TOPIC, entry["name"])
+    if getattr(request, "include_cluster_authorized_operations", False):  # v8-10
+        body["cluster_authorized_operations"] = topics.access.authorized_operations(ctx, ResourceType.CLUSTER,
+                                                                                    CLUSTER_NAME)
     return [encode_response(ApiKey.METADATA, ctx.api_version, body)]
 
 
