@@ -17,7 +17,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sortedcontainers import SortedDict
+from sortedcontainers import SortedList
 
 from .acls import (
     WILDCARD_HOST,
@@ -35,12 +35,15 @@ from .acls import (
 AUTHORIZER_CLASS_NAMES = frozenset({"org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                                     "kafka.security.authorizer.AclAuthorizer"})
 
-# An allowed operation that also grants these (Kafka's AclEntry.supportedOperations' implications).
+# The operations whose ALLOW grants each operation: itself, ALL, and those that imply it (Kafka's
+# AclEntry.supportedOperations: READ, WRITE, DELETE or ALTER imply DESCRIBE; ALTER_CONFIGS implies
+# DESCRIBE_CONFIGS).
 _IMPLIED_BY: dict[Operation, frozenset[Operation]] = {
-    Operation.DESCRIBE: frozenset({Operation.DESCRIBE, Operation.READ, Operation.WRITE, Operation.DELETE,
-                                   Operation.ALTER, Operation.ALL}),
-    Operation.DESCRIBE_CONFIGS: frozenset({Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS, Operation.ALL}),
+    Operation.DESCRIBE: frozenset({Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER}),
+    Operation.DESCRIBE_CONFIGS: frozenset({Operation.ALTER_CONFIGS}),
 }
+_GRANTED_BY: dict[Operation, frozenset[Operation]] = {
+    op: frozenset({op, Operation.ALL}) | _IMPLIED_BY.get(op, frozenset()) for op in Operation}
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,11 +69,13 @@ NO_AUTHORIZER = AuthorizerConfig(False, frozenset(), True)
 
 
 class AclIndex:
-    """The bindings, indexed for the authorizer's lookups."""
+    """The bindings, indexed for the authorizer's lookups: by (resource type code, name) for each pattern type,
+    and the prefixed names of each resource type in a sorted list."""
 
     def __init__(self, bindings: Iterable[AclBinding] = ()) -> None:
-        self._literal: dict[tuple[ResourceType, str], set[AclBinding]] = {}
-        self._prefixed: dict[ResourceType, SortedDict] = {}  # name -> set of bindings
+        self._literal: dict[tuple[int, str], set[AclBinding]] = {}
+        self._prefixed: dict[tuple[int, str], set[AclBinding]] = {}
+        self._prefixes: dict[int, SortedList] = {}  # the prefixed names of each resource type, sorted
         self._count = 0
         self.replace_all(bindings)
 
@@ -78,68 +83,68 @@ class AclIndex:
         return self._count
 
     def __contains__(self, binding: AclBinding) -> bool:
-        bucket = self._bucket(binding, create=False)
+        bucket = self._buckets(binding).get((int(binding.resource_type), binding.name))
         return bucket is not None and binding in bucket
 
     def replace_all(self, bindings: Iterable[AclBinding]) -> None:
         """Become exactly `bindings` (a full metadata update), in place: authorizers sharing it see the change."""
-        self._literal, self._prefixed, self._count = {}, {}, 0
+        self._literal, self._prefixed, self._prefixes, self._count = {}, {}, {}, 0
         for binding in bindings:
             self.add(binding)
 
     def __iter__(self):
-        for bindings in self._literal.values():
-            yield from bindings
-        for by_name in self._prefixed.values():
-            for bindings in by_name.values():
+        for buckets in (self._literal, self._prefixed):
+            for bindings in buckets.values():
                 yield from bindings
 
+    def _buckets(self, binding: AclBinding) -> dict[tuple[int, str], set[AclBinding]]:
+        if binding.pattern is PatternType.LITERAL:
+            return self._literal
+        assert binding.pattern is PatternType.PREFIXED, binding
+        return self._prefixed
+
     def add(self, binding: AclBinding) -> bool:
-        bucket = self._bucket(binding, create=True)
-        if binding in bucket:
+        buckets, key = self._buckets(binding), (int(binding.resource_type), binding.name)
+        bucket = buckets.get(key)
+        if bucket is None:
+            bucket = buckets[key] = set()
+            if buckets is self._prefixed:
+                self._prefixes.setdefault(key[0], SortedList()).add(binding.name)
+        elif binding in bucket:
             return False
         bucket.add(binding)
         self._count += 1
         return True
 
     def remove(self, binding: AclBinding) -> bool:
-        bucket = self._bucket(binding, create=False)
+        buckets, key = self._buckets(binding), (int(binding.resource_type), binding.name)
+        bucket = buckets.get(key)
         if bucket is None or binding not in bucket:
             return False
         bucket.discard(binding)
         self._count -= 1
         if not bucket:
-            if binding.pattern is PatternType.LITERAL:
-                del self._literal[(binding.resource_type, binding.name)]
-            else:
-                del self._prefixed[binding.resource_type][binding.name]
+            del buckets[key]
+            if buckets is self._prefixed:
+                self._prefixes[key[0]].remove(binding.name)
         return True
-
-    def _bucket(self, binding: AclBinding, *, create: bool) -> set[AclBinding] | None:
-        if binding.pattern is PatternType.LITERAL:
-            key = (binding.resource_type, binding.name)
-            return self._literal.setdefault(key, set()) if create else self._literal.get(key)
-        assert binding.pattern is PatternType.PREFIXED, binding
-        by_name = self._prefixed.setdefault(binding.resource_type, SortedDict()) if create else \
-            self._prefixed.get(binding.resource_type)
-        if by_name is None:
-            return None
-        return by_name.setdefault(binding.name, set()) if create else by_name.get(binding.name)
 
     def applying_to(self, resource_type: ResourceType, name: str) -> list[AclBinding]:
         """Every binding whose pattern covers the resource: literal, wildcard and prefixes of its name."""
-        found = [*self._literal.get((resource_type, name), ()), *self._literal.get((resource_type, WILDCARD_RESOURCE), ())]
-        by_name = self._prefixed.get(resource_type)
-        if by_name is not None:
-            for prefix in _prefixes_in(by_name, name):
-                found.extend(by_name[prefix])
+        code = int(resource_type)
+        found = [*self._literal.get((code, name), ()), *self._literal.get((code, WILDCARD_RESOURCE), ())]
+        prefixes = self._prefixes.get(code)
+        if prefixes:
+            for prefix in _prefixes_in(prefixes, name):
+                found.extend(self._prefixed[(code, prefix)])
         return found
 
     def matching(self, binding_filter: AclBindingFilter) -> list[AclBinding]:
         """The bindings a DescribeAcls or DeleteAcls filter selects, in a stable order."""
         if (binding_filter.pattern is PatternType.LITERAL and binding_filter.name is not None
                 and binding_filter.resource_type is not ResourceType.ANY):
-            candidates: Iterable[AclBinding] = self._literal.get((binding_filter.resource_type, binding_filter.name), ())
+            candidates: Iterable[AclBinding] = self._literal.get((int(binding_filter.resource_type),
+                                                                  binding_filter.name), ())
         elif binding_filter.pattern is PatternType.MATCH and binding_filter.name is not None \
                 and binding_filter.resource_type is not ResourceType.ANY:
             candidates = self.applying_to(binding_filter.resource_type, binding_filter.name)
@@ -148,21 +153,20 @@ class AclIndex:
         return sorted(b for b in candidates if binding_filter.matches(b))
 
 
-def _prefixes_in(by_name: SortedDict, name: str):
-    """The keys of `by_name` that are prefixes of `name`, longest first.
+def _prefixes_in(prefixes: SortedList, name: str):
+    """The entries of `prefixes` that are prefixes of `name`, longest first.
 
-    A prefix of `name` sorts at or before it. Take the greatest key <= name: if it is a prefix, yield it and
-    continue strictly below it; if not, no key between it and `name` exists, so every longer prefix of `name`
+    A prefix of `name` sorts at or before it. Take the greatest entry <= name: if it is a prefix, yield it and
+    continue strictly below it; if not, no entry between it and `name` exists, so every longer prefix of `name`
     than their common prefix is absent too, and the search continues at or below that common prefix."""
-    keys = by_name.keys()
-    index = by_name.bisect_right(name)
+    index = prefixes.bisect_right(name)
     while index > 0:
-        key = keys[index - 1]
-        if name.startswith(key):
-            yield key
+        entry = prefixes[index - 1]
+        if name.startswith(entry):
+            yield entry
             index -= 1
         else:
-            index = by_name.bisect_right(os.path.commonprefix([key, name]))
+            index = prefixes.bisect_right(os.path.commonprefix([entry, name]))
 
 
 class Authorizer:
@@ -182,7 +186,7 @@ class Authorizer:
         applying = self.acls.applying_to(resource_type, name)
         if not applying:
             return self.config.allow_everyone_if_no_acl_found
-        granting = _IMPLIED_BY.get(operation, frozenset({operation, Operation.ALL}))
+        granting = _GRANTED_BY[operation]
         allowed = False
         for binding in applying:
             if binding.principal not in (principal, WILDCARD_PRINCIPAL) or binding.host not in (host, WILDCARD_HOST):
@@ -200,7 +204,7 @@ class Authorizer:
         IDEMPOTENT_WRITE, which a WRITE on any topic also grants."""
         if not self.config.enabled or principal in self.config.super_users:
             return True
-        granting = _IMPLIED_BY.get(operation, frozenset({operation, Operation.ALL}))
+        granting = _GRANTED_BY[operation]
         for binding in self.acls.applying_to(resource_type, WILDCARD_RESOURCE):
             if (binding.permission is Permission.DENY and binding.principal in (principal, WILDCARD_PRINCIPAL)
                     and binding.host in (host, WILDCARD_HOST) and binding.operation in (operation, Operation.ALL)):
