@@ -14,6 +14,7 @@ from replog.client.security import ClientSecurity, SaslCredentials
 from replog.controller.server import ClusterController, ControllerConfig
 from replog.harness.broker_process import BrokerProcess
 from replog.harness.local_cluster import FAST_REPLICATION
+from replog.protocol.apis import ApiKey
 from replog.protocol.records import build_batch
 
 HOST = "127.0.0.1"
@@ -94,6 +95,19 @@ async def wait_until(predicate, what: str, timeout: float = DEADLINE_S) -> None:
         await asyncio.sleep(0.05)
 
 
+async def _until_the_broker_lists_itself(cluster: AclCluster) -> None:
+    """Clients bootstrap from Metadata: wait until it names the broker (the controller's push after unfencing)."""
+    connection = await cluster.connection("admin")
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        request = {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+        while not (await connection.send(ApiKey.METADATA, request, version=12)).brokers:
+            assert time.monotonic() < deadline, "the broker's Metadata never listed a broker"
+            await asyncio.sleep(0.05)
+    finally:
+        connection.close()
+
+
 @contextlib.asynccontextmanager
 async def acl_cluster(root: Path, *, with_controller: bool = True, **broker_overrides: str):
     """with_controller=False: a single node that runs itself (its own ACLs, in its state file)."""
@@ -124,6 +138,7 @@ async def acl_cluster(root: Path, *, with_controller: bool = True, **broker_over
         await asyncio.to_thread(broker.start)
         if controller is not None:
             await wait_until(lambda: set(controller.metadata.active_broker_ids()) == {1}, "the broker to register")
+        await _until_the_broker_lists_itself(cluster)
         yield cluster
     finally:
         await asyncio.to_thread(broker.stop)
