@@ -9,11 +9,6 @@ from pyspark.sql import SparkSession
 
 APP_NAME = "replog-analyze"
 SHUFFLE_PARTITIONS_PER_CORE = 4  # Spark's default of 200 shuffle partitions is mostly overhead on one machine
-# Groups an aggregation of percentile_approx keeps in a hash map per task before it falls back to sorting (128
-# by default). The lag per partition and follower has a group per follower replica: past 128 the fallback
-# serialised and re-merged every group's quantile digest, over half the job's time on 1 GB of dumps. A digest
-# holds at most the samples of its group, so the map's memory grows with the samples, not the groups.
-HASH_AGGREGATE_GROUPS = 100_000
 
 
 @contextmanager
@@ -31,14 +26,11 @@ def spark_session(master: str | None) -> Iterator[SparkSession]:
     context = spark.sparkContext
     if existing is None:
         context.setLogLevel("ERROR")
-    local_settings = {
-        "spark.sql.shuffle.partitions": SHUFFLE_PARTITIONS_PER_CORE * context.defaultParallelism,
-        "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": HASH_AGGREGATE_GROUPS,
-    }
-    if context.master.startswith("local"):
-        for key, value in local_settings.items():
-            if not context.getConf().contains(key):  # what spark-submit or Spark's configuration says wins
-                spark.conf.set(key, value)
+    configured = context.getConf().contains("spark.sql.shuffle.partitions")
+    if context.master.startswith("local") and not configured:
+        spark.conf.set(
+            "spark.sql.shuffle.partitions", SHUFFLE_PARTITIONS_PER_CORE * context.defaultParallelism
+        )
     try:
         yield spark
     finally:
