@@ -1,5 +1,6 @@
 """The node processes of a `replog cluster`: launched detached, stopped or killed by their recorded pid and
-argv, and waited on until they serve and until every broker lists all the brokers in its metadata."""
+argv, and waited on until they serve, until a controller is active (leads the metadata quorum) and until every
+broker lists all the brokers in its metadata."""
 
 import asyncio
 import socket
@@ -7,6 +8,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from ..client import Admin, BrokerInfo, KafkaError
+from ..client.quorum_admin import QuorumInfo, describe_quorum
 from ..harness.processes import (
     HOST,
     KILL_TIMEOUT_S,
@@ -76,6 +78,27 @@ def wait_until_serving(manifest: ClusterManifest, nodes: Sequence[Node], deadlin
         raise _exited(manifest, nodes[e.index], "before serving") from None
     except NotReadyInTime as e:
         raise _not_ready(manifest, [nodes[i] for i in e.pending], "serve") from None
+
+
+async def wait_until_active_controller(manifest: ClusterManifest, deadline: float) -> QuorumInfo:
+    """Poll the controllers with DescribeQuorum until one answers as the quorum's leader: the active one."""
+    addresses = [(HOST, c.port) for c in manifest.controllers]
+    while True:
+        quorum = await active_controller(addresses)
+        if quorum is not None:
+            return quorum
+        _fail_on_exit(manifest, manifest.controllers, "before a controller was active")
+        if time.monotonic() > deadline:
+            raise _not_ready(manifest, manifest.controllers, "elect an active controller")
+        await asyncio.sleep(POLL_INTERVAL_S)
+
+
+async def active_controller(addresses: Sequence[tuple[str, int]]) -> QuorumInfo | None:
+    """The quorum as its leader describes it, or None while there is none (an election) or none answers."""
+    try:
+        return await describe_quorum(addresses, int(METADATA_TIMEOUT_S * 1000))
+    except KafkaError:
+        return None
 
 
 async def wait_until_registered(manifest: ClusterManifest, deadline: float) -> None:

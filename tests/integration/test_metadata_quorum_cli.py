@@ -56,7 +56,7 @@ async def describe_until(addresses, condition: Callable[[QuorumInfo], bool], wha
 
 @pytest.fixture
 def cluster(tmp_path):
-    up = run("cluster", "up", "--brokers", "2", "--data-dir", str(tmp_path))
+    up = run("cluster", "up", "--controllers", "1", "--brokers", "2", "--data-dir", str(tmp_path))
     assert up.returncode == 0, up.stderr
     try:
         yield load_manifest(tmp_path)
