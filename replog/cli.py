@@ -14,7 +14,7 @@ from .analytics import job as analyze_job
 from .cli_admin import add_admin_commands
 from .cli_clients import EXIT_ERROR, EXIT_OK, properties
 from .client.errors import KafkaError
-from .client.quorum_admin import describe_quorum, parse_controllers
+from .client.quorum_admin import describe_controller_cluster, describe_quorum, parse_controllers
 from .cluster_nodes.plan import DEFAULT_CONTROLLERS
 from .cluster_nodes.quorum_report import format_quorum_replication, format_quorum_status
 
@@ -100,9 +100,11 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 
 async def _metadata_quorum(args: argparse.Namespace) -> int:
-    quorum = await describe_quorum(parse_controllers(args.bootstrap_controller))
+    controllers = parse_controllers(args.bootstrap_controller)
+    quorum = await describe_quorum(controllers)
     if args.status:
-        print(format_quorum_status(quorum))
+        cluster_id, _ = await describe_controller_cluster(controllers)
+        print(format_quorum_status(quorum, cluster_id))
     else:
         print(format_quorum_replication(quorum, int(time.time() * 1000) if args.human_readable else None))
     return EXIT_OK

@@ -78,6 +78,7 @@ def test_metadata_quorum_and_cluster_status_describe_a_quorum_of_one(cluster):
     assert int(fields["HighWatermark"]) > 0  # the brokers' registrations are committed
     assert (fields["MaxFollowerLag"], fields["MaxFollowerLagTimeMs"]) == ("0", "0")
     assert fields["CurrentVoters"] == "[3000]"
+    assert fields["ClusterId"] == "replog-cluster"  # the controller's DescribeCluster (KIP-919)
 
     # an unreachable controller first: the next one in the list answers
     with socket.socket() as unused:
