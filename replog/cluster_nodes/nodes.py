@@ -119,8 +119,10 @@ async def wait_until_registered(manifest: ClusterManifest, deadline: float) -> N
 async def metadata_brokers(bootstrap: str) -> dict[int, BrokerInfo] | None:
     """The brokers a Metadata request lists, or None when no broker answers in time."""
     try:
+        # The request timeout bounds it: a wait_for around refresh() would leave its shared task to fail
+        # unretrieved once the Admin closes ("Task exception was never retrieved" on the terminal).
         async with Admin(bootstrap, request_timeout_ms=int(METADATA_TIMEOUT_S * 1000)) as admin:
-            snapshot = await asyncio.wait_for(admin.cluster.refresh(), METADATA_TIMEOUT_S)
+            snapshot = await admin.cluster.refresh()
     except (KafkaError, OSError, TimeoutError):
         return None
     return snapshot.brokers
