@@ -134,7 +134,8 @@ def test_stopping_the_active_controller_hands_over_before_the_fetch_timeout(tmp_
         assert stopped.returncode == 0 and "stopped (SIGTERM)" in stopped.stdout, stopped.stdout + stopped.stderr
         after = wait_for_status(tmp_path, lambda s: len(active_ids(s)) == 1 and active_ids(s) != [old],
                                 "a new active controller well before the fetch timeout", HANDOVER_DEADLINE_S)
-        assert after["quorum"]["epoch"] == before["quorum"]["epoch"] + 1
+        # Usually the next epoch; a split vote between the two left (both standing at once) costs another.
+        assert after["quorum"]["epoch"] > before["quorum"]["epoch"]
         print(f"new active controller {active_ids(after)} {time.monotonic() - stopped_at:.2f} s after the stop")
     finally:
         bring_down(tmp_path)
