@@ -121,6 +121,8 @@ class QuorumShell:
         if self._stopped or not self.is_leader:
             return
         assert self.node is not None
+        log.info("quorum node %d resigns as leader of epoch %d: EndQuorumEpoch to the other voters", self.node_id,
+                 self.node.epoch)
         self._step(self.node.resign)
         self._step(self.node.tick)  # a Resigned node sends EndQuorumEpoch from its tick
         if self._exchanges:
