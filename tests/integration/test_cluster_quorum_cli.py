@@ -3,6 +3,7 @@ marks the active one, `kill-node` of it makes another active that the brokers fo
 back as a follower, `stop-node` of the active one hands over at once (EndQuorumEpoch), and `down` stops the
 brokers before the controllers. Whatever fails, the cluster is brought down."""
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from replog.client.quorum_admin import describe_controller_cluster
 from replog.cluster_nodes.manifest import CLUSTER_FILE, load_manifest
 from replog.cluster_nodes.nodes import kill_nodes
 
@@ -94,6 +96,13 @@ def test_cluster_up_starts_three_controllers_and_fails_over_from_the_active_one(
     [new] = active_ids(after)
     assert after["quorum"]["epoch"] > quorum["epoch"]
     assert {n["id"]: n["alive"] for n in after["nodes"]}[old] is False
+    # Any controller names the new active one in DescribeCluster (KIP-919), and so does metadata-quorum.
+    survivors = [("127.0.0.1", c["port"]) for c in manifest["controllers"] if c["id"] != old]
+    assert asyncio.run(describe_controller_cluster(survivors[::-1])) == ("replog-cluster", new)
+    described = run("metadata-quorum", "--bootstrap-controller", ",".join(f"{h}:{p}" for h, p in survivors),
+                    "describe", "--status")
+    assert "ClusterId:            replog-cluster" in described.stdout, described.stdout + described.stderr
+    assert f"LeaderId:             {new}" in described.stdout
     # The brokers follow the new active controller: a topic created through each of them (forwarded to it)
     # reaches every broker's metadata with a leader for each partition.
     for broker in manifest["brokers"]:
