@@ -211,6 +211,11 @@ class Broker:
         the response body (KIP-590). An unreachable controller, or a standby's NOT_CONTROLLER, sends it on to the
         next controller, as Kafka's forwarding manager retries, at most once per configured controller."""
         assert self._controllers is not None
+        current = self._controller_connection
+        # Follow where the session (heartbeats answered NOT_CONTROLLER) found the active controller; a forwarded
+        # answer's own NOT_CONTROLLER is caught below.
+        if current is not None and not current.closed and not self._controllers.leads_to_current(current):
+            current.close()
         api_key, version = ctx.header.api_key, ctx.api_version
         parts = [memoryview(ctx.frame)[ctx.body_offset:] if body is None else body]
         attempts = len(self.config.controller_addresses)
