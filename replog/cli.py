@@ -15,6 +15,7 @@ from .cli_admin import add_admin_commands
 from .cli_clients import EXIT_ERROR, EXIT_OK, properties
 from .client.errors import KafkaError
 from .client.quorum_admin import describe_quorum, parse_controllers
+from .client.security import add_command_config_argument, load_command_config
 from .cluster_nodes.quorum_report import format_quorum_replication, format_quorum_status
 
 EXIT_USAGE = 2
@@ -98,7 +99,8 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 
 async def _metadata_quorum(args: argparse.Namespace) -> int:
-    quorum = await describe_quorum(parse_controllers(args.bootstrap_controller))
+    quorum = await describe_quorum(parse_controllers(args.bootstrap_controller),
+                                   security=load_command_config(args.command_config))
     if args.status:
         print(format_quorum_status(quorum))
     else:
@@ -309,6 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Ask the metadata quorum's leader (DescribeQuorum) for its state or its replication.")
     quorum.add_argument("--bootstrap-controller", required=True, metavar="HOST:PORT[,HOST:PORT...]",
                         help="controllers to ask, in turn, until the quorum's leader answers (required)")
+    add_command_config_argument(quorum)
     describe = quorum.add_subparsers(dest="quorum_command", required=True).add_parser(
         "describe", help="print the quorum's leader, epoch and high watermark, or each replica's progress")
     shown = describe.add_mutually_exclusive_group(required=True)
@@ -368,8 +371,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _bootstrap(parser: argparse.ArgumentParser) -> None:
+    """The options of every command that is a Kafka client: where the brokers are, and how to get in."""
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,HOST:PORT...]",
                         help="brokers to ask for the cluster's metadata first (required)")
+    add_command_config_argument(parser)
 
 
 def _offset_arg(text: str) -> str | int:

@@ -10,6 +10,7 @@ from pathlib import Path
 from replog.client import cluster_admin
 from replog.client.admin import Admin
 from replog.client.errors import KafkaError, error_name
+from replog.client.security import load_command_config
 
 ELECTION_NOT_NEEDED = 84
 
@@ -52,7 +53,7 @@ async def _configs(args: argparse.Namespace) -> int:
         raise ValueError("--entity-name (or --entity-default for brokers) is required")
     if args.entity_default and resource_type == cluster_admin.TOPIC:
         raise ValueError("--entity-default applies to brokers only")
-    async with Admin(args.bootstrap_server) as admin:
+    async with Admin(args.bootstrap_server, security=load_command_config(args.command_config)) as admin:
         if args.alter:
             set_configs = parse_add_config(args.add_config) if args.add_config else {}
             deleted = split_config_list(args.delete_config) if args.delete_config else []
@@ -82,7 +83,7 @@ async def _delete_records(args: argparse.Namespace) -> int:
         offsets = {(p["topic"], int(p["partition"])): int(p["offset"]) for p in document["partitions"]}
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"{args.offset_json_file}: not a kafka-delete-records offset file ({e!r})") from e
-    async with Admin(args.bootstrap_server) as admin:
+    async with Admin(args.bootstrap_server, security=load_command_config(args.command_config)) as admin:
         low_watermarks = await cluster_admin.delete_records(admin, offsets)
     print("Records delete operation completed:")
     for (topic, partition), low in sorted(low_watermarks.items()):
@@ -101,7 +102,7 @@ async def _leader_election(args: argparse.Namespace) -> int:
         partitions = [(args.topic, args.partition)]
     else:
         raise ValueError("one of --all-topic-partitions, --path-to-json-file or --topic with --partition is needed")
-    async with Admin(args.bootstrap_server) as admin:
+    async with Admin(args.bootstrap_server, security=load_command_config(args.command_config)) as admin:
         answers = await cluster_admin.elect_leaders(admin, election_type, partitions)
     kind = args.election_type.upper()
     done = [k for k, (code, _) in answers.items() if code == 0]

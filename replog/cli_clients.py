@@ -11,6 +11,7 @@ from .client.admin import Admin, NewTopic, TopicDescription
 from .client.cluster import Cluster
 from .client.consumer import Consumer
 from .client.producer import Producer
+from .client.security import load_command_config
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -35,7 +36,7 @@ def flag(props: dict[str, str], name: str) -> bool:
 
 
 async def topics(args: argparse.Namespace) -> int:
-    async with Admin(args.bootstrap_server) as admin:
+    async with Admin(args.bootstrap_server, security=load_command_config(args.command_config)) as admin:
         if args.action == "create":
             _require(args.topic, "--topic")
             configs = properties(args.config)
@@ -103,7 +104,8 @@ def _ids(ids: Sequence[int]) -> str:
 async def consumer_groups(args: argparse.Namespace) -> int:
     if (args.describe or args.delete) and not args.group:
         raise ValueError("--describe and --delete need --group")
-    cluster = Cluster(args.bootstrap_server, client_id="replog-consumer-groups")
+    security = load_command_config(args.command_config)
+    cluster = Cluster(args.bootstrap_server, client_id="replog-consumer-groups", security=security)
     try:
         if args.list:
             for listing in await group_admin.list_groups(cluster):
@@ -125,7 +127,7 @@ async def _describe_group_lag(cluster: Cluster, bootstrap: str, group_id: str) -
     committed = await group_admin.committed_offsets(cluster, group_id)
     owners = {tp: m for m in description.members for tp in m.assignment}
     partitions = sorted(set(committed) | set(owners))
-    async with Consumer(bootstrap) as consumer:
+    async with Consumer(bootstrap, security=cluster.security) as consumer:
         ends = await consumer.end_offsets(partitions) if partitions else {}
     header = f"Consumer group '{group_id}': state {description.state}, {len(description.members)} member(s)"
     rows = [("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
@@ -152,7 +154,8 @@ async def produce(args: argparse.Namespace) -> int:
     props = properties(args.property)
     parse_key = flag(props, "parse.key")
     separator = props.get("key.separator", "\t").encode()
-    producer = Producer(args.bootstrap_server, acks=args.acks, compression=args.compression_type)
+    producer = Producer(args.bootstrap_server, acks=args.acks, compression=args.compression_type,
+                        security=load_command_config(args.command_config))
     deliveries = []
     try:
         for line in iter(lambda: sys.stdin.buffer.readline(MAX_LINE_BYTES), b""):
@@ -185,7 +188,8 @@ async def consume(args: argparse.Namespace) -> int:
     # In a group, each partition starts at the group's committed offset; without one, where
     # --from-beginning says (kafka-console-consumer's auto.offset.reset).
     reset = "earliest" if args.from_beginning else "latest"
-    async with Consumer(args.bootstrap_server, group_id=args.group, auto_offset_reset=reset) as consumer:
+    async with Consumer(args.bootstrap_server, group_id=args.group, auto_offset_reset=reset,
+                        security=load_command_config(args.command_config)) as consumer:
         if args.group is not None:
             consumer.subscribe([args.topic])
         else:
