@@ -5,6 +5,8 @@ from dataclasses import dataclass, field
 
 from replog.protocol.control import LEADER_DURING_DELETE, UPDATE_METADATA_FULL, UpdateMetadataRequest
 from replog.server.properties import Listener
+from replog.server.sasl import ScramCredential
+from replog.server.scram_credentials import ScramCredentialTable
 
 
 @dataclass(slots=True)
@@ -71,6 +73,8 @@ class MetadataImage:
     topics: dict[str, TopicMetadata] = field(default_factory=dict)
     # Dynamic broker configs by entity ("" the cluster-wide default, "1" broker 1), KIP-226.
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    # SCRAM credentials of the metadata log (KIP-554): the SASL SCRAM of every listener checks logins with them.
+    scram: ScramCredentialTable = field(default_factory=ScramCredentialTable)
 
     def apply_update_metadata(self, request: UpdateMetadataRequest) -> None:
         """Take the controller's view: live brokers, and partition leadership for the topics listed."""
@@ -82,6 +86,8 @@ class MetadataImage:
         if request.type == UPDATE_METADATA_FULL:
             self.topics = {}
             self.broker_configs = {k: dict(v) for k, v in request.broker_configs.items()}
+            self.scram.replace_all((m, user, ScramCredential(salt, stored, server, iterations))
+                                   for m, user, salt, stored, server, iterations in request.scram_credentials)
         for state in request.topic_states:
             topic = self.topics.get(state.topic_name)
             if topic is None or topic.topic_id != state.topic_id:

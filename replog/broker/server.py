@@ -35,6 +35,7 @@ from replog.server.inter_broker import open_inter_broker_connection
 from replog.server.listener import ListenerSecurity, listen, listening_port
 from replog.server.listener_security import build_listener_security
 from replog.server.listener_socket import write_ready_file
+from replog.server.sasl import CredentialStore
 
 from .alter_partition import AlterPartitionManager
 from .config import BrokerConfig, load_config, report_unknown_keys
@@ -120,7 +121,7 @@ class Broker:
         dispatcher = Dispatcher(self._build_handlers(), functools.partial(unsupported_version_body, BROKER_APIS),
                                 observe_request=self.metrics.observe_request)
         specs = config.listener_specs
-        for spec, security in zip(specs, listener_securities(config), strict=True):
+        for spec, security in zip(specs, listener_securities(config, self.image.scram), strict=True):
             self._servers[spec.name] = await listen(
                 spec.host, spec.port, self.connections, dispatcher, max_frame_bytes=config.socket_request_max_bytes,
                 max_inflight=config.max_inflight_requests_per_connection, use_sendfile=config.fetch_sendfile_enable,
@@ -414,9 +415,12 @@ class Broker:
         log.info("replog broker %d stopped cleanly", self.config.node_id)
 
 
-def listener_securities(config: BrokerConfig) -> list[ListenerSecurity]:
-    """Each listener's TLS context and SASL setup, in listener order; ValueError names what is wrong."""
-    return [build_listener_security(spec, config.security_props) for spec in config.listener_specs]
+def listener_securities(config: BrokerConfig,
+                        metadata_credentials: CredentialStore | None = None) -> list[ListenerSecurity]:
+    """Each listener's TLS context and SASL setup, in listener order; ValueError names what is wrong.
+    metadata_credentials: the SCRAM credentials UpdateMetadata brings (the image's table)."""
+    return [build_listener_security(spec, config.security_props, metadata_credentials)
+            for spec in config.listener_specs]
 
 
 async def serve(config: BrokerConfig) -> None:

@@ -86,7 +86,9 @@ def update_metadata_request(controller_id: int, controller_epoch: int, broker: B
                for b in sorted(metadata.brokers.values(), key=lambda b: b.broker_id) if b.broker_id in live]
     return UpdateMetadataRequest(controller_id, controller_epoch, broker.epoch, topic_states, brokers,
                                  type=UPDATE_METADATA_FULL,
-                                 broker_configs={k: dict(v) for k, v in metadata.broker_configs.items()})
+                                 broker_configs={k: dict(v) for k, v in metadata.broker_configs.items()},
+                                 scram_credentials=[(m, user, c.salt, c.stored_key, c.server_key, c.iterations)
+                                                    for m, user, c in metadata.scram.items()])
 
 
 def _endpoints(broker: BrokerRegistration) -> list[UpdateMetadataEndpoint]:

@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 from replog.log.dynamic_configs import topic_configs_error
 from replog.log.partition_log import TopicPartition
 from replog.protocol.topics import topic_name_error
+from replog.server.scram_credentials import ScramCredentialTable
 
 from .registry import (
     MAX_REPLICATION_FACTOR,
@@ -100,6 +101,10 @@ class ClusterMetadata:
         self._offline_replicas: dict[int, set[TopicPartition]] = {}
         # Dynamic broker configs (KIP-226) by entity name: "" is the cluster-wide default, "1" broker 1.
         self.broker_configs: dict[str, dict[str, str]] = {}
+        # SCRAM credentials (KIP-554): salt, stored and server keys, iterations, by (mechanism, user).
+        self.scram = ScramCredentialTable()
+        # The cluster's first records (the admin's credential) are in the log: written once, on first start.
+        self.bootstrapped = False
 
     # ----------------------------------------------------------------------------------------- brokers
 

@@ -4,6 +4,9 @@ Keys (Kafka's names where Kafka has one): node.id (the controller id, default 30
 (PLAINTEXT://host:port), metadata.log.dir (required: the append-only metadata log), inter.broker.secret
 (required), cluster.id, broker.session.timeout.ms, unclean.leader.election.enable, num.partitions,
 default.replication.factor, metadata.log.max.record.bytes.between.snapshots (KIP-630, 20 MiB),
+bootstrap.scram.credentials (the cluster's first SCRAM users, written into the metadata log on its first start,
+as `kafka-storage format --add-scram`: SCRAM-SHA-512=[name=admin,salt=<b64>,saltedpassword=<b64>,iterations=N]
+or [name=admin,password=...]),
 auto.leader.rebalance.enable, leader.imbalance.check.interval.seconds,
 leader.imbalance.per.broker.percentage, and the metrics.* keys brokers take (metrics.port,
 metrics.dump.dir, ...; the dumps default to metadata.log.dir/metrics-dumps), and the quorum's keys with Kafka's
@@ -29,6 +32,7 @@ from replog.raft.quorum_state_file import CorruptQuorumStateError, VoterSetMisma
 from replog.server.listener_config import ListenerSpec, SecurityProtocol, resolve_server_listeners
 from replog.server.listener_socket import write_ready_file
 from replog.server.properties import parse_bool, parse_listeners, read_properties
+from replog.server.scram_credentials import parse_bootstrap_credentials
 
 from .quorum import controller_quorum_config
 from .records import CorruptMetadataError
@@ -53,6 +57,9 @@ _KEYS = {
     "num.partitions": ("num_partitions", int),
     "default.replication.factor": ("default_replication_factor", int),
     "metadata.log.max.record.bytes.between.snapshots": ("metadata_snapshot_max_bytes", int),
+    # replog's form of `kafka-storage format --add-scram`: SCRAM-SHA-512=[name=admin,password=...],... (KIP-554)
+    "bootstrap.scram.credentials": ("bootstrap_scram_credentials",
+                                    lambda v: tuple(parse_bootstrap_credentials(v))),
 }
 
 

@@ -42,6 +42,7 @@ from replog.server.connection import ConnectionHolder
 from replog.server.dispatch import Dispatcher
 from replog.server.inter_broker import open_inter_broker_connection
 from replog.server.listener import listen, listening_port
+from replog.server.sasl import ScramCredential
 
 from . import records
 from .assignment import assign_replicas
@@ -105,6 +106,8 @@ class ControllerConfig:
     # controller.quorum.* (replog/raft/config.py); None: a quorum of this controller alone.
     quorum: QuorumConfig | None = None
     metadata_snapshot_max_bytes: int = 20 * 1024 * 1024  # metadata.log.max.record.bytes.between.snapshots
+    # The cluster's first SCRAM credentials (bootstrap.scram.credentials), written once into an empty log.
+    bootstrap_scram_credentials: tuple[tuple[str, str, ScramCredential], ...] = ()
 
     def __post_init__(self) -> None:
         assert self.inter_broker_secret, "a controller without inter.broker.secret cannot talk to brokers"

@@ -65,6 +65,39 @@ def decode_broker_configs(buf: memoryview) -> dict[str, dict[str, str]]:
     return by_entity
 
 
+# One SCRAM credential as UpdateMetadata carries it: (mechanism, user, salt, stored key, server key, iterations).
+ScramEntry = tuple[str, str, bytes, bytes, bytes, int]
+
+
+def encode_scram_credentials(entries: list[ScramEntry]) -> bytes:
+    w = Writer()
+    w.array_length(len(entries), compact=True)
+    for mechanism, user, salt, stored_key, server_key, iterations in entries:
+        w.string(mechanism, compact=True)
+        w.string(user, compact=True)
+        for field in (salt, stored_key, server_key):
+            w.bytes_length(len(field), compact=True)
+            w.buf += field
+        w.int32(iterations)
+    return bytes(w.buf)
+
+
+def decode_scram_credentials(buf: memoryview) -> list[ScramEntry]:
+    r = Reader(buf)
+    entries = []
+    for _ in range(read_count(r, "ScramCredentials")):
+        mechanism, user = r.string(compact=True), r.string(compact=True)
+        fields = []
+        for name in ("Salt", "StoredKey", "ServerKey"):
+            field = r.nullable_bytes(compact=True)
+            if field is None:
+                raise DecodeError(f"null {name} in a SCRAM credential")
+            fields.append(bytes(field))
+        entries.append((mechanism, user, fields[0], fields[1], fields[2], r.int32()))
+    expect_end(r, "ScramCredentials")
+    return entries
+
+
 def expect_end(r: Reader, name: str) -> None:
     if r.remaining:
         raise DecodeError(f"{r.remaining} trailing bytes after {name}")

@@ -10,6 +10,7 @@ from replog.server.handlers import shared_handlers
 from ..replica_manager import ReplicaManager
 from . import (
     alter_configs,
+    alter_user_scram_credentials,
     create_partitions,
     create_topics,
     delete_groups,
@@ -19,6 +20,7 @@ from . import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_user_scram_credentials,
     elect_leaders,
     fetch,
     find_coordinator,
@@ -79,6 +81,8 @@ _ADMIN_APIS = {
     ApiKey.CREATE_PARTITIONS: create_partitions,
     ApiKey.ELECT_LEADERS: elect_leaders,
     ApiKey.DESCRIBE_CLUSTER: describe_cluster,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: alter_user_scram_credentials,
 }
 BROKER_APIS = (frozenset(_REPLICA_APIS) | frozenset(_TOPIC_APIS) | frozenset(_CONTROL_APIS) | frozenset(_GROUP_APIS)
                | frozenset(_ADMIN_APIS)
