@@ -73,6 +73,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
                 base_port=args.base_port,
                 broker_overrides=properties(args.override),
                 controller_overrides=properties(args.controller_override),
+                security=args.security,
             )
             print(manifest.bootstrap)
             print(control.format_nodes(manifest))
@@ -293,6 +294,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--controller-override", action="append", metavar="KEY=VALUE",
         help="a config key for the controller; repeatable (default: none)"
     )
+    up.add_argument("--security", choices=["plaintext", "sasl_ssl", "ssl"], default="plaintext",
+                    help="sasl_ssl: TLS with a CA of the cluster's own and an admin SCRAM-SHA-512 user; ssl: mTLS "
+                    "with an admin client certificate; either writes DATA_DIR/client.properties for kcat -F and "
+                    "--command-config (default: %(default)s)")
     cluster.add_parser("status", help="which nodes run and serve, and the active controller; exit 1 unless all "
                        "do").add_argument("--json", action="store_true",
                                           help="print the nodes and the quorum as one JSON object (default: a table)")

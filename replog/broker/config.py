@@ -21,6 +21,7 @@ from replog.server.listener_config import (
 )
 from replog.server.listener_security import is_listener_key
 from replog.server.properties import Listener, parse_bool, parse_listeners, read_properties
+from replog.server.tls import listener_ssl_props
 
 _HOUR_MS = 3600 * 1000
 
@@ -241,16 +242,25 @@ class BrokerConfig:
                 raise ValueError("a broker with a controller needs inter.broker.secret to replicate")
         self._validate_listeners()
 
+    def _serves_inter_broker_links(self, listener) -> bool:
+        if listener.protocol is SecurityProtocol.PLAINTEXT:
+            return True
+        mechanisms = listener_ssl_props(self.security_props, listener.name).get("sasl.enabled.mechanisms", "")
+        return (listener.protocol is SecurityProtocol.SASL_PLAINTEXT
+                and "PLAIN" in (m.strip().upper() for m in mechanisms.split(",")))
+
     def _validate_listeners(self) -> None:
         specs = self.listener_specs
         inter_broker = self.inter_broker_listener
         if bound := [s.name for s in specs if s.name in self.controller_listener_names]:
             # Kafka: a broker-only node does not listen on the controller's listener names.
             raise ValueError(f"listeners must not contain controller.listener.names ({', '.join(bound)})")
-        if self.controller_bootstrap_servers is not None and inter_broker.protocol is not SecurityProtocol.PLAINTEXT:
-            # The controller reaches brokers at their inter-broker address with PLAIN over plain TCP.
+        if self.controller_bootstrap_servers is not None and not self._serves_inter_broker_links(inter_broker):
+            # The controller and the other brokers reach a broker at its inter-broker address over plain TCP,
+            # logging in with PLAIN and inter.broker.secret.
             raise ValueError(f"inter.broker.listener.name {inter_broker.name} is {inter_broker.protocol.name}: "
-                             f"replog's links between nodes run on a PLAINTEXT listener for now")
+                             f"replog's links between nodes run on a PLAINTEXT listener, or a SASL_PLAINTEXT one "
+                             f"with PLAIN among its sasl.enabled.mechanisms, for now")
 
 
 def broker_config_keys() -> dict[str, str]:

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from ..client import Admin, BrokerInfo, KafkaError
+from ..client.security import ClientSecurity
 from ..harness.processes import (
     HOST,
     KILL_TIMEOUT_S,
@@ -78,12 +79,14 @@ def wait_until_serving(manifest: ClusterManifest, nodes: Sequence[Node], deadlin
         raise _not_ready(manifest, [nodes[i] for i in e.pending], "serve") from None
 
 
-async def wait_until_registered(manifest: ClusterManifest, deadline: float) -> None:
-    """Poll until every broker's metadata lists all brokers: each has registered and learnt of the others."""
+async def wait_until_registered(manifest: ClusterManifest, deadline: float,
+                                security: ClientSecurity | None = None) -> None:
+    """Poll until every broker's metadata lists all brokers: each has registered and learnt of the others.
+    security: how to reach the brokers' ports (a secured cluster's admin)."""
     expected = {b.id for b in manifest.brokers}
     pending = list(manifest.brokers)
     while True:
-        listed = await asyncio.gather(*(metadata_brokers(f"{HOST}:{b.port}") for b in pending))
+        listed = await asyncio.gather(*(metadata_brokers(f"{HOST}:{b.port}", security) for b in pending))
         pending = [b for b, brokers in zip(pending, listed, strict=True) if set(brokers or ()) != expected]
         if not pending:
             return
@@ -93,10 +96,10 @@ async def wait_until_registered(manifest: ClusterManifest, deadline: float) -> N
         await asyncio.sleep(POLL_INTERVAL_S)
 
 
-async def metadata_brokers(bootstrap: str) -> dict[int, BrokerInfo] | None:
+async def metadata_brokers(bootstrap: str, security: ClientSecurity | None = None) -> dict[int, BrokerInfo] | None:
     """The brokers a Metadata request lists, or None when no broker answers in time."""
     try:
-        async with Admin(bootstrap, request_timeout_ms=int(METADATA_TIMEOUT_S * 1000)) as admin:
+        async with Admin(bootstrap, request_timeout_ms=int(METADATA_TIMEOUT_S * 1000), security=security) as admin:
             snapshot = await asyncio.wait_for(admin.cluster.refresh(), METADATA_TIMEOUT_S)
     except (KafkaError, OSError, TimeoutError):
         return None

@@ -1,0 +1,186 @@
+"""`replog cluster up --security sasl_ssl|ssl`: what makes a new local cluster a secured one.
+
+- DIR/tls/: a CA of the cluster's own (ca.pem), each broker's key and certificate for 127.0.0.1 and localhost
+  (broker-N.pem, key then chain, as ssl.keystore.location takes it), and with `ssl` an admin client
+  certificate (admin.crt, admin.key: mTLS, principal User:CN=admin).
+- With `sasl_ssl`, an admin SCRAM-SHA-512 user with a random password, written into the new metadata log by
+  the controllers (bootstrap.scram.credentials, as `kafka-storage format --add-scram`); the controllers get
+  the salted password, never the password.
+- Each broker serves clients on its port with SASL_SSL (SCRAM-SHA-512/256) or SSL (ssl.client.auth=required),
+  and other nodes on INTERNAL, a SASL_PLAINTEXT listener of its own on 127.0.0.1 that takes only PLAIN with the
+  cluster's inter-broker secret (replacing that with SCRAM or mTLS between nodes is still to do).
+  super.users=User:admin (User:CN=admin with mTLS) is set for the authorizer.
+- DIR/client.properties (mode 0600): the keys librdkafka (kcat -F), Kafka's tools (--command-config) and
+  `replog ... --command-config` read to connect as the admin.
+
+Every private key and secret file is written mode 0600.
+"""
+
+import base64
+import datetime
+import ipaddress
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..client.security import ClientSecurity, load_command_config
+from ..harness.processes import HOST
+from ..log.checkpoint import write_atomically
+from ..server.scram_credentials import salted_password
+from .manifest import ClusterManifest
+
+SECURITY_MODES = ("plaintext", "sasl_ssl", "ssl")
+TLS_DIR = "tls"
+CLIENT_PROPERTIES = "client.properties"
+ADMIN_USER = "admin"
+ADMIN_MECHANISM = "SCRAM-SHA-512"
+ADMIN_ITERATIONS = 8192
+INTERNAL_LISTENER = "INTERNAL"
+CERTIFICATE_DAYS = 825  # the longest validity clients still accept for a leaf certificate
+_KEY_MODE, _PUBLIC_MODE = 0o600, 0o644
+
+
+@dataclass(frozen=True)
+class SecuredCluster:
+    """The properties to add to each node (by node name) and the admin's client.properties."""
+
+    node_properties: dict[str, dict[str, str]]
+    client_properties: dict[str, str]
+
+
+def secure_cluster(manifest: ClusterManifest, mode: str) -> SecuredCluster:
+    """Write DIR/tls/ and return the properties that secure the planned cluster; nothing for plaintext."""
+    if mode not in SECURITY_MODES:
+        raise ValueError(f"--security {mode}: expected one of {', '.join(SECURITY_MODES)}")
+    if mode == "plaintext":
+        return SecuredCluster({}, {})
+    tls = manifest.root / TLS_DIR
+    tls.mkdir(parents=True, exist_ok=True)
+    ca_key, ca_cert = _make_ca()
+    ca_pem = _write(tls / "ca.pem", _cert_pem(ca_cert), _PUBLIC_MODE)
+    node_properties: dict[str, dict[str, str]] = {}
+    for broker in manifest.brokers:
+        key, cert = _issue(ca_key, ca_cert, f"broker-{broker.id}", server=True)
+        keystore = _write(tls / f"{broker.name}.pem", _key_pem(key) + _cert_pem(cert) + _cert_pem(ca_cert), _KEY_MODE)
+        node_properties[broker.name] = _broker_properties(mode, broker.port, keystore, ca_pem)
+    if mode == "ssl":
+        key, cert = _issue(ca_key, ca_cert, ADMIN_USER, server=False)
+        client = {"security.protocol": "SSL", "ssl.ca.location": str(ca_pem),
+                  "ssl.certificate.location": str(_write(tls / "admin.crt", _cert_pem(cert), _PUBLIC_MODE)),
+                  "ssl.key.location": str(_write(tls / "admin.key", _key_pem(key), _KEY_MODE))}
+        return SecuredCluster(node_properties, client)
+    password = secrets.token_urlsafe(24)
+    salt = secrets.token_bytes(32)
+    salted = salted_password(ADMIN_MECHANISM, password, salt, ADMIN_ITERATIONS)
+    bootstrap = (f"{ADMIN_MECHANISM}=[name={ADMIN_USER},salt={base64.b64encode(salt).decode()},"
+                 f"saltedpassword={base64.b64encode(salted).decode()},iterations={ADMIN_ITERATIONS}]")
+    for controller in manifest.controllers:
+        node_properties[controller.name] = {"bootstrap.scram.credentials": bootstrap}
+    client = {"security.protocol": "SASL_SSL", "sasl.mechanism": ADMIN_MECHANISM, "sasl.username": ADMIN_USER,
+              "sasl.password": password, "ssl.ca.location": str(ca_pem)}
+    return SecuredCluster(node_properties, client)
+
+
+def apply_security(properties: Mapping[str, dict[str, str]], secured: SecuredCluster) -> dict[str, dict[str, str]]:
+    """Each node's properties with the security keys laid over them."""
+    return {name: {**props, **secured.node_properties.get(name, {})} for name, props in properties.items()}
+
+
+def cluster_client_security(root: Path) -> ClientSecurity | None:
+    """How the cluster commands reach the brokers of a secured cluster: as its admin (None: PLAINTEXT)."""
+    path = root / CLIENT_PROPERTIES
+    return load_command_config(path) if path.exists() else None
+
+
+def write_client_properties(root: Path, secured: SecuredCluster) -> Path | None:
+    if not secured.client_properties:
+        return None
+    text = "# written by `replog cluster up --security`: the admin's client keys (kcat -F, --command-config)\n"
+    text += "".join(f"{key}={value}\n" for key, value in secured.client_properties.items())
+    return _write(root / CLIENT_PROPERTIES, text.encode(), _KEY_MODE)
+
+
+def _broker_properties(mode: str, port: int, keystore: Path, ca_pem: Path) -> dict[str, str]:
+    client_listener = "SASL_SSL" if mode == "sasl_ssl" else "SSL"
+    props = {
+        # The client listener keeps the node's port (the socket `up` holds); INTERNAL takes any free port and
+        # is registered with the controller as the inter-broker address.
+        "listeners": f"{client_listener}://{HOST}:{port},{INTERNAL_LISTENER}://{HOST}:0",
+        "listener.security.protocol.map": f"{client_listener}:{client_listener},{INTERNAL_LISTENER}:SASL_PLAINTEXT",
+        "inter.broker.listener.name": INTERNAL_LISTENER,
+        f"listener.name.{INTERNAL_LISTENER.lower()}.sasl.enabled.mechanisms": "PLAIN",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(keystore),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(ca_pem),
+        "super.users": f"User:{ADMIN_USER}" if mode == "sasl_ssl" else f"User:CN={ADMIN_USER}",
+    }
+    if mode == "sasl_ssl":
+        props["sasl.enabled.mechanisms"] = "SCRAM-SHA-512,SCRAM-SHA-256"
+    else:
+        props[f"listener.name.{client_listener.lower()}.ssl.client.auth"] = "required"
+    return props
+
+
+def _write(path: Path, data: bytes, mode: int) -> Path:
+    write_atomically(path, data, mode)
+    return path
+
+
+def _make_ca():
+    from cryptography import x509  # here, not at import: only secured clusters need it
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "replog local cluster CA")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=CERTIFICATE_DAYS))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                         content_commitment=False, key_encipherment=False, data_encipherment=False,
+                                         key_agreement=False, encipher_only=False, decipher_only=False),
+                           critical=True)
+            .sign(key, hashes.SHA256()))
+    return key, cert
+
+
+def _issue(ca_key, ca_cert, common_name: str, *, server: bool):
+    """A leaf certificate: for a broker (server=True: 127.0.0.1 and localhost as subject alternative names,
+    what clients check the host against) or for a client (mTLS: the subject is the principal)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (x509.CertificateBuilder()
+               .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+               .issuer_name(ca_cert.subject).public_key(key.public_key())
+               .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+               .not_valid_after(now + datetime.timedelta(days=CERTIFICATE_DAYS))
+               .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+               .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH if server
+                                                     else ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False))
+    if server:
+        builder = builder.add_extension(x509.SubjectAlternativeName([
+            x509.IPAddress(ipaddress.ip_address(HOST)), x509.DNSName("localhost")]), critical=False)
+    return key, builder.sign(ca_key, hashes.SHA256())
+
+
+def _key_pem(key) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def _cert_pem(cert) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return cert.public_bytes(serialization.Encoding.PEM)
