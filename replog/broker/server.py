@@ -84,6 +84,7 @@ class Broker:
         self._controllers = (ControllerFinder(config.controller_addresses, self.connect_to_node)
                              if config.controller_addresses else None)
         self._metadata_broker_epoch = -1  # the broker epoch of the last UpdateMetadata applied
+        self._inter_broker_tls = config.inter_broker_ssl_context()  # to leaders on a SASL_SSL listener
         self.has_metadata = asyncio.Event()  # set by the first UpdateMetadata: until then Metadata requests wait
 
     @property
@@ -231,7 +232,7 @@ class Broker:
             def leader_endpoint(leader: LeaderInfo, fetcher_id: int) -> RemoteLeaderEndpoint:
                 client_id = f"replica-fetcher-{config.node_id}-{leader.broker_id}-{fetcher_id}"
                 return RemoteLeaderEndpoint(
-                    lambda: self.connect_to_node(leader.host, leader.port, client_id), config.node_id,
+                    lambda: self.connect_to_node(leader.host, leader.port, client_id, to_broker=True), config.node_id,
                     fetcher_config)
 
             fetcher_manager = ReplicaFetcherManager(fetcher_config, leader_endpoint, clock_ms,
@@ -250,14 +251,16 @@ class Broker:
             produce_purgatory_size=config.producer_purgatory_max_size,
             fetcher_manager=fetcher_manager, alter_isr=alter_isr, metrics=self.metrics)
 
-    async def connect_to_node(self, host: str, port: int, client_id: str):
-        """An authenticated inter-broker connection (to a leader, or to the controller)."""
+    async def connect_to_node(self, host: str, port: int, client_id: str, *, to_broker: bool = False):
+        """An authenticated inter-broker connection: to a leader (to_broker: its inter-broker listener, with
+        TLS if ours is SASL_SSL), or to the controller (PLAINTEXT for now)."""
         return await open_inter_broker_connection(
             host, port, client_id=client_id, username=f"broker-{self.config.node_id}",
             secret=self.config.inter_broker_secret, request_timeout_ms=self.config.replica_socket_timeout_ms,
             max_frame_bytes=max(self.config.socket_request_max_bytes,
                                 2 * self.config.replica_fetch_response_max_bytes),
-            local_host=self.config.inter_broker_bind_host)
+            local_host=self.config.inter_broker_bind_host,
+            ssl_context=self._inter_broker_tls if to_broker else None)
 
     @property
     def port(self) -> int:

@@ -1,15 +1,17 @@
 """`replog cluster up --security sasl_ssl|ssl`: what makes a new local cluster a secured one.
 
-- DIR/tls/: a CA of the cluster's own (ca.pem), each broker's key and certificate for 127.0.0.1 and localhost
-  (broker-N.pem, key then chain, as ssl.keystore.location takes it), and with `ssl` an admin client
-  certificate (admin.crt, admin.key: mTLS, principal User:CN=admin).
+- DIR/tls/: a CA of the cluster's own (ca.pem), each node's key and certificate for 127.0.0.1 and localhost
+  (broker-N.pem, controller.pem: key then chain, as ssl.keystore.location takes it; good for TLS servers and
+  clients, since nodes present them to each other under mTLS), and with `ssl` an admin client certificate
+  (admin.crt, admin.key: principal User:CN=admin).
 - With `sasl_ssl`, an admin SCRAM-SHA-512 user with a random password, written into the new metadata log by
   the controllers (bootstrap.scram.credentials, as `kafka-storage format --add-scram`); the controllers get
   the salted password, never the password.
-- Each broker serves clients on its port with SASL_SSL (SCRAM-SHA-512/256) or SSL (ssl.client.auth=required),
-  and other nodes on INTERNAL, a SASL_PLAINTEXT listener of its own on 127.0.0.1 that takes only PLAIN with the
-  cluster's inter-broker secret (replacing that with SCRAM or mTLS between nodes is still to do).
-  super.users=User:admin (User:CN=admin with mTLS) is set for the authorizer.
+- Each broker has one listener on its port, for clients and the other nodes alike: SASL_SSL (SCRAM-SHA-512/256
+  for users; PLAIN, which only the cluster's inter.broker.secret passes, for the nodes) or SSL with
+  ssl.client.auth=required. The controllers reach the brokers over TLS too (security.inter.broker.protocol);
+  the brokers reach the controllers on their PLAINTEXT listener for now. super.users=User:admin
+  (User:CN=admin with mTLS) is set for the authorizer.
 - DIR/client.properties (mode 0600): the keys librdkafka (kcat -F), Kafka's tools (--command-config) and
   `replog ... --command-config` read to connect as the admin.
 
@@ -36,7 +38,6 @@ CLIENT_PROPERTIES = "client.properties"
 ADMIN_USER = "admin"
 ADMIN_MECHANISM = "SCRAM-SHA-512"
 ADMIN_ITERATIONS = 8192
-INTERNAL_LISTENER = "INTERNAL"
 CERTIFICATE_DAYS = 825  # the longest validity clients still accept for a leaf certificate
 _KEY_MODE, _PUBLIC_MODE = 0o600, 0o644
 
@@ -60,10 +61,14 @@ def secure_cluster(manifest: ClusterManifest, mode: str) -> SecuredCluster:
     ca_key, ca_cert = _make_ca()
     ca_pem = _write(tls / "ca.pem", _cert_pem(ca_cert), _PUBLIC_MODE)
     node_properties: dict[str, dict[str, str]] = {}
+    for node in manifest.nodes:
+        key, cert = _issue(ca_key, ca_cert, node.name, server=True)
+        keystore = _write(tls / f"{node.name}.pem", _key_pem(key) + _cert_pem(cert) + _cert_pem(ca_cert), _KEY_MODE)
+        node_properties[node.name] = _tls_properties(keystore, ca_pem)
     for broker in manifest.brokers:
-        key, cert = _issue(ca_key, ca_cert, f"broker-{broker.id}", server=True)
-        keystore = _write(tls / f"{broker.name}.pem", _key_pem(key) + _cert_pem(cert) + _cert_pem(ca_cert), _KEY_MODE)
-        node_properties[broker.name] = _broker_properties(mode, broker.port, keystore, ca_pem)
+        node_properties[broker.name] |= _broker_properties(mode, broker.port)
+    for controller in manifest.controllers:
+        node_properties[controller.name]["security.inter.broker.protocol"] = mode.upper()
     if mode == "ssl":
         key, cert = _issue(ca_key, ca_cert, ADMIN_USER, server=False)
         client = {"security.protocol": "SSL", "ssl.ca.location": str(ca_pem),
@@ -76,7 +81,7 @@ def secure_cluster(manifest: ClusterManifest, mode: str) -> SecuredCluster:
     bootstrap = (f"{ADMIN_MECHANISM}=[name={ADMIN_USER},salt={base64.b64encode(salt).decode()},"
                  f"saltedpassword={base64.b64encode(salted).decode()},iterations={ADMIN_ITERATIONS}]")
     for controller in manifest.controllers:
-        node_properties[controller.name] = {"bootstrap.scram.credentials": bootstrap}
+        node_properties[controller.name]["bootstrap.scram.credentials"] = bootstrap
     client = {"security.protocol": "SASL_SSL", "sasl.mechanism": ADMIN_MECHANISM, "sasl.username": ADMIN_USER,
               "sasl.password": password, "ssl.ca.location": str(ca_pem)}
     return SecuredCluster(node_properties, client)
@@ -101,25 +106,22 @@ def write_client_properties(root: Path, secured: SecuredCluster) -> Path | None:
     return _write(root / CLIENT_PROPERTIES, text.encode(), _KEY_MODE)
 
 
-def _broker_properties(mode: str, port: int, keystore: Path, ca_pem: Path) -> dict[str, str]:
-    client_listener = "SASL_SSL" if mode == "sasl_ssl" else "SSL"
+def _tls_properties(keystore: Path, ca_pem: Path) -> dict[str, str]:
+    return {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore), "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(ca_pem)}
+
+
+def _broker_properties(mode: str, port: int) -> dict[str, str]:
+    listener = mode.upper()
     props = {
-        # The client listener keeps the node's port (the socket `up` holds); INTERNAL takes any free port and
-        # is registered with the controller as the inter-broker address.
-        "listeners": f"{client_listener}://{HOST}:{port},{INTERNAL_LISTENER}://{HOST}:0",
-        "listener.security.protocol.map": f"{client_listener}:{client_listener},{INTERNAL_LISTENER}:SASL_PLAINTEXT",
-        "inter.broker.listener.name": INTERNAL_LISTENER,
-        f"listener.name.{INTERNAL_LISTENER.lower()}.sasl.enabled.mechanisms": "PLAIN",
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(keystore),
-        "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": str(ca_pem),
+        "listeners": f"{listener}://{HOST}:{port}",
+        "inter.broker.listener.name": listener,
         "super.users": f"User:{ADMIN_USER}" if mode == "sasl_ssl" else f"User:CN={ADMIN_USER}",
     }
     if mode == "sasl_ssl":
-        props["sasl.enabled.mechanisms"] = "SCRAM-SHA-512,SCRAM-SHA-256"
+        props["sasl.enabled.mechanisms"] = "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN"
     else:
-        props[f"listener.name.{client_listener.lower()}.ssl.client.auth"] = "required"
+        props["ssl.client.auth"] = "required"
     return props
 
 
@@ -150,8 +152,9 @@ def _make_ca():
 
 
 def _issue(ca_key, ca_cert, common_name: str, *, server: bool):
-    """A leaf certificate: for a broker (server=True: 127.0.0.1 and localhost as subject alternative names,
-    what clients check the host against) or for a client (mTLS: the subject is the principal)."""
+    """A leaf certificate: for a node (server=True: 127.0.0.1 and localhost as subject alternative names, what
+    clients check the host against; also a client certificate, for mTLS between nodes) or for a client (the
+    subject is its principal)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -165,8 +168,8 @@ def _issue(ca_key, ca_cert, common_name: str, *, server: bool):
                .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
                .not_valid_after(now + datetime.timedelta(days=CERTIFICATE_DAYS))
                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-               .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH if server
-                                                     else ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False))
+               .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+                                                    if server else [ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False))
     if server:
         builder = builder.add_extension(x509.SubjectAlternativeName([
             x509.IPAddress(ipaddress.ip_address(HOST)), x509.DNSName("localhost")]), critical=False)

@@ -22,6 +22,7 @@ channel resends until the broker answers or leaves; `settle()` waits for everyth
 import asyncio
 import dataclasses
 import logging
+import ssl
 import time
 import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -108,6 +109,8 @@ class ControllerConfig:
     metadata_snapshot_max_bytes: int = 20 * 1024 * 1024  # metadata.log.max.record.bytes.between.snapshots
     # The cluster's first SCRAM credentials (bootstrap.scram.credentials), written once into an empty log.
     bootstrap_scram_credentials: tuple[tuple[str, str, ScramCredential], ...] = ()
+    # TLS to the brokers' inter-broker listeners when they are SSL or SASL_SSL (security.inter.broker.protocol).
+    broker_ssl_context: ssl.SSLContext | None = None
 
     def __post_init__(self) -> None:
         assert self.inter_broker_secret, "a controller without inter.broker.secret cannot talk to brokers"
@@ -586,13 +589,17 @@ class ClusterController(QuorumRoles):
         return None
 
     async def _open_controller_connection(self, host: str, port: int) -> Connection:
-        """To another voter of the quorum: authenticated as the inter-broker principal, as to brokers."""
-        return await self._open_broker_connection(host, port)
+        """To another voter of the quorum: authenticated as the inter-broker principal, as to brokers (and
+        PLAINTEXT, the controllers' listener)."""
+        return await self._open_node_connection(host, port, None)
 
     async def _open_broker_connection(self, host: str, port: int) -> Connection:
+        return await self._open_node_connection(host, port, self.config.broker_ssl_context)
+
+    async def _open_node_connection(self, host: str, port: int, tls: ssl.SSLContext | None) -> Connection:
         name = f"controller-{self.controller_id}"
         return await open_inter_broker_connection(
             host, port, client_id=name, username=name, secret=self.config.inter_broker_secret,
             request_timeout_ms=self.config.request_timeout_ms, max_frame_bytes=self.config.max_frame_bytes,
-            local_host=self.config.inter_broker_bind_host)
+            local_host=self.config.inter_broker_bind_host, ssl_context=tls)
 

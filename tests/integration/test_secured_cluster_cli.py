@@ -1,7 +1,7 @@
 """`replog cluster up --security sasl_ssl|ssl`: a secured local cluster in one command. kcat reads the
 written DIR/client.properties and lists the brokers over SASL_SSL with the admin's SCRAM-SHA-512 login (or
 mTLS with the admin's certificate); `replog` client commands get in with `--command-config`, and without it
-nobody does. Whatever fails, the cluster is brought down."""
+nobody does; the brokers replicate over the same TLS listener. Whatever fails, the cluster is brought down."""
 
 import shutil
 import stat
@@ -49,6 +49,9 @@ def test_a_sasl_ssl_cluster_in_one_command(tmp_path):
         assert produced.returncode == 0, produced.stderr
         consumed = replog("consume", "secrets", "--from-beginning", "--max-messages", "2", *secured)
         assert consumed.stdout.split() == ["hello", "world"], consumed.stderr
+        # Both replicas in the ISR: the follower replicates over the same SASL_SSL listener.
+        described = replog("topics", "describe", "--topic", "secrets", *secured)
+        assert "Isr: 1,2" in described.stdout or "Isr: 2,1" in described.stdout, described.stdout
 
         refused = replog("topics", "list", "--bootstrap-server", bootstrap)  # no TLS, no login
         assert refused.returncode == 1
