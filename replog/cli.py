@@ -146,7 +146,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_chaos(args: argparse.Namespace) -> int:
     from .chaos import runner  # imported lazily: only this command needs confluent-kafka
 
-    return runner.main(duration=args.duration, nemesis_faults=args.nemesis, seed=args.seed, data_dir=args.data_dir)
+    return runner.main(duration=args.duration, nemesis_faults=args.nemesis, seed=args.seed, data_dir=args.data_dir,
+                       security=args.security)
 
 
 def cmd_crash_loop(args: argparse.Namespace) -> int:
@@ -359,6 +360,9 @@ def build_parser() -> argparse.ArgumentParser:
     chaos.add_argument("--seed", type=int, help="seed of the fault schedule (default: random, printed)")
     chaos.add_argument("--data-dir", type=Path, help="cluster directory, kept (default: a temporary one, "
                        "removed unless the run fails)")
+    chaos.add_argument("--security", choices=["plaintext", "sasl_ssl"], default="plaintext",
+                       help="sasl_ssl: every link of the cluster over TLS, the clients logging in with "
+                       "SCRAM-SHA-512 (default: %(default)s)")
     chaos.set_defaults(func=cmd_chaos)
 
     crash = commands.add_parser("crash-loop", help="SIGKILL brokers over and over under heavy writes, tearing "

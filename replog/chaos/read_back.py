@@ -29,9 +29,11 @@ def high_watermark(consumer: confluent_kafka.Consumer, partition: int) -> int:
             time.sleep(CONSUME_POLL_S)  # librdkafka refreshes its metadata meanwhile
 
 
-def read_all(bootstrap: str, report: ChaosReport) -> dict[int, list[tuple[int, str]]]:
-    """Every partition from offset 0 up to its high watermark: (offset, value) in the order read."""
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, **CONSUMER_CONFIG,
+def read_all(bootstrap: str, report: ChaosReport,
+             security: dict[str, str] | None = None) -> dict[int, list[tuple[int, str]]]:
+    """Every partition from offset 0 up to its high watermark: (offset, value) in the order read. security:
+    librdkafka's security keys for a secured cluster."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, **CONSUMER_CONFIG, **(security or {}),
                                          "group.id": "replog-chaos-checker", "enable.partition.eof": True})
     try:
         for partition in ASSIGNMENT:

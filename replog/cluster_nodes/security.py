@@ -19,8 +19,6 @@ Every private key and secret file is written mode 0600.
 """
 
 import base64
-import datetime
-import ipaddress
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,6 +26,7 @@ from pathlib import Path
 
 from ..client.security import ClientSecurity, load_command_config
 from ..harness.processes import HOST
+from ..harness.tls_material import cert_pem, issue, key_pem, make_ca
 from ..log.checkpoint import write_atomically
 from ..server.scram_credentials import salted_password
 from .manifest import ClusterManifest
@@ -38,7 +37,6 @@ CLIENT_PROPERTIES = "client.properties"
 ADMIN_USER = "admin"
 ADMIN_MECHANISM = "SCRAM-SHA-512"
 ADMIN_ITERATIONS = 8192
-CERTIFICATE_DAYS = 825  # the longest validity clients still accept for a leaf certificate
 _KEY_MODE, _PUBLIC_MODE = 0o600, 0o644
 
 
@@ -58,22 +56,22 @@ def secure_cluster(manifest: ClusterManifest, mode: str) -> SecuredCluster:
         return SecuredCluster({}, {})
     tls = manifest.root / TLS_DIR
     tls.mkdir(parents=True, exist_ok=True)
-    ca_key, ca_cert = _make_ca()
-    ca_pem = _write(tls / "ca.pem", _cert_pem(ca_cert), _PUBLIC_MODE)
+    ca_key, ca_cert = make_ca()
+    ca_pem = _write(tls / "ca.pem", cert_pem(ca_cert), _PUBLIC_MODE)
     node_properties: dict[str, dict[str, str]] = {}
     for node in manifest.nodes:
-        key, cert = _issue(ca_key, ca_cert, node.name, server=True)
-        keystore = _write(tls / f"{node.name}.pem", _key_pem(key) + _cert_pem(cert) + _cert_pem(ca_cert), _KEY_MODE)
+        key, cert = issue(ca_key, ca_cert, node.name, hosts=(HOST, "localhost"))
+        keystore = _write(tls / f"{node.name}.pem", key_pem(key) + cert_pem(cert) + cert_pem(ca_cert), _KEY_MODE)
         node_properties[node.name] = _tls_properties(keystore, ca_pem)
     for broker in manifest.brokers:
         node_properties[broker.name] |= _broker_properties(mode, broker.port)
     for controller in manifest.controllers:
         node_properties[controller.name]["security.inter.broker.protocol"] = mode.upper()
     if mode == "ssl":
-        key, cert = _issue(ca_key, ca_cert, ADMIN_USER, server=False)
+        key, cert = issue(ca_key, ca_cert, ADMIN_USER)
         client = {"security.protocol": "SSL", "ssl.ca.location": str(ca_pem),
-                  "ssl.certificate.location": str(_write(tls / "admin.crt", _cert_pem(cert), _PUBLIC_MODE)),
-                  "ssl.key.location": str(_write(tls / "admin.key", _key_pem(key), _KEY_MODE))}
+                  "ssl.certificate.location": str(_write(tls / "admin.crt", cert_pem(cert), _PUBLIC_MODE)),
+                  "ssl.key.location": str(_write(tls / "admin.key", key_pem(key), _KEY_MODE))}
         return SecuredCluster(node_properties, client)
     password = secrets.token_urlsafe(24)
     salt = secrets.token_bytes(32)
@@ -128,62 +126,3 @@ def _broker_properties(mode: str, port: int) -> dict[str, str]:
 def _write(path: Path, data: bytes, mode: int) -> Path:
     write_atomically(path, data, mode)
     return path
-
-
-def _make_ca():
-    from cryptography import x509  # here, not at import: only secured clusters need it
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "replog local cluster CA")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=CERTIFICATE_DAYS))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                         content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                         key_agreement=False, encipher_only=False, decipher_only=False),
-                           critical=True)
-            .sign(key, hashes.SHA256()))
-    return key, cert
-
-
-def _issue(ca_key, ca_cert, common_name: str, *, server: bool):
-    """A leaf certificate: for a node (server=True: 127.0.0.1 and localhost as subject alternative names, what
-    clients check the host against; also a client certificate, for mTLS between nodes) or for a client (the
-    subject is its principal)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.UTC)
-    builder = (x509.CertificateBuilder()
-               .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
-               .issuer_name(ca_cert.subject).public_key(key.public_key())
-               .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-               .not_valid_after(now + datetime.timedelta(days=CERTIFICATE_DAYS))
-               .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-               .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
-                                                    if server else [ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False))
-    if server:
-        builder = builder.add_extension(x509.SubjectAlternativeName([
-            x509.IPAddress(ipaddress.ip_address(HOST)), x509.DNSName("localhost")]), critical=False)
-    return key, builder.sign(ca_key, hashes.SHA256())
-
-
-def _key_pem(key) -> bytes:
-    from cryptography.hazmat.primitives import serialization
-
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
-
-
-def _cert_pem(cert) -> bytes:
-    from cryptography.hazmat.primitives import serialization
-
-    return cert.public_bytes(serialization.Encoding.PEM)
