@@ -23,10 +23,11 @@ from replog.client.admin import Admin
 from replog.client.errors import KafkaError as ReplogKafkaError
 from replog.client.scram_admin import ScramUpsertion, alter_user_scram_credentials
 from replog.client.security import ClientSecurity, SaslCredentials
+from replog.controller.scram import change_records
 from replog.controller.server import ClusterController, ControllerConfig
 from replog.harness.broker_process import BrokerProcess
 from replog.harness.local_cluster import FAST_REPLICATION
-from replog.server.scram_credentials import parse_bootstrap_credentials
+from replog.server.scram_credentials import Deletion, parse_bootstrap_credentials
 
 HOST = "127.0.0.1"
 ADMIN_PASSWORD = "admin-" + secrets.token_hex(8)
@@ -165,3 +166,33 @@ def configs_round_trip(port, tmp_path, capsys):
 async def test_client_commands_without_the_command_config_cannot_get_in(cluster):
     _, port = cluster
     assert await asyncio.to_thread(replog_main, ["topics", "list", "--bootstrap-server", f"{HOST}:{port}"]) == 1
+
+
+async def test_bootstrap_credentials_are_written_once_and_survive_restarts(tmp_path):
+    """As `kafka-storage format --add-scram`: the first start writes them; a restart replays them from the log,
+    and a changed bootstrap.scram.credentials changes nothing, nor brings back a user deleted since."""
+    first = tuple(parse_bootstrap_credentials("SCRAM-SHA-512=[name=admin,password=first]"))
+    second = tuple(parse_bootstrap_credentials("SCRAM-SHA-512=[name=admin,password=second],"
+                                               "SCRAM-SHA-256=[name=other,password=x]"))
+
+    async def started(credentials) -> ClusterController:
+        controller = ClusterController(ControllerConfig(inter_broker_secret="s", metadata_log_dir=tmp_path / "meta",
+                                                        bootstrap_scram_credentials=credentials))
+        await controller.start()
+        return controller
+
+    controller = await started(first)
+    written = controller.metadata.scram.scram_credential("SCRAM-SHA-512", "admin")
+    assert written == first[0][2]
+    await controller.stop()
+    controller = await started(second)
+    try:
+        assert controller.metadata.scram.items() == [("SCRAM-SHA-512", "admin", written)]
+        controller.commit_records(change_records([Deletion("admin", 2)]))  # as AlterUserScramCredentials does
+    finally:
+        await controller.stop()
+    controller = await started(first)
+    try:
+        assert controller.metadata.scram.items() == []
+    finally:
+        await controller.stop()
