@@ -48,6 +48,8 @@ def parse_add_config(text: str) -> dict[str, str]:
 
 async def _configs(args: argparse.Namespace) -> int:
     if args.entity_type == "users":
+        if args.entity_default or args.all:
+            raise ValueError("--entity-default and --all apply to topics and brokers, not users")
         return await _user_configs(args)
     resource_type = cluster_admin.TOPIC if args.entity_type == "topics" else cluster_admin.BROKER
     name = "" if args.entity_default else args.entity_name
