@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 from replog.log.dynamic_configs import topic_configs_error
 from replog.log.partition_log import TopicPartition
 from replog.protocol.topics import topic_name_error
+from replog.security.authorizer import AclIndex
 from replog.server.scram_credentials import ScramCredentialTable
 
 from .registry import (
@@ -105,6 +106,8 @@ class ClusterMetadata:
         self.scram = ScramCredentialTable()
         # The cluster's first records (the admin's credential) are in the log: written once, on first start.
         self.bootstrapped = False
+        # The ACL bindings every broker's authorizer decides on (KRaft's AccessControlEntryRecords).
+        self.acls = AclIndex()
 
     # ----------------------------------------------------------------------------------------- brokers
 

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
+from replog.security.acls import AclBinding
 from replog.server.sasl import ScramCredential
 
 from .cluster import BrokerRegistration, ClusterMetadata, ControllerError, TopicRegistration
@@ -69,6 +70,15 @@ def remove_scram_credential_record(mechanism: str, user: str) -> Record:
 def bootstrap_record() -> Record:
     """Marks the cluster's first records (bootstrap.scram.credentials) as written: never again."""
     return {"type": "bootstrap"}
+def acl_record(binding: AclBinding) -> Record:
+    """A binding created (KRaft's AccessControlEntryRecord). A binding is its own identity: replog keeps
+    each once, as Kafka ignores the creation of one that exists."""
+    return {"type": "acl", "binding": binding.to_json()}
+
+
+def remove_acl_record(binding: AclBinding) -> Record:
+    """A binding deleted (KRaft's RemoveAccessControlEntryRecord)."""
+    return {"type": "remove_acl", "binding": binding.to_json()}
 
 
 def new_topic_records(topic: TopicRegistration) -> list[Record]:
@@ -84,6 +94,7 @@ def snapshot_records(controller_epoch: int, metadata: ClusterMetadata) -> list[R
     records += [scram_credential_record(m, user, c) for m, user, c in metadata.scram.items()]
     for topic in metadata.topics.values():
         records += new_topic_records(topic)
+    records += [acl_record(binding) for binding in sorted(metadata.acls)]
     return records
 
 
@@ -114,6 +125,10 @@ def replay(records: Iterable[Record], metadata: ClusterMetadata) -> int:
                 metadata.scram.remove(record["mechanism"], record["name"])
             elif kind == "bootstrap":
                 metadata.bootstrapped = True
+            elif kind == "acl":
+                metadata.acls.add(AclBinding.from_json(record["binding"]))
+            elif kind == "remove_acl":
+                metadata.acls.remove(AclBinding.from_json(record["binding"]))
             else:
                 raise CorruptMetadataError(f"unknown record type {kind!r}")
         except (KeyError, TypeError, ValueError, AssertionError, ControllerError) as e:

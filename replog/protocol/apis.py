@@ -28,6 +28,9 @@ class ApiKey(enum.IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -107,6 +110,10 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         # SCRAM credentials in the metadata log (KIP-554); v0 is the only version.
         ApiSpec(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, 0),
         ApiSpec(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, 0),
+        # ACLs (issue 17): v0, before pattern types (KIP-290), is gone from Kafka 4 (KIP-896) and from kio.
+        ApiSpec(ApiKey.DESCRIBE_ACLS, 1, 3, 2),
+        ApiSpec(ApiKey.CREATE_ACLS, 1, 3, 2),
+        ApiSpec(ApiKey.DELETE_ACLS, 1, 3, 2),
         ApiSpec(ApiKey.LEADER_AND_ISR, 7, 7, 4),
         ApiSpec(ApiKey.STOP_REPLICA, 4, 4, 2),
         ApiSpec(ApiKey.UPDATE_METADATA, 8, 8, 6),
