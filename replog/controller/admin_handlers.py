@@ -1,5 +1,6 @@
 """The controller's handlers for the admin requests brokers forward (KIP-590): AlterConfigs (33) v0-2,
-IncrementalAlterConfigs (44) v0-1, CreatePartitions (37) v0-3. Like CreateTopics, only the inter-broker
+IncrementalAlterConfigs (44) v0-1, CreatePartitions (37) v0-3, ElectLeaders (43) v0-2,
+AlterUserScramCredentials (51) v0. Like CreateTopics, only the inter-broker
 principal may send them; the broker relays the answer to its client unchanged."""
 
 import logging
@@ -11,8 +12,9 @@ from replog.log.dynamic_configs import InvalidConfigError, resources_of_request
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
 from replog.server.dispatch import RequestContext
+from replog.server.scram_credentials import Deletion, Upsertion
 
-from . import admin
+from . import admin, scram
 from .cluster import ControllerError
 from .elections import ElectionType
 from .propagation import PropagationError
@@ -20,7 +22,7 @@ from .propagation import PropagationError
 log = logging.getLogger(__name__)
 
 ADMIN_APIS = frozenset({ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.CREATE_PARTITIONS,
-                        ApiKey.ELECT_LEADERS})
+                        ApiKey.ELECT_LEADERS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS})
 
 
 def config_responses(resources, outcomes) -> list[dict]:
@@ -99,3 +101,23 @@ def election_response(error: ErrorCode, answers: dict) -> dict:
                                                "error_message": message})
     return {"throttle_time": 0, "error_code": error, "replica_election_results": [
         {"topic": topic, "partition_result": results} for topic, results in by_topic.items()]}
+
+
+async def handle_alter_user_scram_credentials(ctx: RequestContext, target: admin.AdminTarget) -> list:
+    request = decode_request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ctx.api_version, ctx.frame, ctx.body_offset)
+    deletions = [Deletion(d.name, int(d.mechanism)) for d in request.deletions]
+    upsertions = [Upsertion(u.name, int(u.mechanism), int(u.iterations), bytes(u.salt), bytes(u.salted_password))
+                  for u in request.upsertions]
+    error = None
+    if not ctx.session.cluster_action:
+        error = (ErrorCode.cluster_authorization_failed, "not a broker")
+    elif not target.active:
+        error = (ErrorCode.not_controller, "not the active controller")
+    if error is not None:
+        users = dict.fromkeys(c.name for c in (*deletions, *upsertions))
+        results = [{"user": user, "error_code": error[0], "error_message": error[1]} for user in users]
+    else:
+        results = [{"user": r.user, "error_code": r.error_code, "error_message": r.error_message}
+                   for r in await scram.alter_credentials(target, deletions, upsertions)]
+    body = {"throttle_time": 0, "results": results}
+    return [encode_response(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ctx.api_version, body)]

@@ -27,7 +27,13 @@ from replog.server.dispatch import Handler, RequestContext
 from replog.server.handlers import shared_handlers
 
 from .acl_handlers import ACL_APIS, handle_create_acls, handle_delete_acls
-from .admin_handlers import ADMIN_APIS, handle_alter_configs, handle_create_partitions, handle_elect_leaders
+from .admin_handlers import (
+    ADMIN_APIS,
+    handle_alter_configs,
+    handle_alter_user_scram_credentials,
+    handle_create_partitions,
+    handle_elect_leaders,
+)
 from .cluster import ClusterMetadata, ControllerError, TopicRegistration, alter_partition_error
 from .describe_cluster import handle_describe_cluster
 from .heartbeats import HeartbeatAnswer
@@ -208,6 +214,8 @@ def build_handlers(controller: ControllerApis, inter_broker_secret: str,
         ApiKey.INCREMENTAL_ALTER_CONFIGS: functools.partial(handle_alter_configs, target=controller),
         ApiKey.CREATE_PARTITIONS: functools.partial(handle_create_partitions, target=controller),
         ApiKey.ELECT_LEADERS: functools.partial(handle_elect_leaders, target=controller),
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: functools.partial(handle_alter_user_scram_credentials,
+                                                               target=controller),
         ApiKey.CREATE_ACLS: functools.partial(handle_create_acls, target=controller),
         ApiKey.DELETE_ACLS: functools.partial(handle_delete_acls, target=controller),
         ApiKey.DESCRIBE_CLUSTER: functools.partial(handle_describe_cluster, view=controller),
