@@ -22,11 +22,13 @@ class ControllerGauges:
     controller_epoch: int
 
 
-def controller_gauges(metadata: ClusterMetadata, controller_epoch: int) -> ControllerGauges:
+def controller_gauges(metadata: ClusterMetadata, controller_epoch: int, active: bool) -> ControllerGauges:
+    """The gauges of one controller; every controller replays the same metadata, so only
+    ActiveControllerCount tells the active one from the standbys (1 against 0, as Kafka's)."""
     partitions = [p for topic in metadata.topics.values() for p in topic.partitions.values()]
     brokers = metadata.brokers.values()
     return ControllerGauges(
-        active_controller_count=1,  # one controller, always active while it runs (no quorum yet)
+        active_controller_count=int(active),
         offline_partitions_count=sum(1 for p in partitions if not p.has_leader),
         global_partition_count=len(partitions),
         global_topic_count=len(metadata.topics),
@@ -37,14 +39,14 @@ def controller_gauges(metadata: ClusterMetadata, controller_epoch: int) -> Contr
     )
 
 
-def controller_snapshot(metadata: ClusterMetadata, controller_epoch: int) -> tuple[str, dict]:
+def controller_snapshot(metadata: ClusterMetadata, controller_epoch: int, active: bool) -> tuple[str, dict]:
     """The `controller` dump line's fields."""
     brokers = [
         {"broker_id": b.broker_id, "fenced": b.fenced, "in_controlled_shutdown": b.in_controlled_shutdown,
          "broker_epoch": b.epoch}
         for b in sorted(metadata.brokers.values(), key=lambda b: b.broker_id)
     ]
-    return "controller", {"controller": asdict(controller_gauges(metadata, controller_epoch)), "brokers": brokers}
+    return "controller", {"controller": asdict(controller_gauges(metadata, controller_epoch, active)), "brokers": brokers}
 
 
 class ControllerCollector(Collector):
@@ -52,7 +54,8 @@ class ControllerCollector(Collector):
         self._controller = controller
 
     def collect(self) -> Iterator:
-        gauges = controller_gauges(self._controller.metadata, self._controller.controller_epoch)
+        controller = self._controller
+        gauges = controller_gauges(controller.metadata, controller.controller_epoch, controller.active)
         for attribute, name, help_ in (
             ("active_controller_count", "activecontrollercount", "1 on the active controller"),
             ("offline_partitions_count", "offlinepartitionscount", "Partitions without a leader"),

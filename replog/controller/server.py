@@ -126,7 +126,7 @@ class ClusterController(QuorumRoles):
         self.metrics_service = MetricsService(
             config.metrics, node_id=config.controller_id, role="controller", data_dir=config.metadata_log_dir,
             collector=ControllerCollector(self),
-            snapshot=lambda now_ms: controller_snapshot(self.metadata, self.controller_epoch))
+            snapshot=lambda now_ms: controller_snapshot(self.metadata, self.controller_epoch, self.active))
         await self.metrics_service.start()
         dispatcher = Dispatcher(build_handlers(self, config.inter_broker_secret, self._log.shell.handlers()),
                                 unsupported_version_body, api_specs=CONTROLLER_API_SPECS)

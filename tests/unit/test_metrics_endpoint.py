@@ -27,13 +27,21 @@ def metadata_with_a_leaderless_partition() -> ClusterMetadata:
 
 def test_controller_gauges_count_offline_partitions_and_fenced_brokers():
     metadata = metadata_with_a_leaderless_partition()
-    gauges = controller_gauges(metadata, controller_epoch=4)
+    gauges = controller_gauges(metadata, controller_epoch=4, active=True)
     assert (gauges.offline_partitions_count, gauges.global_partition_count, gauges.global_topic_count) == (1, 3, 2)
     assert (gauges.fenced_broker_count, gauges.active_broker_count, gauges.active_controller_count) == (1, 2, 1)
     assert gauges.preferred_replica_imbalance_count == 1  # solo-0: its preferred replica, 3, leads nothing
-    kind, fields = controller_snapshot(metadata, 4)
+    kind, fields = controller_snapshot(metadata, 4, active=True)
     assert kind == "controller" and fields["controller"]["controller_epoch"] == 4
     assert [b["fenced"] for b in fields["brokers"]] == [False, False, True]
+
+
+def test_a_standby_controller_reports_no_active_controller_and_the_same_partition_gauges():
+    metadata = metadata_with_a_leaderless_partition()
+    standby, active = (controller_gauges(metadata, controller_epoch=4, active=a) for a in (False, True))
+    assert (standby.active_controller_count, active.active_controller_count) == (0, 1)
+    assert standby.offline_partitions_count == active.offline_partitions_count == 1
+    assert controller_snapshot(metadata, 4, active=False)[1]["controller"]["active_controller_count"] == 0
 
 
 async def http_get(port: int, request: bytes) -> bytes:
@@ -48,7 +56,7 @@ async def http_get(port: int, request: bytes) -> bytes:
 async def test_get_metrics_serves_prometheus_text_and_other_paths_are_not_found():
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ControllerCollector(SimpleNamespace(metadata=metadata_with_a_leaderless_partition(),
-                                                          controller_epoch=2)))
+                                                          controller_epoch=2, active=True)))
     server = await start_metrics_server("127.0.0.1", 0, registry)
     port = server.sockets[0].getsockname()[1]
     try:
