@@ -91,6 +91,9 @@ def cmd_cluster(args: argparse.Namespace) -> int:
             print(f"node {args.node_id}: {control.stop_node(args.data_dir, args.node_id)}")
         elif args.cluster_command == "kill-node":
             print(f"node {args.node_id}: {control.kill_node(args.data_dir, args.node_id)}")
+        elif args.cluster_command == "add-broker":
+            node = control.add_broker(args.data_dir)
+            print(f"broker {node.id}: started (pid {node.pid}), serving on port {node.port}; every broker lists it")
         else:
             node = control.start_node(args.data_dir, args.node_id)
             print(f"node {node.id}: started (pid {node.pid}), serving on port {node.port}")
@@ -314,6 +317,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "do").add_argument("--json", action="store_true",
                                           help="print the nodes and the quorum as one JSON object (default: a table)")
     cluster.add_parser("down", help="SIGTERM the brokers, then the controllers; idempotent")
+    cluster.add_parser("add-broker", help="start one more broker (the next id, configured as broker 1) that "
+                       "joins the cluster; move partitions onto it with `replog reassign`")
     for action, what in [("stop-node", "SIGTERM a node and wait until it exits"), ("kill-node", "SIGKILL a node"),
                          ("start-node", "start a stopped node again with its id, port and data")]:  # fmt: skip
         cluster.add_parser(action, help=what).add_argument(

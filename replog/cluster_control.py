@@ -39,9 +39,17 @@ from .cluster_nodes.nodes import (
     wait_until_registered,
     wait_until_serving,
 )
-from .cluster_nodes.plan import DEFAULT_CONTROLLERS, base_ports, format_properties, plan_cluster
+from .cluster_nodes.plan import (
+    DEFAULT_CONTROLLERS,
+    added_broker_properties,
+    base_ports,
+    format_properties,
+    node_argv,
+    plan_cluster,
+)
 from .cluster_nodes.quorum_report import quorum_json, table
 from .cluster_nodes.security import (
+    CLIENT_PROPERTIES,
     apply_security,
     cluster_client_security,
     secure_cluster,
@@ -51,6 +59,7 @@ from .harness.metrics_layout import METRICS_DIR
 from .harness.probes import answers_api_versions
 from .harness.processes import HOST, StopOutcome, is_running_as, listening_socket, read_ready_file
 from .log.checkpoint import write_atomically
+from .server.properties import read_properties
 
 READY_TIMEOUT_S = 30.0
 
@@ -210,6 +219,44 @@ def kill_node(root: str | Path, node_id: int) -> StopOutcome:
         return kill_nodes([node])[node.name]
     finally:
         save_manifest(manifest)
+
+
+def add_broker(root: str | Path, timeout: float = READY_TIMEOUT_S) -> Node:
+    """Start a broker with the next id, configured as the first broker is, so the cluster grows (partitions
+    move onto it with `replog reassign`); returns once every broker's metadata lists it."""
+    manifest = load_manifest(root)
+    if not manifest.brokers:
+        raise ClusterError(f"{manifest.root / CLUSTER_FILE} lists no broker to copy the configuration from")
+    if (manifest.root / CLIENT_PROPERTIES).exists():  # written by `cluster up --security`
+        # The CA's key is not kept (DIR/tls/ holds only its certificate), so no new node certificate can be
+        # issued; a secured cluster is made at its final size.
+        raise ClusterError("add-broker works on PLAINTEXT clusters only: a secured cluster keeps no CA key to "
+                           "issue the new broker's certificate")
+    template = read_properties(manifest.config_path(manifest.brokers[0]), [])
+    listener = _hold_listeners([0])[0]
+    try:
+        node_id = max(b.id for b in manifest.brokers) + 1
+        node = Node(node_id, Role.BROKER, listener.getsockname()[1], manifest.root / f"broker-{node_id}", [])
+        node.argv = node_argv(Role.BROKER, manifest.config_path(node))
+        write_atomically(manifest.config_path(node),
+                         format_properties(added_broker_properties(template, manifest.root, node)).encode(), 0o600)
+        manifest.brokers.append(node)
+        _start_added(manifest, node, listener, time.monotonic() + timeout)
+    finally:
+        listener.close()  # the broker has its own copy
+    return node
+
+
+def _start_added(manifest: ClusterManifest, node: Node, listener: socket.socket, deadline: float) -> None:
+    try:
+        launch(manifest, node, listener)
+        save_manifest(manifest)  # recorded before waiting, so `down` finds the broker even if we are interrupted
+        wait_until_serving(manifest, [node], deadline)
+        asyncio.run(wait_until_registered(manifest, deadline))
+    except BaseException:
+        kill_nodes([node])
+        save_manifest(manifest)
+        raise
 
 
 def start_node(root: str | Path, node_id: int, timeout: float = READY_TIMEOUT_S) -> Node:

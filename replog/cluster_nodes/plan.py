@@ -78,6 +78,18 @@ def broker_properties(
     }
 
 
+def added_broker_properties(template: Mapping[str, str], root: Path, node: Node) -> dict[str, str]:
+    """`cluster add-broker`: an existing broker's properties (its overrides, the controllers, the secret) with
+    the new broker's identity, port and directories."""
+    return {
+        **template,
+        "node.id": str(node.id),
+        "listeners": f"PLAINTEXT://{HOST}:{node.port}",
+        "log.dirs": str(node.data_dir),
+        **metrics_properties(root, node.name, 0),
+    }
+
+
 def format_properties(props: Mapping[str, str]) -> str:
     for key, value in props.items():
         if "\n" in key or "\n" in value or "\r" in key or "\r" in value:

@@ -11,7 +11,7 @@ import pytest
 
 from replog.client.cluster import BrokerInfo
 from replog.client.quorum_admin import QuorumInfo, ReplicaState
-from replog.cluster_control import ClusterStatus, NodeStatus, format_status, status_json
+from replog.cluster_control import ClusterStatus, NodeStatus, add_broker, format_status, status_json
 from replog.cluster_nodes.manifest import (
     CLUSTER_FILE,
     ClusterError,
@@ -22,7 +22,13 @@ from replog.cluster_nodes.manifest import (
     save_manifest,
 )
 from replog.cluster_nodes.nodes import stop_nodes
-from replog.cluster_nodes.plan import CONTROLLER_ID, base_ports, format_properties, plan_cluster
+from replog.cluster_nodes.plan import (
+    CONTROLLER_ID,
+    added_broker_properties,
+    base_ports,
+    format_properties,
+    plan_cluster,
+)
 from replog.harness.processes import StopOutcome, is_running_as, process_cmdline
 from replog.server.properties import parse_properties
 
@@ -293,3 +299,22 @@ def test_plan_of_three_controllers_makes_them_voters_and_the_brokers_bootstrap_f
 def test_plan_bounds_the_controller_count(tmp_path, controllers):
     with pytest.raises(ValueError, match="--controllers"):
         plan_cluster(tmp_path, 1, [41000] * (controllers + 1), controllers=controllers)
+
+
+def test_added_broker_properties_keep_the_overrides_and_take_the_new_identity(tmp_path):
+    manifest, properties = plan(tmp_path, broker_overrides={"num.partitions": "6"})
+    new = Node(4, Role.BROKER, 19100, tmp_path / "broker-4", [])
+    added = added_broker_properties(properties["broker-1"], tmp_path, new)
+    assert (added["node.id"], added["listeners"], added["log.dirs"]) == (
+        "4", "PLAINTEXT://127.0.0.1:19100", str(tmp_path / "broker-4"))
+    assert added["metrics.port"] == "0" and added["metrics.dump.dir"].endswith("broker-4")
+    for kept in ("num.partitions", "inter.broker.secret", "controller.quorum.bootstrap.servers"):
+        assert added[kept] == properties["broker-1"][kept]
+
+
+def test_add_broker_refuses_a_secured_cluster_it_cannot_issue_a_certificate_for(tmp_path):
+    manifest, _ = plan(tmp_path)
+    save_manifest(manifest)
+    (tmp_path / "client.properties").write_text("security.protocol=SSL\nssl.ca.location=/nonexistent/ca.pem\n")
+    with pytest.raises(ClusterError, match="PLAINTEXT clusters only"):
+        add_broker(tmp_path)
