@@ -24,7 +24,14 @@ from replog.server import api_versions
 from replog.server.dispatch import Handler, RequestContext
 from replog.server.handlers import shared_handlers
 
-from .admin_handlers import ADMIN_APIS, handle_alter_configs, handle_create_partitions, handle_elect_leaders
+from .admin_handlers import (
+    ADMIN_APIS,
+    handle_alter_configs,
+    handle_alter_partition_reassignments,
+    handle_create_partitions,
+    handle_elect_leaders,
+    handle_list_partition_reassignments,
+)
 from .cluster import ClusterMetadata, ControllerError, TopicRegistration, alter_partition_error
 from .heartbeats import HeartbeatAnswer
 from .propagation import PropagationError
@@ -203,6 +210,10 @@ def build_handlers(controller: ControllerApis, inter_broker_secret: str,
         ApiKey.INCREMENTAL_ALTER_CONFIGS: functools.partial(handle_alter_configs, target=controller),
         ApiKey.CREATE_PARTITIONS: functools.partial(handle_create_partitions, target=controller),
         ApiKey.ELECT_LEADERS: functools.partial(handle_elect_leaders, target=controller),
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: functools.partial(handle_alter_partition_reassignments,
+                                                                target=controller),
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: functools.partial(handle_list_partition_reassignments,
+                                                               target=controller),
     }
     assert set(handlers) == CONTROLLER_APIS
     return handlers

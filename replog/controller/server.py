@@ -60,6 +60,7 @@ from .leadership import elect_offline_partitions, preferred_leader_elections, wi
 from .metrics import ControllerCollector, controller_snapshot
 from .propagation import Delivery, PropagationError, Propagator
 from .quorum import QuorumMetadataLog, controller_quorum_config
+from .reassignment_ops import send_moves
 from .registry import PartitionRegistration
 from .state_machines import ClusterStates, PartitionReplica, ReplicaState
 
@@ -508,8 +509,13 @@ class ClusterController(QuorumRoles):
             return alter_partition_error(ErrorCode.not_controller)
         decision = self.metadata.decide_alter_partition(request, version)
         if decision.changes:
+            before = [self.metadata.registration(p.topic, p.partition) for p in decision.changes]
             self._log.append([records.partition_record(p) for p in decision.changes])
             self.metadata.apply(decision.changes)
+            # The changes that completed a reassignment (KIP-455) move replicas and maybe the leader.
+            moves = [(b, a) for b, a in zip(before, decision.changes, strict=True) if b.is_reassigning]
+            if moves:
+                self._spawn(send_moves(self.metadata, self.states, self.propagator, moves))
             self._metadata_push_needed.set()
         return decision.response
 

@@ -34,6 +34,7 @@ from . import (
     offset_delete,
     offset_fetch,
     offset_for_leader_epoch,
+    partition_reassignments,
     produce,
     stop_replica,
     sync_group,
@@ -79,6 +80,8 @@ _ADMIN_APIS = {
     ApiKey.CREATE_PARTITIONS: create_partitions,
     ApiKey.ELECT_LEADERS: elect_leaders,
     ApiKey.DESCRIBE_CLUSTER: describe_cluster,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: partition_reassignments,
 }
 BROKER_APIS = (frozenset(_REPLICA_APIS) | frozenset(_TOPIC_APIS) | frozenset(_CONTROL_APIS) | frozenset(_GROUP_APIS)
                | frozenset(_ADMIN_APIS)
