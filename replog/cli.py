@@ -1,5 +1,6 @@
 """The `replog` command line: the parser, and the commands that run servers, clusters, benchmarks and tools;
-the client commands are in cli_clients.py and the admin ones in cli_admin.py. Kafka's flag names throughout."""
+the client commands are in cli_clients.py, the admin ones in cli_admin.py and cli_reassign.py. Kafka's flag
+names throughout."""
 
 import argparse
 import asyncio
@@ -13,6 +14,7 @@ from . import cli_clients
 from .analytics import job as analyze_job
 from .cli_admin import add_admin_commands
 from .cli_clients import EXIT_ERROR, EXIT_OK, properties
+from .cli_reassign import add_reassign_command
 from .client.errors import KafkaError
 from .client.quorum_admin import describe_quorum, parse_controllers
 from .cluster_nodes.quorum_report import format_quorum_replication, format_quorum_status
@@ -321,6 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
     describe.set_defaults(func=lambda a: asyncio.run(_metadata_quorum(a)))
 
     add_admin_commands(commands, _bootstrap)
+    add_reassign_command(commands, _bootstrap)
 
     analyze = commands.add_parser("analyze", help="analyse metrics dumps with PySpark: tables, plots, report",
                                   description="Analyse metrics dumps (docs/metrics-dumps.md) with PySpark: "
