@@ -17,6 +17,7 @@ from pathlib import Path
 from kio.schema.errors import ErrorCode
 
 from replog.fetcher.manager import InitialFetchState, LeaderInfo, ReplicaFetcherManager
+from replog.fetcher.replication_quota import ReplicationQuota
 from replog.log.config import LogConfig
 from replog.log.errors import LogError, OffsetOutOfRangeError, StorageError
 from replog.log.log_manager import LogManager, NewLog
@@ -95,6 +96,10 @@ class ReplicaManager:
         self._alter_isr = alter_isr or _no_followers_without_controller
         self.metrics = metrics or BrokerMetrics(node_id)
         self.controller_epoch = -1
+        # The leader-side replication throttle (KIP-73; None: none): the broker configures it from the dynamic
+        # configs, reads of throttled partitions by followers not in the ISR honour it.
+        self.leader_quota: ReplicationQuota | None = None
+        self.follower_quota: ReplicationQuota | None = None  # the fetchers' own, kept here to be configured
         # Told (partition, leader epoch) when this broker becomes a partition's leader, (partition, None) when
         # it stops leading one: the group coordinator loads and unloads __consumer_offsets partitions by it.
         self.leadership_listener: Callable[[TopicPartition, int | None], None] | None = None
@@ -442,8 +447,11 @@ class ReplicaManager:
             if diverging is not None:
                 return PartitionReadResult(ErrorCode.none, None, partition.high_watermark, log_.log_start_offset,
                                            diverging_epoch=diverging)
-            result = partition.read(fetch_offset, max_bytes=max_bytes, from_follower=fetcher.is_follower,
-                                    min_one_batch=min_one_batch)
+            held_back = fetcher.is_follower and self.holds_back(partition, fetcher.replica_id)
+            # Kafka's shouldLeaderThrottle: while over the quota, no data for it (the follower's progress still
+            # counts below).
+            result = partition.read(fetch_offset, max_bytes=0 if held_back else max_bytes,
+                                    from_follower=fetcher.is_follower, min_one_batch=min_one_batch and not held_back)
         except OffsetOutOfRangeError:
             return PartitionReadResult(ErrorCode.offset_out_of_range, high_watermark=partition.high_watermark,
                                        log_start_offset=log_.log_start_offset)
@@ -461,7 +469,17 @@ class ReplicaManager:
             if hw_moved:
                 self._wake(partition.key, hw_moved=True)
             self.delete_records_purgatory.check_and_complete(partition.key)  # its log start may have moved
+            quota = self.leader_quota
+            if result.slice is not None and quota is not None and quota.is_throttled(topic, index):
+                quota.record(result.slice.length)
         return PartitionReadResult(ErrorCode.none, result, partition.high_watermark, log_.log_start_offset)
+
+    def holds_back(self, partition: Partition, replica_id: int) -> bool:
+        """Whether the leader throttle keeps a follower's fetch of `partition` empty now: throttled, the follower
+        not in the ISR, and the quota exceeded."""
+        quota = self.leader_quota
+        return (quota is not None and replica_id not in partition.state.isr
+                and quota.is_throttled(partition.topic, partition.index) and quota.is_quota_exceeded())
 
     def _report_leadership(self, key: TopicPartition, leader_epoch: int | None) -> None:
         if self.leadership_listener is not None:
