@@ -3,6 +3,7 @@
     .venv/bin/python -m pytest -q tests/sim                          # CI: seeds 0..999
     .venv/bin/python -m pytest -q tests/sim -k test_seeds --sim-seeds 20000   # more seeds
     .venv/bin/python -m pytest -q tests/sim -k test_seeds --sim-seed 4242     # replay one seed
+    .venv/bin/python -m pytest -q tests/sim -k test_seeds_with_reassignments --sim-seed 7  # with moves
 
 Seeds run on up to two worker processes; each seed is independent and runs alone, start to end. A failing
 seed fails test_seeds with the seed, the step and simulated time, the broken invariant, the last lines of
@@ -34,12 +35,26 @@ SIM_WORKERS = min(2, os.cpu_count() or 1)
 MAX_EXCLUDED_SHARE = 0.05
 
 
-def _run_or_describe(seed: int) -> Outcome | str:
+def _run_or_describe(seed: int, reassignments: bool = False) -> Outcome | str:
     """run_seed for a worker process: a failure comes back as its message (it names the seed)."""
     try:
-        return run_seed(seed)
+        return run_seed(seed, reassignments=reassignments)
     except SimulationFailure as failure:
         return str(failure)
+
+
+def _run_seeds(seeds: list[int], *, reassignments: bool) -> list[Outcome]:
+    workers = min(SIM_WORKERS, len(seeds))
+    flags = [reassignments] * len(seeds)
+    with concurrent.futures.ProcessPoolExecutor(workers) if workers > 1 else contextlib.nullcontext() as pool:
+        results = (pool.map(_run_or_describe, seeds, flags, chunksize=25) if pool is not None
+                   else map(_run_or_describe, seeds, flags))
+        outcomes = []
+        for result in results:
+            if isinstance(result, str):
+                pytest.fail(result, pytrace=False)
+            outcomes.append(result)
+    return outcomes
 
 
 def test_seeds(request):
@@ -51,14 +66,7 @@ def test_seeds(request):
                        for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
     # Seeds are independent, so they spread over the machine's cores; each one still runs alone, in order.
     workers = min(SIM_WORKERS, len(seeds))
-    with concurrent.futures.ProcessPoolExecutor(workers) if workers > 1 else contextlib.nullcontext() as pool:
-        results = (pool.map(_run_or_describe, seeds, chunksize=25) if pool is not None
-                   else map(_run_or_describe, seeds))
-        outcomes = []
-        for result in results:
-            if isinstance(result, str):
-                pytest.fail(result, pytrace=False)
-            outcomes.append(result)
+    outcomes = _run_seeds(seeds, reassignments=False)
     excluded = [o for o in outcomes if o.durability_excluded is not None]
     cpu_s = sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
                 for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) - cpu_before_s
@@ -74,6 +82,24 @@ def test_seeds(request):
         # The faults must actually happen, or every invariant holds trivially.
         assert sum(o.power_losses for o in outcomes) > len(outcomes) // 2
         assert sum(o.leader_epochs for o in outcomes) > 2 * len(outcomes)
+
+
+REASSIGNMENT_CI_SEEDS = 300
+
+
+def test_seeds_with_reassignments(request):
+    """The same faults, and partitions moved between the brokers meanwhile (KIP-455: replicas added, caught
+    up, the removed ones deleted; moves cancelled): every invariant holds, and the checker's reassignment
+    rule (reassignment_step) sees every step."""
+    only = request.config.getoption("--sim-seed")
+    count = request.config.getoption("--sim-seeds") or REASSIGNMENT_CI_SEEDS
+    outcomes = _run_seeds([only] if only is not None else list(range(count)), reassignments=True)
+    excluded = [o for o in outcomes if o.durability_excluded is not None]
+    print(f"\n{len(outcomes)} seeds with reassignments: {sum(o.reassignments for o in outcomes)} reassignments, "
+          f"{sum(o.acknowledged for o in outcomes)} acknowledged records, {len(excluded)} excluded from durability")
+    if only is None:
+        assert len(excluded) <= MAX_EXCLUDED_SHARE * len(outcomes), [o.seed for o in excluded]
+        assert sum(o.reassignments for o in outcomes) > len(outcomes)
 
 
 def test_replay_is_identical():
