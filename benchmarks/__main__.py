@@ -24,6 +24,7 @@ from . import (
     partition_scaling,
     peers,
     produce_throughput,
+    reassignment,
     replicated_latency,
     replicated_produce,
     startup,
@@ -34,7 +35,7 @@ from .plots import draw_plots
 BENCHMARKS = {
     m.NAME: m for m in (codec_kio_vs_handwritten, baselines, produce_throughput, consume_catchup,
                         replicated_produce, replicated_latency, follower_catchup, partition_scaling, failover, startup,
-                        analyze, peers, log_cleaning)
+                        analyze, peers, log_cleaning, reassignment)
 }  # fmt: skip
 
 

@@ -246,7 +246,10 @@ class ReplicaFetcher:
         now = self._clock_ms()
         ready = {tp: f for tp, f in self._partitions.items() if f.state.is_ready_to_fetch(now)}
         for tp in [tp for tp, f in ready.items() if self._throttled_out(tp, f)]:
-            self._back_off(ready.pop(tp), now)  # Kafka leaves it out of this fetch; it waits a back-off
+            # Kafka leaves it out and waits replica.fetch.backoff.ms; here no longer than until the rate is
+            # back under the bound, or a partition alone in its fetcher replicates well below the rate.
+            followed = ready.pop(tp)
+            followed.state = followed.state.delayed(now, min(self._config.backoff_ms, self._quota.ms_until_under()))
         sent = {tp: f.state for tp, f in ready.items()}
         if not sent:
             return False

@@ -91,6 +91,15 @@ class ReplicationQuota:
             elapsed += (self._windows - 1 - full_windows) * self._window_ms
         return sum(s.bytes for s in self._samples) * 1000 / elapsed
 
+    def ms_until_under(self) -> int:
+        """How long, with no more bytes recorded, until the rate is back at the bound (0 when it is)."""
+        if not self.is_quota_exceeded():
+            return 0
+        # Over the bound, the span needed (bytes / bound) is past the padding, so the real span counts; old
+        # windows expiring meanwhile can only make it sooner.
+        elapsed = self._clock_ms() - self._samples[0].start_ms
+        return max(1, int(sum(s.bytes for s in self._samples) * 1000 / self.bound) - elapsed)
+
     def _expire(self, now: int) -> None:
         horizon = now - self._windows * self._window_ms
         while self._samples and self._samples[0].start_ms <= horizon:

@@ -59,3 +59,15 @@ def test_a_steady_rate_reads_as_itself_once_the_windows_fill():
         if step == 29:  # 3 s in: read over the minimum 10 s span, as Kafka's Rate does
             assert quota.rate() == pytest.approx(1500, rel=0.1)
     assert quota.rate() == pytest.approx(5000, rel=0.1)
+
+
+def test_time_until_back_under_the_bound():
+    quota, now = _quota(windows=3)
+    quota.configure(1000, {}, "k", 1)
+    assert quota.ms_until_under() == 0
+    quota.record(3000)  # over the 2 s minimum span: 1500 B/s; back at 1000 B/s once 3 s have passed
+    assert quota.ms_until_under() == 3000
+    now[0] += 2000
+    assert quota.rate() == 1500 and quota.ms_until_under() == 1000
+    now[0] += 999
+    assert quota.rate() < 1001 and quota.ms_until_under() == 1
