@@ -128,6 +128,12 @@ async def measure(root: Path, volume: int, throttle: int, windows: int) -> tuple
         await cluster.controller.create_topic(TOPIC, {0: [1, 2]}, {"min.insync.replicas": "1"})
         await cluster.controller.create_topic(PROBE_TOPIC, {0: [1, 3]}, {"min.insync.replicas": "2"})
         await asyncio.to_thread(fill, cluster.brokers[1].bootstrap, volume)
+        # acks=1: broker 2 may still be copying; "before" must be a quiet cluster.
+        deadline = time.perf_counter() + MOVE_TIMEOUT_S
+        while log_bytes(cluster, 2) < log_bytes(cluster, 1):
+            if time.perf_counter() > deadline:
+                raise TimeoutError("broker 2 did not catch up with the filled partition")
+            await asyncio.sleep(POLL_INTERVAL_S)
         probe = Probe(cluster.bootstrap)
         probe.start()
         try:
