@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from replog.client import cluster_admin
-from replog.client.admin import Admin
+from replog.client.admin import Admin, NewTopic
 from replog.harness.local_cluster import LocalCluster
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -192,3 +192,24 @@ async def test_bad_targets_are_invalid_replica_assignment_with_a_message(cluster
         assert await reassign(cluster.bootstrap, {("kept", 0): target}) == {
             kafka.TopicPartition("kept", 0): kafka.errors.InvalidReplicationAssignmentError}
     assert cluster.controller.registration("kept", 0).replicas == (1, 2, 3)
+
+
+async def test_single_node_keeps_partitions_where_they_are(broker):
+    """One broker: a target of itself is accepted (nothing moves), anything else names an unknown broker,
+    there is never a reassignment to cancel or list."""
+    async with Admin(broker.bootstrap) as admin:
+        await admin.create_topics([NewTopic("alone")])
+        answers = await cluster_admin.alter_partition_reassignments(
+            admin, {("alone", 0): [1], ("alone", 1): [1], ("other", 0): [1]})
+        assert answers[("alone", 0)] == (0, None)
+        assert answers[("alone", 1)][0] == kafka.errors.UnknownTopicOrPartitionError.errno
+        assert answers[("other", 0)][0] == kafka.errors.UnknownTopicOrPartitionError.errno
+        for target, said in (([2], "broker 2, but no such broker is registered"), ([1, 1], "duplicate"),
+                             ([], "empty replica list")):
+            code, message = (await cluster_admin.alter_partition_reassignments(admin, {("alone", 0): target}))[
+                ("alone", 0)]
+            assert code == kafka.errors.InvalidReplicationAssignmentError.errno and said in message
+        cancelled = await cluster_admin.alter_partition_reassignments(admin, {("alone", 0): None})
+        assert cancelled[("alone", 0)][0] == kafka.errors.NoReassignmentInProgressError.errno
+        assert await cluster_admin.list_partition_reassignments(admin) == {}
+    assert await ongoing(broker.bootstrap) == {}
