@@ -119,6 +119,10 @@ async def _execute(args: argparse.Namespace) -> int:
     if args.throttle is not None and args.throttle <= 0:
         raise ValueError("--throttle must be a positive number of bytes per second")
     async with Admin(args.bootstrap_server) as admin:
+        if not args.additional and await cluster_admin.list_partition_reassignments(admin):
+            raise ValueError("Cannot execute because there is an existing partition assignment.  Use --additional "
+                             "to override this and create a new partition assignment in addition to the existing "
+                             "one.")
         current = _current(await admin.cluster.refresh({t for t, _ in target}), target)
         print(f"Current partition replica assignment\n\n{format_reassignment(current)}\n\n"
               "Save this to use as the --reassignment-json-file option during rollback")
@@ -224,6 +228,8 @@ def add_reassign_command(commands, bootstrap) -> None:
                                '"log_dirs": ["any", "any"]}]} (required but with --generate)')
     reassign.add_argument("--throttle", type=int, metavar="BYTES/S",
                           help="--execute: limit the moving replicas' replication to this rate (default: none)")
+    reassign.add_argument("--additional", action="store_true",
+                          help="--execute: start even while other reassignments are in progress (default: off)")
     reassign.add_argument("--preserve-throttles", action="store_true",
                           help="--cancel: leave the throttles in place (default: off)")
 

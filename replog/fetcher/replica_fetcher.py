@@ -286,10 +286,7 @@ class ReplicaFetcher:
         return True
 
     def _throttled_out(self, tp: TopicPartition, followed: _Followed) -> bool:
-        """Kafka's shouldFollowerThrottle: a throttled partition not in sync, while over the quota."""
-        quota = self._quota
-        return (quota is not None and not followed.in_sync and quota.is_throttled(*tp)
-                and quota.is_quota_exceeded())
+        return self._quota is not None and self._quota.throttles(*tp, in_sync=followed.in_sync)
 
     def _decide_fetch_result(
         self, tp: TopicPartition, sent: PartitionFetchState, result: FetchPartitionResult
@@ -432,8 +429,8 @@ class ReplicaFetcher:
         if self._on_fetched is not None:
             self._on_fetched(tp, 0 if info is None else info.num_bytes, action.leader_high_watermark)
         followed.in_sync = log.log_end_offset >= action.leader_high_watermark
-        if info is not None and self._quota is not None and self._quota.is_throttled(*tp):
-            self._quota.record(info.num_bytes)
+        if info is not None and self._quota is not None:
+            self._quota.record_if_throttled(*tp, info.num_bytes)
         if info is None:
             return
         assert log.log_end_offset == info.last_offset + 1

@@ -68,6 +68,15 @@ class ReplicationQuota:
         partitions = self._throttled.get(topic)
         return partitions is not None and (partitions == ALL_REPLICAS or partition in partitions)
 
+    def throttles(self, topic: str, partition: int, *, in_sync: bool) -> bool:
+        """Kafka's shouldLeaderThrottle / shouldFollowerThrottle: hold back this replica's replication now?
+        Only a throttled partition, for a replica not in sync, while over the rate."""
+        return not in_sync and self.is_throttled(topic, partition) and self.is_quota_exceeded()
+
+    def record_if_throttled(self, topic: str, partition: int, nbytes: int) -> None:
+        if self.is_throttled(topic, partition):
+            self.record(nbytes)
+
     def is_quota_exceeded(self) -> bool:
         return self.bound is not None and self.rate() > self.bound
 

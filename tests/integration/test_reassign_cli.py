@@ -78,6 +78,8 @@ async def test_generate_execute_with_throttle_verify_and_cancel(cluster, tmp_pat
     stuck.write_text(json.dumps({"version": 1, "partitions": [{"topic": "spread", "partition": 0,
                                                                 "replicas": [1, 3], "log_dirs": ["any", "any"]}]}))
     assert (await run("reassign", *server, "--execute", "--reassignment-json-file", str(stuck))).returncode == 0
+    busy = await run("reassign", *server, "--execute", "--reassignment-json-file", str(stuck))
+    assert busy.returncode != 0 and b"Use --additional" in busy.stderr
     verified = await run("reassign", *server, "--verify", "--reassignment-json-file", str(stuck))
     assert b"Reassignment of partition spread-0 is still in progress." in verified.stdout
     cancelled = await run("reassign", *server, "--cancel", "--reassignment-json-file", str(stuck))

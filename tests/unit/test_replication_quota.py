@@ -71,3 +71,15 @@ def test_time_until_back_under_the_bound():
     assert quota.rate() == 1500 and quota.ms_until_under() == 1000
     now[0] += 999
     assert quota.rate() < 1001 and quota.ms_until_under() == 1
+
+
+def test_only_a_throttled_replica_out_of_sync_is_held_back_and_only_while_over_the_rate():
+    quota, now = _quota(windows=2)
+    quota.configure(1000, {"t": {"k": "0:1"}}, "k", 1)
+    quota.record_if_throttled("t", 1, 5000)  # not throttled: not counted
+    assert not quota.is_quota_exceeded()
+    quota.record_if_throttled("t", 0, 5000)
+    assert quota.throttles("t", 0, in_sync=False)
+    assert not quota.throttles("t", 0, in_sync=True) and not quota.throttles("t", 1, in_sync=False)
+    now[0] += 5000
+    assert not quota.throttles("t", 0, in_sync=False)
