@@ -3,11 +3,15 @@ change, cancel, and the bad targets."""
 
 import dataclasses
 import uuid
+from types import SimpleNamespace
 
 import pytest
 from kio.schema.errors import ErrorCode
 
 from replog.controller import reassignment as r
+from replog.controller import records
+from replog.controller.admin import decide_new_partitions
+from replog.controller.cluster import BrokerRegistration, ClusterMetadata
 from replog.controller.registry import NO_LEADER, PartitionRegistration
 
 TOPIC_ID = uuid.UUID(int=7)
@@ -148,3 +152,62 @@ def test_cancel_refused_when_no_original_replica_is_in_sync():
     with pytest.raises(r.ReassignmentRefused) as refused:
         r.cancel(_p([4, 1], [4], 4, adding=[4], removing=[1]), REGISTERED)
     assert refused.value.error_code == ErrorCode.invalid_replica_assignment
+
+
+# ------------------------------------------------------------------------ the metadata log and the controller
+
+
+def _cluster_with_moving_partition() -> ClusterMetadata:
+    metadata = ClusterMetadata()
+    for b in (1, 2, 3, 4):
+        metadata.add_broker(BrokerRegistration(b, "127.0.0.1", 9000 + b))
+    metadata.create_topic("t", {0: [1, 2]}, {})
+    step = r.start(metadata.registration("t", 0), [3, 4], is_registered=metadata.brokers.__contains__,
+                   live={1, 2, 3, 4})
+    metadata.apply([step.registration])
+    return metadata
+
+
+def test_a_reassignment_in_progress_survives_replay_of_the_metadata_log():
+    metadata = _cluster_with_moving_partition()
+    rebuilt = ClusterMetadata()
+    records.replay(records.snapshot_records(1, metadata), rebuilt)
+    moving = rebuilt.registration("t", 0)
+    assert (moving.replicas, moving.adding_replicas, moving.removing_replicas) == ((3, 4, 1, 2), (3, 4), (1, 2))
+
+
+def test_a_record_from_before_reassignments_replays_as_not_moving():
+    record = records.partition_record(_cluster_with_moving_partition().registration("t", 0))
+    del record["adding_replicas"], record["removing_replicas"]
+    record["replicas"] = [1, 2]
+    metadata = ClusterMetadata()
+    records.replay([{"type": "topic", "name": "t", "topic_id": record["topic_id"], "configs": {}}, record], metadata)
+    assert not metadata.registration("t", 0).is_reassigning
+
+
+def test_new_partitions_take_the_target_replication_factor_of_a_moving_partition():
+    metadata = _cluster_with_moving_partition()  # [3, 4, 1, 2] while moving from [1, 2] to [3, 4]
+    added = decide_new_partitions(metadata, "t", 2, None)
+    assert [len(p.replicas) for p in added] == [2]
+
+
+def test_the_isr_change_that_brings_the_last_adding_replica_in_completes_the_move():
+    metadata = _cluster_with_moving_partition()
+    for b in (1, 2, 3, 4):
+        metadata.brokers[b] = dataclasses.replace(metadata.brokers[b], epoch=5)
+    current = metadata.registration("t", 0)
+
+    def alter(isr):
+        p = metadata.registration("t", 0)
+        request = SimpleNamespace(broker_id=1, broker_epoch=5, topics=[SimpleNamespace(
+            topic_id=current.topic_id, partitions=[SimpleNamespace(
+                partition_index=0, leader_epoch=p.leader_epoch, new_isr=isr, leader_recovery_state=0,
+                partition_epoch=p.partition_epoch)])])
+        decision = metadata.decide_alter_partition(request, 2)
+        metadata.apply(decision.changes)
+        return decision.changes[0]
+
+    assert alter([1, 2, 3]).is_reassigning  # 4 still catching up
+    done = alter([1, 2, 3, 4])
+    assert (done.replicas, done.isr, done.leader, done.is_reassigning) == ((3, 4), (3, 4), 3, False)
+    assert done.leader_epoch == current.leader_epoch + 1  # the old leader is fenced
