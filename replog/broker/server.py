@@ -49,6 +49,7 @@ from .local_controller import LocalController, TopicCreationError
 from .metadata import BrokerEndpoint, MetadataImage, TopicMetadata
 from .metrics import BrokerCollector, BrokerMetrics, broker_snapshot
 from .replica_manager import ReplicaManager
+from .stray_logs import delete_stray_logs
 
 log = logging.getLogger(__name__)
 
@@ -193,6 +194,8 @@ class Broker:
         """The controller's UpdateMetadata for the registration with `broker_epoch` has been applied."""
         if (own := self.image.brokers.get(self.config.node_id)) is not None:
             own.listeners = self.advertised_listeners  # the controller knows only our inter-broker address
+        if broker_epoch != self._metadata_broker_epoch:  # the first metadata of this registration
+            delete_stray_logs(self.replica_manager, self.image)
         self._metadata_broker_epoch = broker_epoch
         self.has_metadata.set()
         apply_dynamic_configs(self.replica_manager, self.image, self.config)

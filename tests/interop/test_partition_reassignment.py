@@ -2,7 +2,8 @@
 (alter_partition_reassignments / list_partition_reassignments) and confluent-kafka producing and consuming:
 a move under acks=all load loses no acknowledged record, moves the leader off the broker it leaves and deletes
 that broker's log; a reassignment waiting for a down broker survives a controller restart, can be cancelled,
-and completes once the broker returns; bad targets get Kafka's error codes with a message."""
+and completes once the broker returns; a broker that was down when its replica was removed deletes the stray
+log when it returns; bad targets get Kafka's error codes with a message."""
 
 import asyncio
 import threading
@@ -173,6 +174,15 @@ async def test_reassignment_to_a_down_broker_survives_a_controller_restart_cance
 
     await cluster.wait_for(completed, 60.0, "the reassignment to complete after broker 4 returned")
     await cluster.wait_for(lambda: not cluster.log_dir(3, "parked", 0).exists(), 20.0, "broker 3's log deleted")
+
+    # A replica removed while its broker is down cannot be told; back, the broker finds it stray and deletes it.
+    await cluster.kill(1)
+    await cluster.wait_for(lambda: 1 not in cluster.active_brokers(), 20.0, "broker 1 to be fenced")
+    await reassign(cluster.bootstrap, {("parked", 0): [2, 4]})  # 2 and 4 are in sync: done at once
+    assert cluster.controller.registration("parked", 0).replicas == (2, 4)
+    assert cluster.log_dir(1, "parked", 0).exists()
+    await cluster.restart(1)
+    await cluster.wait_for(lambda: not cluster.log_dir(1, "parked", 0).exists(), 20.0, "broker 1's stray log deleted")
 
 
 async def test_bad_targets_are_invalid_replica_assignment_with_a_message(cluster):
