@@ -117,7 +117,7 @@ class Propagator:
     def stop_removed_replicas(self, partition: PartitionRegistration, broker_ids: Iterable[int], *,
                               delete: bool) -> list[Delivery]:
         """A StopReplica for `partition` to each of broker_ids (replicas a reassignment removed) that the
-        controller talks to (one away now keeps its log: replog has no stray-log cleanup yet)."""
+        controller talks to; one away now deletes its log as stray when it returns (broker/stray_logs.py)."""
         deliveries = []
         for broker_id in sorted(set(broker_ids) & set(self._channel.broker_ids)):
             request = broker_requests.stop_partition_request(
