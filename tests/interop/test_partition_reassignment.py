@@ -2,7 +2,7 @@
 (alter_partition_reassignments / list_partition_reassignments) and confluent-kafka producing and consuming:
 a move under acks=all load loses no acknowledged record, moves the leader off the broker it leaves and deletes
 that broker's log; a reassignment waiting for a down broker survives a controller restart, can be cancelled,
-and completes once the broker returns; a broker that was down when its replica was removed deletes the stray
+and completes once the broker returns, also after an active-controller failover; a broker that was down when its replica was removed deletes the stray
 log when it returns; bad targets get Kafka's error codes with a message."""
 
 import asyncio
@@ -223,3 +223,31 @@ async def test_single_node_keeps_partitions_where_they_are(broker):
         assert cancelled[("alone", 0)][0] == kafka.errors.NoReassignmentInProgressError.errno
         assert await cluster_admin.list_partition_reassignments(admin) == {}
     assert await ongoing(broker.bootstrap) == {}
+
+
+async def test_reassignment_carries_on_after_an_active_controller_failover(tmp_path):
+    """Three controllers (the Raft quorum): the standby that takes over has replayed the reassignment from the
+    metadata log, lists it, and completes it when the new replica catches up."""
+    cluster = LocalCluster(tmp_path, brokers=4, controllers=3)
+    try:
+        await cluster.start()
+        await asyncio.to_thread(create, cluster.bootstrap, "handed-over", [1, 2, 3])
+        await cluster.kill(4)
+        await cluster.wait_for(lambda: 4 not in cluster.active_brokers(), 20.0, "broker 4 to be fenced")
+        await reassign(cluster.bootstrap, {("handed-over", 0): [4, 2, 3]})
+        old = cluster.controller
+        await cluster.stop_controller(old.controller_id)
+        new = await cluster.wait_for_active_controller(30.0)
+        assert new is not old
+        assert await ongoing(cluster.bootstrap) == {("handed-over", 0): ([4, 2, 3, 1], [4], [1])}
+        await cluster.restart(4)
+
+        def completed() -> bool:
+            p = cluster.controller.registration("handed-over", 0)
+            return p.replicas == (4, 2, 3) and not p.is_reassigning
+
+        await cluster.wait_for(completed, 60.0, "the new active controller to complete the reassignment")
+        await cluster.wait_for(lambda: not cluster.log_dir(1, "handed-over", 0).exists(), 20.0,
+                               "broker 1's log deleted")
+    finally:
+        await cluster.stop()
