@@ -1,9 +1,10 @@
 """Partition reassignment (KIP-455) on a 4-broker cluster, with kafka-python's KafkaAdminClient as the witness
 (alter_partition_reassignments / list_partition_reassignments) and confluent-kafka producing and consuming:
 a move under acks=all load loses no acknowledged record, moves the leader off the broker it leaves and deletes
-that broker's log; a reassignment waiting for a down broker survives a controller restart, can be cancelled,
-and completes once the broker returns, also after an active-controller failover; a broker that was down when its replica was removed deletes the stray
-log when it returns; bad targets get Kafka's error codes with a message."""
+that broker's log; a reassignment waiting for a down broker survives a controller restart (and an
+active-controller failover), can be cancelled, and completes once the broker returns; a broker that was down
+when its replica was removed deletes the stray log when it returns; bad targets get Kafka's error codes with
+a message."""
 
 import asyncio
 import threading
