@@ -20,8 +20,8 @@ from replog.fetcher.manager import InitialFetchState, LeaderInfo, ReplicaFetcher
 from replog.fetcher.replication_quota import ReplicationQuota
 from replog.log.config import LogConfig
 from replog.log.errors import LogError, OffsetOutOfRangeError, StorageError
-from replog.log.log_manager import LogManager, NewLog
-from replog.log.partition_log import AppendInfo, LogReadResult, PartitionLog, TopicPartition
+from replog.log.log_manager import LogManager
+from replog.log.partition_log import AppendInfo, LogReadResult, TopicPartition
 from replog.protocol.control import (
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
@@ -33,6 +33,7 @@ from replog.protocol.records import CorruptRecordError, InvalidRecordError
 from .delayed_fetch import DelayedFetch, read_all
 from .delayed_produce import DelayedProduce
 from .fetch_params import FetchParams, FollowerFetch
+from .log_creation import create_missing_logs, storage_error_code
 from .metadata import MetadataImage
 from .metrics import BrokerMetrics
 from .partition import AlterIsr, LeadershipState, Partition, PartitionError, PendingIsrChange
@@ -48,7 +49,6 @@ NO_EPOCH = -1
 # Far below the 2 s heartbeat interval; 10 ms slices made a 1,000-partition move 2-3x slower, every yield
 # letting fetchers and consumers act on a half-applied request.
 STATE_CHANGE_SLICE_S = 0.1
-LOG_CREATION_THREADS = 4
 
 
 @dataclass(slots=True)
@@ -181,15 +181,17 @@ class ReplicaManager:
 
         Kafka's ReplicaManager.becomeLeaderOrFollower: a stale controller epoch rejects the whole request;
         per partition, an older leader epoch (or the same one without a newer partition epoch) is stale.
-        One request may carry thousands of partitions, so new logs are created in worker threads and the
-        states are applied in slices that yield to the event loop: heartbeats and client requests keep
-        flowing (Kafka applies it on a request handler thread while its heartbeat thread runs).
+        One request may carry thousands of partitions, so new logs are created in worker threads
+        (log_creation.py) and the states are applied in slices that yield to the event loop: heartbeats and
+        client requests keep flowing (Kafka applies it on a request handler thread while its heartbeat thread
+        runs).
         """
         async with self._state_change_lock:
             if request.controller_epoch < self.controller_epoch:
                 return ErrorCode.stale_controller_epoch, {}
             self.controller_epoch = request.controller_epoch
-            storage_errors = await self._create_missing_logs(request)
+            storage_errors = await create_missing_logs(self.log_manager, self.base_log_config, self.node_id,
+                                                       self.partitions, request)
             leaders = {leader.broker_id: leader for leader in request.live_leaders}
             errors: dict = {}
             new_followers: dict[TopicPartition, InitialFetchState] = {}
@@ -211,44 +213,6 @@ class ReplicaManager:
                 self.fetcher_manager.add_partitions(new_followers)
             return ErrorCode.none, errors
 
-    async def _create_missing_logs(self, request: LeaderAndIsrRequest) -> dict[TopicPartition, ErrorCode]:
-        """Create, off the event loop, the logs of partitions this request gives us for the first time.
-
-        File creation and its fsyncs cost about a millisecond a partition. Returns the partitions whose log
-        could not be created, with the error to answer for them.
-        """
-        wanted = {}  # by partition: a request naming one twice still creates its log once
-        for topic in request.topic_states:
-            for state in topic.partition_states:
-                key = TopicPartition(topic.topic_name, state.partition_index)
-                if (self.node_id in state.replicas and key not in self.partitions and key not in wanted
-                        and self.log_manager.get_log(*key) is None):
-                    config = LogConfig.from_topic_configs(topic.configs, self.base_log_config)
-                    wanted[key] = (key, config, topic.topic_id)
-        if not wanted:
-            return {}
-        try:
-            planned = self.log_manager.plan_new_logs(wanted.values())
-        except StorageError as e:
-            log.error("cannot create %d logs: %s", len(wanted), e)
-            return {key: ErrorCode.kafka_storage_error for key in wanted}
-        # Several threads, because the time goes into fsyncs, which the file system commits together.
-        chunks = [planned[i::LOG_CREATION_THREADS] for i in range(LOG_CREATION_THREADS)]
-        results = await asyncio.gather(*(asyncio.to_thread(_open_logs, self.log_manager, chunk)
-                                         for chunk in chunks if chunk))
-        opened = {new: result for chunk in results for new, result in chunk}
-        errors = {}
-        for new in planned:
-            result = opened[new]
-            if isinstance(result, Exception):
-                log.error("creating the log of %s-%d failed: %s", *new.topic_partition, result)
-                errors[new.topic_partition] = _error_code_of(result)
-                if isinstance(result, OSError):  # reported here, on the event loop, not in the worker thread
-                    self.log_manager.failure_channel.report(new.directory.parent, result)
-            else:
-                self.log_manager.adopt_new_log(new, result)
-        return errors
-
     def apply_partition_state(self, topic: str, topic_id, state: LeaderAndIsrPartitionState, leaders: dict,
                               configs: dict[str, str], new_followers: dict) -> ErrorCode:
         """One partition of a LeaderAndIsr: lead or follow it; the error to answer for it. A partition this
@@ -262,7 +226,7 @@ class ReplicaManager:
                       state.leader_epoch, e)
             if isinstance(e, OSError):
                 self._report_disk_failure(TopicPartition(topic, state.partition_index), e)
-            return _error_code_of(e)
+            return storage_error_code(e)
 
     def _apply_partition_state(self, topic: str, topic_id, state: LeaderAndIsrPartitionState, leaders: dict,
                                configs: dict[str, str], new_followers: dict) -> ErrorCode:
@@ -493,22 +457,6 @@ class ReplicaManager:
         self.fetch_purgatory.complete_all()
         self.produce_purgatory.complete_all()
         self.delete_records_purgatory.complete_all()
-
-
-def _error_code_of(failure: LogError | OSError) -> ErrorCode:
-    """What a partition answers when its storage failed: the LogError's own code, else a storage error."""
-    return failure.error_code if isinstance(failure, LogError) else ErrorCode.kafka_storage_error
-
-
-def _open_logs(log_manager: LogManager, planned: list[NewLog]) -> list[tuple[NewLog, PartitionLog | Exception]]:
-    """Runs in a worker thread: each new log, or the error that kept it from being created."""
-    opened: list[tuple[NewLog, PartitionLog | Exception]] = []
-    for new in planned:
-        try:
-            opened.append((new, log_manager.open_new_log(new)))
-        except (OSError, LogError) as e:
-            opened.append((new, e))
-    return opened
 
 
 def _no_followers_without_controller(partition: Partition, change: PendingIsrChange) -> None:

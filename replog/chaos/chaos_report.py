@@ -3,9 +3,11 @@ report.json and history.json it leaves in the data directory."""
 
 import dataclasses
 import json
+import shutil
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from . import nemesis
 from .chaos_run_config import HW_CATCH_UP_BOUND_S, ISR_WHOLE_TIMEOUT_S
@@ -149,3 +151,24 @@ def write_json(root: Path, report: ChaosReport, history: History | None) -> None
             "read": history.read,
             "read_during_faults": history.read_during_faults,
         }))
+
+
+class RunReport(Protocol):
+    """A chaos run's or a crash loop's report, as the command that ran it ends."""
+
+    @property
+    def ok(self) -> bool: ...
+
+    def format(self) -> str: ...
+
+
+def print_and_clean_up(report: RunReport, root: Path, *, keep: bool) -> int:
+    """Print the report; the run's data stays in `root` if something was wrong or `keep`, else goes. Returns
+    the command's exit status: 0 only if nothing was wrong."""
+    print(report.format())
+    if not report.ok:
+        print(f"cluster data and broker output kept in {root}")
+        return 1
+    if not keep:
+        shutil.rmtree(root)
+    return 0

@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import shutil
 import tempfile
 import threading
 import time
@@ -42,6 +41,7 @@ from pathlib import Path
 import confluent_kafka
 
 from ..harness.local_cluster import LocalCluster
+from .chaos_report import print_and_clean_up
 from .checker import History, check
 from .crash_loop_config import (
     ACKS_ALL_CONFIG,
@@ -68,11 +68,11 @@ from .crash_loop_config import (
     TOPIC_CONFIGS,
     UNFENCE_TIMEOUT_S,
     VALUE_BYTES,
-    WATERMARK_TIMEOUT_S,
 )
 from .crash_loop_report import CrashLoopReport, Restart
 from .load import LoadProducer
 from .log_verifier import verify_log_dir
+from .read_back import read_back
 from .replica_checks import isrs_whole, replica_difference
 from .torn_writes import DAMAGE_KINDS, inject_damage
 
@@ -289,39 +289,10 @@ def record_writes(report: CrashLoopReport, writers: list[LoadProducer]) -> None:
 def read_all_checked(bootstrap: str, report: CrashLoopReport) -> dict[int, list[tuple[int, str]]]:
     """Every partition from offset 0 up to its HW with librdkafka verifying each batch's CRC-32C: a corrupt
     batch is an error message (not a record), counted as served corruption."""
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "replog-crash-loop",
-                                         "enable.auto.commit": False, "enable.partition.eof": True,
-                                         "check.crcs": True, "log_level": 2})
-    try:
-        for partition in ASSIGNMENT:
-            tp = confluent_kafka.TopicPartition(TOPIC, partition)
-            report.high_watermarks[partition] = consumer.get_watermark_offsets(tp, WATERMARK_TIMEOUT_S)[1]
-        consumer.assign([confluent_kafka.TopicPartition(TOPIC, p, confluent_kafka.OFFSET_BEGINNING)
-                         for p in ASSIGNMENT])
-        read: dict[int, list[tuple[int, str]]] = {p: [] for p in ASSIGNMENT}
-        pending = {p for p, hw in report.high_watermarks.items() if hw > 0}
-        deadline = time.monotonic() + CONSUME_TIMEOUT_S
-        while pending and time.monotonic() < deadline:
-            for msg in consumer.consume(CONSUME_BATCH, CONSUME_POLL_S):
-                partition = msg.partition()
-                error = msg.error()
-                if error is None:
-                    read[partition].append((msg.offset(), unpad(msg.value())))
-                    reached = msg.offset() + 1
-                elif error.code() == confluent_kafka.KafkaError._PARTITION_EOF:
-                    reached = msg.offset()
-                elif error.code() == confluent_kafka.KafkaError._BAD_MSG:
-                    report.corrupt_served.append(f"partition {partition} offset {msg.offset()}: {error.str()}")
-                    continue
-                else:
-                    continue  # transient (a connection, a leader moving): librdkafka retries by itself
-                if reached >= report.high_watermarks[partition]:
-                    pending.discard(partition)
-        report.incomplete_reads = sorted(pending)
-        report.read = sum(len(records) for records in read.values())
-        return read
-    finally:
-        consumer.close()
+    config = {"bootstrap.servers": bootstrap, "group.id": "replog-crash-loop", "enable.auto.commit": False,
+              "check.crcs": True, "log_level": 2}
+    return read_back(config, TOPIC, ASSIGNMENT, report, decode=unpad, timeout_s=CONSUME_TIMEOUT_S,
+                     on_corrupt=report.corrupt_served.append)
 
 
 def verify_stopped_cluster(cluster: LocalCluster, report: CrashLoopReport) -> None:
@@ -352,9 +323,4 @@ def main(*, restarts: int, seed: int | None, data_dir: Path | None, torn_fractio
         raise ValueError("--restarts must be >= 1 and --torn-fraction within [0, 1]")
     root = data_dir or Path(tempfile.mkdtemp(prefix="replog-crash-loop-"))
     report = asyncio.run(run_crash_loop(root, restarts=restarts, seed=seed, torn_fraction=torn_fraction))
-    print(report.format())
-    if not report.ok:
-        print(f"cluster data and broker output kept in {root}")
-        return 1
-    if data_dir is None:
-        shutil.rmtree(root)
+    return print_and_clean_up(report, root, keep=data_dir is not None)

@@ -32,7 +32,6 @@ KILL_LEADER_CHANCE = 0.4
 CATCH_UP_TIMEOUT_S = 90.0  # loaded machine: a restarted broker copies what it missed, plus what it lost
 UNFENCE_TIMEOUT_S = 30.0
 CONSUME_TIMEOUT_S = 120.0
-WATERMARK_TIMEOUT_S = 10.0
 CONSUME_BATCH = 1_000
 CONSUME_POLL_S = 0.5
 LIVE_RECHECK_S = 1.0  # a live log is read twice; only a problem seen both times is real (not a racing append)

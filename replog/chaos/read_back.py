@@ -1,6 +1,9 @@
-"""Reading a chaos run's topic back: every partition from offset 0 up to its high watermark."""
+"""Reading a run's topic back with librdkafka: every partition from offset 0 up to its high watermark. The
+chaos run (runner.py) and the crash loop (crash_loop.py) both end with it."""
 
 import time
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
 import confluent_kafka
 
@@ -15,11 +18,21 @@ from .chaos_run_config import (
     WATERMARK_TIMEOUT_S,
 )
 
+Records = dict[int, list[tuple[int, str]]]  # partition -> (offset, value) in the order read
 
-def high_watermark(consumer: confluent_kafka.Consumer, partition: int) -> int:
+
+class ReadBackReport(Protocol):
+    """The part of a run's report the read-back fills in."""
+
+    high_watermarks: dict[int, int]
+    incomplete_reads: list[int]  # partitions not read up to their HW before the timeout
+    read: int
+
+
+def high_watermark(consumer: confluent_kafka.Consumer, topic: str, partition: int) -> int:
     """The partition's HW from its leader, asking again (bounded) while the client's metadata is stale."""
     deadline = time.monotonic() + WATERMARK_TIMEOUT_S
-    tp = confluent_kafka.TopicPartition(TOPIC, partition)
+    tp = confluent_kafka.TopicPartition(topic, partition)
     while True:
         try:
             return consumer.get_watermark_offsets(tp, WATERMARK_TIMEOUT_S)[1]
@@ -29,28 +42,35 @@ def high_watermark(consumer: confluent_kafka.Consumer, partition: int) -> int:
             time.sleep(CONSUME_POLL_S)  # librdkafka refreshes its metadata meanwhile
 
 
-def read_all(bootstrap: str, report: ChaosReport) -> dict[int, list[tuple[int, str]]]:
-    """Every partition from offset 0 up to its high watermark: (offset, value) in the order read."""
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, **CONSUMER_CONFIG,
-                                         "group.id": "replog-chaos-checker", "enable.partition.eof": True})
+def read_back(consumer_config: dict, topic: str, partitions: Iterable[int], report: ReadBackReport, *,
+              decode: Callable[[bytes], str], timeout_s: float,
+              on_corrupt: Callable[[str], None] | None = None) -> Records:
+    """Every partition from offset 0 up to the high watermark it had when the read began. A batch librdkafka
+    finds corrupt (with check.crcs) arrives as an error message: described to `on_corrupt` if given;
+    other errors are transient (a connection, a leader moving), which librdkafka retries by itself."""
+    consumer = confluent_kafka.Consumer({**consumer_config, "enable.partition.eof": True})
     try:
-        for partition in ASSIGNMENT:
-            report.high_watermarks[partition] = high_watermark(consumer, partition)
-        consumer.assign([confluent_kafka.TopicPartition(TOPIC, p, confluent_kafka.OFFSET_BEGINNING)
-                         for p in ASSIGNMENT])
-        read: dict[int, list[tuple[int, str]]] = {p: [] for p in ASSIGNMENT}
+        partitions = list(partitions)
+        for partition in partitions:
+            report.high_watermarks[partition] = high_watermark(consumer, topic, partition)
+        consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
+                         for p in partitions])
+        read: Records = {p: [] for p in partitions}
         pending = {p for p, hw in report.high_watermarks.items() if hw > 0}
-        deadline = time.monotonic() + CONSUME_TIMEOUT_S
+        deadline = time.monotonic() + timeout_s
         while pending and time.monotonic() < deadline:
             for msg in consumer.consume(CONSUME_BATCH, CONSUME_POLL_S):
                 partition = msg.partition()
-                if msg.error() is None:
-                    read[partition].append((msg.offset(), msg.value().decode(errors="replace")))
+                error = msg.error()
+                if error is None:
+                    read[partition].append((msg.offset(), decode(msg.value())))
                     reached = msg.offset() + 1
-                elif msg.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                elif error.code() == confluent_kafka.KafkaError._PARTITION_EOF:
                     reached = msg.offset()
                 else:
-                    continue  # transient (a connection, a leader moving): librdkafka retries by itself
+                    if error.code() == confluent_kafka.KafkaError._BAD_MSG and on_corrupt is not None:
+                        on_corrupt(f"partition {partition} offset {msg.offset()}: {error.str()}")
+                    continue
                 if reached >= report.high_watermarks[partition]:
                     pending.discard(partition)
         report.incomplete_reads = sorted(pending)
@@ -58,3 +78,10 @@ def read_all(bootstrap: str, report: ChaosReport) -> dict[int, list[tuple[int, s
         return read
     finally:
         consumer.close()
+
+
+def read_all(bootstrap: str, report: ChaosReport) -> Records:
+    """The chaos run's topic, read back."""
+    config = {"bootstrap.servers": bootstrap, **CONSUMER_CONFIG, "group.id": "replog-chaos-checker"}
+    return read_back(config, TOPIC, ASSIGNMENT, report, decode=lambda value: value.decode(errors="replace"),
+                     timeout_s=CONSUME_TIMEOUT_S)

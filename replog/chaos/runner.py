@@ -27,7 +27,6 @@ in the data directory; the seed replays the schedule.
 """
 import asyncio
 import os
-import shutil
 import tempfile
 import threading
 import time
@@ -35,7 +34,7 @@ from pathlib import Path
 
 from ..harness.local_cluster import LocalCluster
 from . import nemesis
-from .chaos_report import ChaosReport, record_writes, write_json
+from .chaos_report import ChaosReport, print_and_clean_up, record_writes, write_json
 from .chaos_run_config import (
     ASSIGNMENT,
     BROKERS,
@@ -193,10 +192,4 @@ def main(*, duration: float, nemesis_faults: str, seed: int | None, data_dir: Pa
         seed = int.from_bytes(os.urandom(4), "big")  # printed with the report, so the run can be repeated
     root = data_dir or Path(tempfile.mkdtemp(prefix="replog-chaos-"))
     report = asyncio.run(run_chaos(root, duration=duration, faults=faults, seed=seed))
-    print(report.format())
-    if not report.ok:
-        print(f"cluster data and broker output kept in {root}")
-        return 1
-    if data_dir is None:
-        shutil.rmtree(root)
-    return 0
+    return print_and_clean_up(report, root, keep=data_dir is not None)

@@ -17,36 +17,16 @@ from ..protocol import messages
 from ..protocol.apis import ApiKey, response_header_version
 from ..protocol.fetch import decode_fetch_response
 from ..protocol.headers import decode_response_header
-from ..protocol.records import decode_records, iter_batches
 from .cluster import Cluster
+from .consumer_records import ConsumerRecord, OffsetAndTimestamp, TopicPartition, decode_fetched
 from .errors import STALE_METADATA_CODES, KafkaError, is_retriable
 from .group_member import GroupMember
+from .offset_lookup import EARLIEST, LATEST, list_offsets
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
-EARLIEST = -2  # ListOffsets timestamps with special meaning
-LATEST = -1
 OFFSET_OUT_OF_RANGE = ErrorCode.offset_out_of_range.value
-MAX_LIST_OFFSETS_ATTEMPTS = 10
 _RESET_POLICIES = {"earliest": EARLIEST, "latest": LATEST, "none": None}
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerRecord:
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: list[tuple[str, bytes | None]]
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetAndTimestamp:
-    offset: int
-    timestamp: int
 
 
 @dataclass(slots=True)
@@ -56,29 +36,6 @@ class _Buffered:
     records: list[ConsumerRecord]
     next_index: int
     next_offset: int
-
-
-def decode_fetched(
-    topic: str, partition: int, records: memoryview | bytes | None, fetch_offset: int
-) -> tuple[list[ConsumerRecord], int]:
-    """Records at or past fetch_offset, and the offset to fetch next (past any control or skipped batch)."""
-    out: list[ConsumerRecord] = []
-    next_offset = fetch_offset
-    if not records:
-        return out, next_offset
-    for batch in iter_batches(records, allow_partial_tail=True):
-        if batch.next_offset <= fetch_offset:
-            continue  # the log returns the whole batch containing fetch_offset, and maybe earlier ones
-        batch.ensure_valid()
-        next_offset = batch.next_offset
-        if batch.is_control:
-            continue
-        for r in decode_records(batch):
-            if r.offset >= fetch_offset:
-                out.append(ConsumerRecord(topic, partition, r.offset, r.timestamp, r.key, r.value, r.headers))
-    assert next_offset >= fetch_offset
-    assert all(r.offset < next_offset for r in out)
-    return out, next_offset
 
 
 class Consumer:
@@ -430,63 +387,8 @@ class Consumer:
         else:
             raise KafkaError(code, f"fetch {tp[0]}-{tp[1]} at {fetch_offset}")
 
-    # ListOffsets
-
-    async def _list_offsets(
-        self, wanted: dict[TopicPartition, int]
-    ) -> dict[TopicPartition, OffsetAndTimestamp]:
-        remaining = dict(wanted)
-        found: dict[TopicPartition, OffsetAndTimestamp] = {}
-        for _ in range(MAX_LIST_OFFSETS_ATTEMPTS):
-            for topic in {t for t, _ in remaining}:
-                await self.cluster.topic(topic)
-            by_leader = self._group_by_leader(remaining)
-            results = await asyncio.gather(
-                *(
-                    self._list_offsets_from(n, {tp: remaining[tp] for tp in tps})
-                    for n, tps in by_leader.items()
-                ),
-                return_exceptions=True,
-            )
-            for result in results:
-                if isinstance(result, KafkaError) and result.retriable:
-                    continue
-                if isinstance(result, BaseException):
-                    raise result
-                for tp, (code, ot) in result.items():
-                    if code == 0:
-                        found[tp] = ot
-                        remaining.pop(tp, None)
-                    elif not is_retriable(code):
-                        raise KafkaError(code, f"ListOffsets {tp[0]}-{tp[1]}")
-            if not remaining:
-                return found
-            await self.cluster.refresh({t for t, _ in remaining})
-        raise KafkaError(ErrorCode.leader_not_available.value, f"ListOffsets gave up on {sorted(remaining)}")
-
-    async def _list_offsets_from(
-        self, node: int, wanted: dict[TopicPartition, int]
-    ) -> dict[TopicPartition, tuple[int, OffsetAndTimestamp]]:
-        conn = await self.cluster.connection(node)
-        topics: dict[str, list[dict]] = {}
-        for (topic, partition), timestamp in wanted.items():
-            topics.setdefault(topic, []).append(
-                {"partition_index": partition, "current_leader_epoch": -1, "timestamp": timestamp}
-            )
-        request = {
-            "replica_id": -1,
-            "isolation_level": self.isolation_level,
-            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-        }
-        response = await conn.send(ApiKey.LIST_OFFSETS, request)
-        out = {}
-        for topic in response.topics:
-            for p in topic.partitions:
-                out[(topic.name, int(p.partition_index))] = (
-                    int(p.error_code),
-                    OffsetAndTimestamp(int(p.offset), int(p.timestamp)),
-                )
-        return out
+    async def _list_offsets(self, wanted: dict[TopicPartition, int]) -> dict[TopicPartition, OffsetAndTimestamp]:
+        return await list_offsets(self.cluster, self.isolation_level, self._group_by_leader, wanted)
 
     # Iteration: an endless stream, like Kafka's poll loop
 

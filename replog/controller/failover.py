@@ -114,7 +114,7 @@ class QuorumRoles:
         for broker in list(self.metadata.brokers.values()):
             # A shutdown in progress was cut short by the failover: the broker is still up, or will be fenced.
             if broker.in_controlled_shutdown:
-                self._replace_broker(dataclasses.replace(broker, in_controlled_shutdown=False))
+                self.broker_control.replace_broker(dataclasses.replace(broker, in_controlled_shutdown=False))
             # Every broker gets a full session timeout from now (Kafka's behaviour on a new active controller):
             # its silence while no controller was active proves nothing.
             self.sessions.restore(broker.broker_id, broker.incarnation_id or uuid.UUID(int=0), broker.epoch,
@@ -125,9 +125,9 @@ class QuorumRoles:
         for broker in self.metadata.brokers.values():
             if not broker.fenced:  # resync: the brokers learn the new controller epoch with the full state
                 self.channel.add_broker(broker.broker_id, broker.host, broker.port)
-                self._watch(self.propagator.leader_and_isr(self.metadata.partitions_with_replica(broker.broker_id),
+                self.watch(self.propagator.leader_and_isr(self.metadata.partitions_with_replica(broker.broker_id),
                                                            broker_ids=[broker.broker_id]), "resync")
-        self._metadata_push_needed.set()
+        self.request_metadata_push()
         self._tasks = [asyncio.create_task(self._push_metadata_when_needed(), name="controller-metadata"),
                        asyncio.create_task(self._fence_silent_brokers(), name="controller-fencing")]
         if self.config.auto_leader_rebalance_enable:
@@ -151,9 +151,8 @@ class QuorumRoles:
         self._committed = None
         self.sessions = BrokerSessions(self.config.broker_session_timeout_ms)
         self.states = ClusterStates()
-        self._pending_deletions.clear()
-        self._shutdown_moves.clear()
-        self._offline_log_dirs.clear()
+        self.replication_control.forget()
+        self.broker_control.forget()
         self._metadata_push_needed.clear()
         log.warning("controller %d is no longer active (controller epoch %d, quorum epoch %d): a standby now",
                     self.controller_id, self.controller_epoch, epoch)
@@ -163,7 +162,7 @@ class QuorumRoles:
         self.propagator = Propagator(self.channel, metadata, self.config.controller_id,
                                      lambda: self.controller_epoch, self.config.propagation_timeout_ms)
 
-    def _require_active(self) -> None:
+    def require_active(self) -> None:
         if not self.active:
             leader = self.quorum_leader_id
             raise ControllerError(ErrorCode.not_controller, f"controller {self.controller_id} is not active "

@@ -81,7 +81,7 @@ class LocalCluster:
 
     def _configure_quorum(self, count: int) -> None:
         ids = list(range(FIRST_CONTROLLER_ID, FIRST_CONTROLLER_ID + count))
-        ports = _free_ports(count)
+        ports = free_ports(count)
         quorum = QuorumConfig(voters={i: (CLIENT_HOST, port) for i, port in zip(ids, ports, strict=True)})
         for controller_id, port in zip(ids, ports, strict=True):
             config = dataclasses.replace(
@@ -248,7 +248,7 @@ class LocalCluster:
                             f"ISR of {topic}-{partition} to become {sorted(isr)}")
 
 
-def _free_ports(count: int) -> list[int]:
+def free_ports(count: int) -> list[int]:
     """Ports free now, for voters that must know each other's before any listens (a tiny race, test-only)."""
     sockets = [socket.create_server((CLIENT_HOST, 0)) for _ in range(count)]
     ports = [s.getsockname()[1] for s in sockets]

@@ -1,8 +1,16 @@
-"""Field helpers shared by the hand-written controller-to-broker codecs in control.py: compact arrays that are
+"""Field helpers shared by the hand-written controller-to-broker codecs (control.py): compact arrays that are
 never null, int32 lists, the end-of-struct check, and replog's tagged-field extension that carries topic and
 broker configs (see control.py for why)."""
 
 from .primitives import DecodeError, Reader, Writer
+
+Buffer = bytes | bytearray | memoryview
+
+# replog's extension: a LeaderAndIsr or UpdateMetadata topic state carries the topic's configs
+# (min.insync.replicas, retention...) in a tagged field, which Kafka's decoders skip as unknown. ZooKeeper-mode
+# brokers read them from ZooKeeper; replog brokers have no other source. A high tag keeps clear of Kafka's own
+# numbering.
+TAG_TOPIC_CONFIGS = 10_000
 
 
 def read_count(r: Reader, name: str) -> int:

@@ -17,13 +17,12 @@ from replog.raft import messages as m
 from replog.raft import states as s
 from replog.raft.commits import CommitQueue, Committed, LoadSnapshot
 from replog.raft.config import BOOTSTRAP_SERVERS, VOTERS, QuorumConfig, QuorumConfigError
-from replog.raft.follower import FollowerFetching
+from replog.raft.follower import FollowerRole
 from replog.raft.leader import LeaderRole, fetch_snapshot_answer
 from replog.raft.messages import NO_LEADER, Envelope, LogEntry, OffsetAndEpoch
 from replog.raft.quorum_state_file import QuorumStateStore, check_voters
 from replog.raft.raft_log import RaftLog
 from replog.raft.requests import RequestChannel
-from replog.raft.snapshots import SnapshotDownload
 from replog.raft.states import (
     Candidate,
     Follower,
@@ -40,7 +39,7 @@ class NotLeaderError(Exception):
     pass
 
 
-class RaftNode(FollowerFetching):
+class RaftNode:
     def __init__(self, node_id: int, config: QuorumConfig, log: RaftLog, store: QuorumStateStore,
                  rng: random.Random, now_ms: int, cluster_id: str = "replog") -> None:
         if not config.voter_ids:
@@ -54,14 +53,11 @@ class RaftNode(FollowerFetching):
         self.log = log
         self._store = store
         self._rng = rng
-        self._high_watermark: int | None = None  # unknown after a start until the leader says (KRaft keeps none)
         self._channel = RequestChannel(node_id, config.request_timeout_ms)
-        self._retry_at_ms = 0  # a follower backs off after an error answer
-        self._heard_from_leader_ms: int | None = None  # the last good Fetch answer of this epoch's leader
         self._leader: LeaderRole | None = None  # while this node leads
-        self._download: SnapshotDownload | None = None
         self._end_epoch_acked: set[int] = set()  # voters that acknowledged this resigned leader's EndQuorumEpoch
         self._commits = CommitQueue(log)
+        self._follower = FollowerRole(node_id, cluster_id, config, log, self._channel, self._commits, rng)
         saved = store.read()
         check_voters(saved, self.voters, f"node {node_id} quorum-state")
         self.state: QuorumState = s.restart_state(
@@ -86,7 +82,7 @@ class RaftNode(FollowerFetching):
     @property
     def high_watermark(self) -> int | None:
         """Offsets below it are committed; the leader computes it, a follower learns it from the leader."""
-        return self._leader.high_watermark if self._leader is not None else self._high_watermark
+        return self._leader.high_watermark if self._leader is not None else self._follower.high_watermark
 
     @property
     def leader_id(self) -> int | None:
@@ -98,9 +94,9 @@ class RaftNode(FollowerFetching):
         if (timer := s.timer_deadline_ms(self.state)) is not None:
             times.append(timer)
         if isinstance(self.state, Follower) and not self._channel.is_waiting_for(self.state.leader_id):
-            times.append(self._retry_at_ms)
+            times.append(self._follower.retry_at_ms)
         if isinstance(self.state, Unattached) and not self.is_voter and self._channel.idle:
-            times.append(self._retry_at_ms)  # an observer looks for the leader
+            times.append(self._follower.retry_at_ms)  # an observer looks for the leader
         if (expiry := self._channel.next_expiry_ms()) is not None:
             times.append(expiry)
         if self._leader is not None:
@@ -171,7 +167,7 @@ class RaftNode(FollowerFetching):
                 else:
                     self._transition(Unattached(state.epoch, None), now_ms)
             else:
-                self._maybe_fetch(now_ms)
+                self._follower.maybe_fetch(state, now_ms)
         elif isinstance(state, Resigned):
             if now_ms >= state.election_deadline_ms:
                 self._stand(now_ms, retries=1)
@@ -182,8 +178,8 @@ class RaftNode(FollowerFetching):
         elif self.is_voter:  # Unattached or Voted
             if now_ms >= state.election_deadline_ms:
                 self._stand(now_ms, retries=1)
-        elif self._channel.idle and now_ms >= self._retry_at_ms:
-            self._probe_for_leader(now_ms)
+        elif self._channel.idle and now_ms >= self._follower.retry_at_ms:
+            self._follower.probe_for_leader(self.epoch, self.voters, now_ms)
         return self._channel.drain()
 
     def take_committed(self) -> list[Committed | LoadSnapshot]:
@@ -222,15 +218,14 @@ class RaftNode(FollowerFetching):
         self.state = new
         if type(new) is not type(old) or new.epoch != old.epoch:
             self._channel.forget_all()
-            self._retry_at_ms = 0
+            self._follower.new_role_or_epoch()
             self._end_epoch_acked.clear()
-            self._download = None  # a snapshot of the old leader's may not exist on the new one
         if s.leader_id_of(new, self.node_id) != s.leader_id_of(old, self.node_id) or new.epoch != old.epoch:
-            self._heard_from_leader_ms = None
+            self._follower.heard_from_leader_ms = None
         if isinstance(old, Leader) and not isinstance(new, Leader):
             self._step_down_as_leader()
         if isinstance(new, Follower):
-            self._maybe_fetch(now_ms)  # pull replication: the follower's first fetch is what the leader waits for
+            self._follower.maybe_fetch(new, now_ms)  # pull replication: the follower's first fetch is what the leader waits for
 
     def _observe(self, epoch: int, leader_id: int, now_ms: int) -> bool:
         """Follow news of a higher epoch, or of this epoch's leader; True when the state changed."""
@@ -282,7 +277,7 @@ class RaftNode(FollowerFetching):
     def _become_leader(self, now_ms: int) -> None:
         self._transition(Leader(self.epoch, self.log.end_offset), now_ms)
         self._leader = LeaderRole(self.node_id, self.epoch, self.config, self.log, self._channel, self.cluster_id,
-                                  self._high_watermark, now_ms)
+                                  self._follower.high_watermark, now_ms)
         # KRaft's LeaderChange control record: the first entry of the epoch. Nothing before it counts as
         # committed until it is, so entries of older epochs are committed only by the new leader's own.
         value = b"LeaderChange leader=%d epoch=%d" % (self.node_id, self.epoch)
@@ -302,7 +297,7 @@ class RaftNode(FollowerFetching):
         """Keep the high watermark; answer parked fetches, so their followers learn of the change at once."""
         assert self._leader is not None
         parked = self._leader.take_parked()
-        self._high_watermark, self._leader = self._leader.high_watermark, None
+        self._follower.high_watermark, self._leader = self._leader.high_watermark, None
         for request in parked:
             self._channel.respond(request, self._fetch_error(ErrorCode.not_leader_or_follower))
 
@@ -324,8 +319,8 @@ class RaftNode(FollowerFetching):
             return
         candidate_last = OffsetAndEpoch(request.last_offset, request.last_offset_epoch)
         if request.pre_vote:  # changes nothing here; a candidate a step behind learns our epoch from the answer
-            heard = (self._heard_from_leader_ms is not None
-                     and now_ms - self._heard_from_leader_ms < self.config.fetch_timeout_ms)
+            heard_ms = self._follower.heard_from_leader_ms
+            heard = heard_ms is not None and now_ms - heard_ms < self.config.fetch_timeout_ms
             granted = request.candidate_epoch > self.epoch and s.may_grant_pre_vote(
                 self.state, candidate_last, self.log.last_offset_and_epoch(), heard)
             self._channel.respond(envelope, m.VoteResponse(ErrorCode.none, self._leader_or_none(), self.epoch, granted))
@@ -422,6 +417,21 @@ class RaftNode(FollowerFetching):
             elif isinstance(state, Candidate) and s.lost_election(state.rejected, self.voters) and (
                     state.backoff_until_ms is None):
                 self._start_backoff(state, now_ms)
+
+    def _on_fetch_response(self, envelope: Envelope, response: m.FetchResponse, fetch_offset: int,
+                           now_ms: int) -> None:
+        if self._observe(response.leader_epoch, response.leader_id, now_ms):
+            return
+        state = self.state
+        if isinstance(state, Follower) and envelope.source == state.leader_id and response.leader_epoch == state.epoch:
+            self.state = self._follower.on_fetch_response(state, response, fetch_offset, now_ms)
+
+    def _on_fetch_snapshot_response(self, response: m.FetchSnapshotResponse, now_ms: int) -> None:
+        if self._observe(response.leader_epoch, response.leader_id, now_ms):
+            return
+        state = self.state
+        if isinstance(state, Follower) and response.leader_epoch == state.epoch:
+            self.state = self._follower.on_fetch_snapshot_response(state, response, now_ms)
 
     def _on_quorum_epoch_response(self, source: int, response: m.BeginQuorumEpochResponse | m.EndQuorumEpochResponse,
                                   now_ms: int) -> None:

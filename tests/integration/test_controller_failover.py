@@ -2,7 +2,6 @@
 active, the standbys replay its committed records and refuse brokers with NOT_CONTROLLER, and when the active
 one stops another takes over with the same brokers, topics and leader epochs, fencing nobody."""
 
-import socket
 import time
 import uuid
 from pathlib import Path
@@ -14,6 +13,7 @@ from replog.controller import records
 from replog.controller.channel import ChannelConfig
 from replog.controller.cluster import ControllerError
 from replog.controller.server import ClusterController, ControllerConfig
+from replog.harness.local_cluster import free_ports
 from replog.protocol.apis import ApiKey
 from replog.raft.config import QuorumConfig
 from tests.conditions import wait_until
@@ -26,23 +26,13 @@ SESSION_MS = 9_000
 LAI = ApiKey.LEADER_AND_ISR
 
 
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind((HOST, 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 def state_of(controller: ClusterController) -> list[records.Record]:
     return records.snapshot_records(0, controller.metadata)
 
 
 class Quorum:
     def __init__(self, root: Path) -> None:
-        ports = _free_ports(len(CONTROLLER_IDS))
+        ports = free_ports(len(CONTROLLER_IDS))
         quorum = QuorumConfig(voters={i: (HOST, p) for i, p in zip(CONTROLLER_IDS, ports, strict=True)},
                               **FAST_QUORUM)
         self.controllers = {

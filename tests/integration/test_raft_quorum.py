@@ -3,13 +3,13 @@ listener, elect a leader, commit, fail over and restart from their quorum-state 
 
 import asyncio
 import json
-import socket
 from pathlib import Path
 
 import pytest
 from kio.schema.errors import ErrorCode
 
 from replog.client.connection import Connection
+from replog.harness.local_cluster import free_ports
 from replog.protocol.apis import CONTROLLER_API_SPECS, ApiKey, response_header_version
 from replog.protocol.headers import decode_response_header
 from replog.raft import codec
@@ -32,16 +32,6 @@ SECRET = "quorum-test-secret"
 SERVED = QUORUM_APIS | {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
 FAST = {"election_timeout_ms": 300, "fetch_timeout_ms": 600, "election_backoff_max_ms": 300,
         "request_timeout_ms": 600}
-
-
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind((HOST, 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 async def _connect(host: str, port: int) -> Connection:
@@ -87,7 +77,7 @@ def _config(ports: list[int], first_id: int = 3000) -> QuorumConfig:
 
 
 async def _start_quorum(tmp_path: Path, size: int) -> list[QuorumMember]:
-    config = _config(_free_ports(size))
+    config = _config(free_ports(size))
     members = [QuorumMember(node_id, config, tmp_path / str(node_id)) for node_id in sorted(config.voters)]
     for member in members:
         await member.start()
@@ -187,7 +177,7 @@ async def test_a_corrupt_quorum_state_file_is_refused_naming_it(tmp_path):
 async def test_a_voter_set_other_than_the_saved_one_is_refused(tmp_path):
     [member] = await _start_quorum(tmp_path, 1)
     await member.stop()
-    other_voters = _config(_free_ports(3))
+    other_voters = _config(free_ports(3))
     path = member.shell.directory / QUORUM_STATE_FILE
     with pytest.raises(VoterSetMismatchError, match=f"{path}.*controller.quorum.voters"):
         QuorumMember(member.node_id, other_voters, member.shell.directory).shell.start()

@@ -11,9 +11,7 @@ the run's trace and the one-line replay command above. A replay is exact: every 
 seed, and test_replay_is_identical checks it. test_regressions.py holds the seeds that found bugs.
 """
 
-import concurrent.futures
-import contextlib
-import os
+import functools
 import resource
 import time
 import types
@@ -26,47 +24,19 @@ from replog.protocol.records import build_batch
 
 from .broker import LOG_CONFIG
 from .invariants import InvariantChecker, InvariantViolation, missing_acknowledged
-from .simulation import Outcome, SimulationFailure, run_seed
+from .seeds import run_seeds
+from .simulation import SimulationFailure, run_seed
 
-CI_SEEDS = 1_000
-SIM_WORKERS = min(2, os.cpu_count() or 1)
 # Seeds excluded from the durability check (the KIP-966 case, see simulation.py) must stay rare, or the
 # check would be vacuous.
 MAX_EXCLUDED_SHARE = 0.05
 
 
-def _run_or_describe(seed: int, reassignments: bool = False) -> Outcome | str:
-    """run_seed for a worker process: a failure comes back as its message (it names the seed)."""
-    try:
-        return run_seed(seed, reassignments=reassignments)
-    except SimulationFailure as failure:
-        return str(failure)
-
-
-def _run_seeds(seeds: list[int], *, reassignments: bool) -> list[Outcome]:
-    workers = min(SIM_WORKERS, len(seeds))
-    flags = [reassignments] * len(seeds)
-    with concurrent.futures.ProcessPoolExecutor(workers) if workers > 1 else contextlib.nullcontext() as pool:
-        results = (pool.map(_run_or_describe, seeds, flags, chunksize=25) if pool is not None
-                   else map(_run_or_describe, seeds, flags))
-        outcomes = []
-        for result in results:
-            if isinstance(result, str):
-                pytest.fail(result, pytrace=False)
-            outcomes.append(result)
-    return outcomes
-
-
 def test_seeds(request):
-    only = request.config.getoption("--sim-seed")
-    count = request.config.getoption("--sim-seeds") or CI_SEEDS
-    seeds = [only] if only is not None else list(range(count))
     started = time.monotonic()
     cpu_before_s = sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
                        for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
-    # Seeds are independent, so they spread over the machine's cores; each one still runs alone, in order.
-    workers = min(SIM_WORKERS, len(seeds))
-    outcomes = _run_seeds(seeds, reassignments=False)
+    outcomes, only, workers = run_seeds(request, run_seed, SimulationFailure, chunksize=25)
     excluded = [o for o in outcomes if o.durability_excluded is not None]
     cpu_s = sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
                 for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) - cpu_before_s
@@ -91,9 +61,8 @@ def test_seeds_with_reassignments(request):
     """The same faults, and partitions moved between the brokers meanwhile (KIP-455: replicas added, caught
     up, the removed ones deleted; moves cancelled): every invariant holds, and the checker's reassignment
     rule (reassignment_step) sees every step."""
-    only = request.config.getoption("--sim-seed")
-    count = request.config.getoption("--sim-seeds") or REASSIGNMENT_CI_SEEDS
-    outcomes = _run_seeds([only] if only is not None else list(range(count)), reassignments=True)
+    outcomes, only, _ = run_seeds(request, functools.partial(run_seed, reassignments=True), SimulationFailure,
+                                  chunksize=25, ci_seeds=REASSIGNMENT_CI_SEEDS)
     excluded = [o for o in outcomes if o.durability_excluded is not None]
     print(f"\n{len(outcomes)} seeds with reassignments: {sum(o.reassignments for o in outcomes)} reassignments, "
           f"{sum(o.acknowledged for o in outcomes)} acknowledged records, {len(excluded)} excluded from durability")

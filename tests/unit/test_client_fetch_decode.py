@@ -4,7 +4,7 @@ import struct
 
 from crc32c import crc32c
 
-from replog.client.consumer import decode_fetched
+from replog.client.consumer_records import decode_fetched
 from replog.protocol.records import ATTRIBUTES_OFFSET, CRC_OFFSET, RecordBatch, build_batch
 
 

@@ -67,7 +67,7 @@ async def test_config_changes_reach_every_broker_and_validate_only_changes_nothi
 async def test_dynamic_cluster_default_enables_unclean_elections_for_topics_without_an_override(controller):
     await controller.create_topic("lenient", {0: [1, 3]})
     await controller.create_topic("strict", {0: [1, 3]}, {"unclean.leader.election.enable": "false"})
-    assert not controller._unclean_allowed("lenient")
+    assert not controller.replication_control.unclean_allowed("lenient")
     default = [ConfigResource(ResourceType.BROKER, "", [ConfigChange("unclean.leader.election.enable", "true")])]
     await admin.alter_configs(controller, default, incremental=True, validate_only=False)
-    assert controller._unclean_allowed("lenient") and not controller._unclean_allowed("strict")
+    assert controller.replication_control.unclean_allowed("lenient") and not controller.replication_control.unclean_allowed("strict")

@@ -1,9 +1,7 @@
 """ClusterController's broker sessions end to end, on a fake clock: registration and unfencing, fencing on
-session expiry (leaderships moved, ISRs shrunk, the brokers told), controlled shutdown, AlterPartition
-against fenced or departing brokers, sessions across a controller restart, and replica assignment over
-the active brokers only. FakeBrokers record what the controller sends."""
+session expiry (leaderships moved, ISRs shrunk, the brokers told), controlled shutdown, brokers that never got
+unfenced, and a controller whose own loop stalled. FakeBrokers record what the controller sends."""
 
-import collections
 import time
 import uuid
 
@@ -13,86 +11,32 @@ from kio.schema.errors import ErrorCode
 from replog.controller.cluster import ControllerError
 from replog.controller.heartbeats import BrokerState
 from replog.controller.registry import NO_LEADER, LeaderRecoveryState
-from replog.controller.server import ClusterController, HeartbeatAnswer
-from replog.protocol.apis import ApiKey
 
-from .test_controller_fakes import HOST, FakeBroker, wait_until
-from .test_controller_server import (  # noqa: F401 (brokers, clock, controller, controllers: fixtures)
+from .controller_fixtures import (  # noqa: F401 (fixtures)
+    ALIVE,
+    FENCED,
+    GONE,
     LAI,
     SESSION_MS,
     UM,
-    alter_partition_request,
+    alter_partition,
     apis,
     brokers,
     clock,
     controller,
     controllers,
-    decoded,
     epoch_of,
+    error_of,
     forget_requests,
     heartbeat,
     join,
+    last_state,
     let_sessions_expire,
     live_broker_ids,
     partition_states,
+    state,
 )
-
-ALIVE = HeartbeatAnswer(is_fenced=False, should_shut_down=False)
-FENCED = HeartbeatAnswer(is_fenced=True, should_shut_down=False)
-GONE = HeartbeatAnswer(is_fenced=True, should_shut_down=True)
-
-
-def state(controller: ClusterController, topic: str, partition: int = 0) -> tuple:
-    p = controller.registration(topic, partition)
-    return p.leader, p.isr, p.leader_epoch, p.partition_epoch
-
-
-def alter_partition(controller: ClusterController, topic: str, new_isr: list[int], *, broker_id: int | None = None,
-                    broker_epoch: int | None = None, **fields) -> ErrorCode:
-    """AlterPartition v2 from the current leader (or broker_id) with the current epochs and RECOVERED, or the
-    leader_epoch, partition_epoch, leader_recovery_state given: the request's error if it failed as a whole,
-    else the partition's."""
-    current = controller.registration(topic, 0)
-    broker_id = current.leader if broker_id is None else broker_id
-    body = alter_partition_request(
-        current.topic_id, 0, new_isr, broker_id=broker_id,
-        broker_epoch=epoch_of(controller, broker_id) if broker_epoch is None else broker_epoch,
-        leader_epoch=fields.get("leader_epoch", current.leader_epoch),
-        partition_epoch=fields.get("partition_epoch", current.partition_epoch),
-        leader_recovery_state=fields.get("leader_recovery_state", 0))
-    response = controller.alter_partition(decoded(ApiKey.ALTER_PARTITION, 2, body), 2)
-    if response["error_code"] != ErrorCode.none:
-        return response["error_code"]
-    return response["topics"][0]["partitions"][0]["error_code"]
-
-
-def alter_partition_v3(controller: ClusterController, topic: str, members: list[tuple[int, int]]) -> ErrorCode:
-    """AlterPartition v3 from the current leader: members are (broker id, the broker epoch the leader saw)."""
-    current = controller.registration(topic, 0)
-    body = {"broker_id": current.leader, "broker_epoch": epoch_of(controller, current.leader), "topics": [
-        {"topic_id": current.topic_id, "partitions": [
-            {"partition_index": 0, "leader_epoch": current.leader_epoch, "partition_epoch": current.partition_epoch,
-             "leader_recovery_state": 0,
-             "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": e} for b, e in members]}]}]}
-    return controller.alter_partition(decoded(ApiKey.ALTER_PARTITION, 3, body), 3)["topics"][0]["partitions"][0][
-        "error_code"]
-
-
-def last_state(fake: FakeBroker, api: ApiKey, topic: str, partition: int = 0):
-    """The state of topic-partition in the last request of `api` the broker got that names it."""
-    for request in reversed(fake.requests(api)):
-        states = partition_states(request)
-        if (topic, partition) in states:
-            return states[(topic, partition)]
-    raise AssertionError(f"broker {fake.broker_id} got no {api.name} naming {topic}-{partition}")
-
-
-def error_of(function, *args, **kwargs) -> ErrorCode:
-    """The error code of the ControllerError that function(*args, **kwargs) must raise."""
-    with pytest.raises(ControllerError) as raised:
-        function(*args, **kwargs)
-    return raised.value.error_code
-
+from .test_controller_fakes import HOST, FakeBroker, wait_until
 
 # ------------------------------------------------------------------------------------------ registration
 
@@ -355,140 +299,6 @@ async def test_a_broker_in_controlled_shutdown_is_still_listed_but_gets_no_new_r
     assert raised.value.error_code == ErrorCode.invalid_replica_assignment
     topic = await controller.create_topic("v", partitions=4, replication_factor=2)
     assert all(set(p.replicas) == {1, 2} for p in topic.partitions.values())
-
-
-# ------------------------------------------------------------------------------ AlterPartition eligibility
-
-
-async def test_alter_partition_naming_a_fenced_broker_is_ineligible(controller, brokers, clock):
-    await controller.create_topic("t", {0: [1, 2, 3]})
-    assert let_sessions_expire(controller, clock, 3) == [3]
-    before = controller.registration("t", 0)
-    assert alter_partition(controller, "t", [1, 2, 3]) == ErrorCode.ineligible_replica
-    epochs = [(b, epoch_of(controller, b)) for b in (1, 2, 3)]
-    assert alter_partition_v3(controller, "t", epochs) == ErrorCode.ineligible_replica
-    assert controller.registration("t", 0) == before
-    assert alter_partition(controller, "t", [1]) == ErrorCode.none  # eligible members only: accepted
-
-
-async def test_alter_partition_naming_a_broker_in_controlled_shutdown_is_ineligible(controller, brokers):
-    await controller.create_topic("t", {0: [1, 2, 3]})
-    await controller.create_topic("u", {0: [3, 1]})  # so that broker 3 has leaderships to move
-    assert heartbeat(controller, 3, want_shutdown=True) == ALIVE
-    assert state(controller, "t") == (1, (1, 2), 0, 1)
-    assert alter_partition(controller, "t", [1, 2, 3]) == ErrorCode.ineligible_replica
-    assert state(controller, "t") == (1, (1, 2), 0, 1)
-
-
-async def test_alter_partition_from_a_fenced_former_leader_is_refused(controller, brokers, clock):
-    await controller.create_topic("t", {0: [1, 2]})
-    old_epoch = epoch_of(controller, 1)
-    assert let_sessions_expire(controller, clock, 1) == [1]
-    after_fencing = controller.registration("t", 0)
-    # Still registered with that epoch, but deposed: its leader epoch is old.
-    assert alter_partition(controller, "t", [1, 2], broker_id=1, leader_epoch=0, partition_epoch=0) == \
-        ErrorCode.fenced_leader_epoch
-    # Even with the current epochs it is not the leader.
-    assert alter_partition(controller, "t", [1, 2], broker_id=1) == ErrorCode.invalid_request
-    controller.register_broker(1, uuid.uuid4(), HOST, brokers[1].port)  # restarted: a new broker epoch
-    assert alter_partition(controller, "t", [1, 2], broker_id=1, broker_epoch=old_epoch) == \
-        ErrorCode.stale_broker_epoch
-    assert controller.registration("t", 0) == after_fencing
-
-
-async def test_alter_partition_v3_refuses_a_member_seen_under_its_previous_epoch(controller, brokers, clock):
-    await controller.create_topic("t", {0: [2, 1]})
-    old_epoch = epoch_of(controller, 1)
-    assert let_sessions_expire(controller, clock, 1) == [1]
-    controller.register_broker(1, uuid.uuid4(), HOST, brokers[1].port)
-    assert heartbeat(controller, 1) == ALIVE
-    assert state(controller, "t") == (2, (2,), 0, 1)
-    # The leader saw broker 1 fetch before it restarted (and maybe lost records): not that one.
-    assert alter_partition_v3(controller, "t", [(2, epoch_of(controller, 2)), (1, old_epoch)]) == \
-        ErrorCode.ineligible_replica
-    assert alter_partition_v3(controller, "t", [(2, epoch_of(controller, 2)), (1, epoch_of(controller, 1))]) == \
-        ErrorCode.none
-    assert state(controller, "t") == (2, (2, 1), 0, 2)
-
-
-# ---------------------------------------------------------------------------------- controller restart
-
-
-async def test_a_restarted_controller_replays_sessions_and_gives_unfenced_brokers_a_full_timeout(
-        controllers, brokers, clock):
-    first = await controllers.start(*brokers.values())
-    await first.create_topic("t", {0: [1, 2, 3]})
-    assert let_sessions_expire(first, clock, 3) == [3]
-    await first.settle()
-    epochs = {b: epoch_of(first, b) for b in (1, 2, 3)}
-    await first.stop()
-    clock.advance(5 * SESSION_MS)  # no controller ran meanwhile: the brokers' silence proves nothing
-
-    second = await controllers.start()
-    assert {b: epoch_of(second, b) for b in (1, 2, 3)} == epochs
-    assert [second.sessions.state(b) for b in (1, 2, 3)] == \
-        [BrokerState.UNFENCED, BrokerState.UNFENCED, BrokerState.FENCED]
-    assert [second.metadata.brokers[b].fenced for b in (1, 2, 3)] == [False, False, True]
-    assert state(second, "t") == (1, (1, 2), 0, 1)
-    assert second.fence_expired_brokers() == []
-    clock.advance(SESSION_MS // 2)
-    heartbeat(second, 2)
-    clock.advance(SESSION_MS - SESSION_MS // 2)  # exactly one timeout after the restart: still alive
-    assert second.fence_expired_brokers() == []
-    assert not second.metadata.brokers[1].fenced
-    clock.advance(1)
-    assert second.fence_expired_brokers() == [1]  # broker 2 heartbeated; broker 3 was fenced already
-    assert state(second, "t") == (2, (2,), 1, 2)
-
-
-async def test_a_controlled_shutdown_cut_short_by_a_restart_is_forgotten(controllers, brokers):
-    first = await controllers.start(*brokers.values())
-    await first.create_topic("u", {0: [3, 1]})
-    assert heartbeat(first, 3, want_shutdown=True) == ALIVE
-    await first.settle()
-    await first.stop()
-    second = await controllers.start()
-    broker = second.metadata.brokers[3]
-    assert (broker.fenced, broker.in_controlled_shutdown) == (False, False)
-    assert second.sessions.state(3) is BrokerState.UNFENCED
-    assert state(second, "u") == (1, (1,), 1, 1)  # the moves stay
-    assert heartbeat(second, 3, want_shutdown=True) == GONE  # leads nothing now
-
-
-# ----------------------------------------------------------------------------------- replica assignment
-
-
-async def test_create_topic_assigns_round_robin_over_active_brokers_only(controller, brokers):
-    fourth = await FakeBroker(4).start()
-    try:
-        controller.register_broker(4, uuid.uuid4(), HOST, fourth.port)  # registered, never unfenced
-        await controller.settle()
-        topic = await controller.create_topic("rr", partitions=6, replication_factor=2)
-        assignment = {p.partition: p.replicas for p in topic.partitions.values()}
-        assert all(set(replicas) <= {1, 2, 3} and len(replicas) == 2 for replicas in assignment.values())
-        assert collections.Counter(r[0] for r in assignment.values()) == {1: 2, 2: 2, 3: 2}  # leaders spread
-        assert collections.Counter(b for r in assignment.values() for b in r) == {1: 4, 2: 4, 3: 4}
-        assert all(("rr", p) not in partition_states(r) for r in fourth.requests(LAI) for p in range(6))
-        with pytest.raises(ControllerError) as raised:
-            await controller.create_topic("wide", partitions=1, replication_factor=4)
-        assert raised.value.error_code == ErrorCode.invalid_replication_factor  # 4 registered, 3 active
-        default = await controller.create_topic("default")  # num.partitions 1, default.replication.factor 1
-        assert [len(p.replicas) for p in default.partitions.values()] == [1]
-        validated = await controller.create_topic("checked", partitions=2, replication_factor=3, validate_only=True)
-        assert len(validated.partitions) == 2 and "checked" not in controller.metadata.topics
-    finally:
-        await fourth.stop()
-
-
-async def test_a_fenced_broker_gets_no_replicas(controller, brokers, clock):
-    assert let_sessions_expire(controller, clock, 2) == [2]
-    topic = await controller.create_topic("rr", partitions=4, replication_factor=2)
-    assert all(set(p.replicas) == {1, 3} for p in topic.partitions.values())
-    assert collections.Counter(p.leader for p in topic.partitions.values()) == {1: 2, 3: 2}
-    joined_again = heartbeat(controller, 2)
-    assert joined_again == ALIVE
-    topic = await controller.create_topic("all", partitions=3, replication_factor=3)
-    assert all(set(p.replicas) == {1, 2, 3} for p in topic.partitions.values())
 
 
 # ------------------------------------------------------------------------ brokers that never got unfenced

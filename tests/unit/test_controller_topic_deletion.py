@@ -12,7 +12,7 @@ from replog.controller.state_machines import PartitionReplica, PartitionState, R
 from replog.log.partition_log import TopicPartition
 from replog.protocol.apis import ApiKey
 
-from .test_controller_server import (  # noqa: F401 (fixtures)
+from .controller_fixtures import (  # noqa: F401 (fixtures)
     SESSION_MS,
     brokers,
     clock,

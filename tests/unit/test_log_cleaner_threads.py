@@ -8,6 +8,7 @@ import threading
 from replog.log.config import CleanerConfig, LogConfig
 from replog.log.log_cleaner import LogCleaner
 from replog.log.log_manager import LogManager
+from replog.log.partition_log import PartitionLog
 from replog.log.segment import SegmentFileOps
 from replog.protocol.records import build_batch, decode_records, iter_batches
 
@@ -46,6 +47,16 @@ def _values(log) -> list[tuple[int, bytes, bytes]]:
     return out
 
 
+def _compacted_log_and_gated_cleaner(tmp_path) -> tuple[CleanerThreadGate, LogManager, PartitionLog, LogCleaner]:
+    """A log of 40 rounds over the same three keys, and a cleaner whose threads' reads wait for the gate."""
+    gate = CleanerThreadGate()
+    log_manager = LogManager([tmp_path], CONFIG, clock_ms=lambda: 10_000, file_ops=gate)
+    log = log_manager.get_or_create_log("t", 0, CONFIG)
+    for round_ in range(40):
+        _append(log, round_)
+    return gate, log_manager, log, LogCleaner(log_manager, CLEANER, clock_ms=lambda: 10_000)
+
+
 async def _wait_for(event: threading.Event) -> None:
     for _ in range(3000):
         if event.is_set():
@@ -55,12 +66,7 @@ async def _wait_for(event: threading.Event) -> None:
 
 
 async def test_the_loop_appends_and_reads_while_a_cleaner_thread_works(tmp_path):
-    gate = CleanerThreadGate()
-    log_manager = LogManager([tmp_path], CONFIG, clock_ms=lambda: 10_000, file_ops=gate)
-    log = log_manager.get_or_create_log("t", 0, CONFIG)
-    for round_ in range(40):
-        _append(log, round_)
-    cleaner = LogCleaner(log_manager, CLEANER, clock_ms=lambda: 10_000)
+    gate, log_manager, log, cleaner = _compacted_log_and_gated_cleaner(tmp_path)
     cleaning = asyncio.create_task(cleaner.clean_filthiest())
     await _wait_for(gate.cleaner_waiting)
     # The cleaner thread is stuck in a read: the loop still appends and serves reads of the same log.
@@ -76,12 +82,7 @@ async def test_the_loop_appends_and_reads_while_a_cleaner_thread_works(tmp_path)
 
 
 async def test_a_log_deleted_while_it_is_cleaned_is_left_alone(tmp_path):
-    gate = CleanerThreadGate()
-    log_manager = LogManager([tmp_path], CONFIG, clock_ms=lambda: 10_000, file_ops=gate)
-    log = log_manager.get_or_create_log("t", 0, CONFIG)
-    for round_ in range(40):
-        _append(log, round_)
-    cleaner = LogCleaner(log_manager, CLEANER, clock_ms=lambda: 10_000)
+    gate, log_manager, log, cleaner = _compacted_log_and_gated_cleaner(tmp_path)
     cleaning = asyncio.create_task(cleaner.clean_filthiest())
     await _wait_for(gate.cleaner_waiting)
     log_manager.delete_log("t", 0)
@@ -95,12 +96,7 @@ async def test_a_log_deleted_while_it_is_cleaned_is_left_alone(tmp_path):
 
 
 async def test_a_truncation_during_cleaning_abandons_it(tmp_path):
-    gate = CleanerThreadGate()
-    log_manager = LogManager([tmp_path], CONFIG, clock_ms=lambda: 10_000, file_ops=gate)
-    log = log_manager.get_or_create_log("t", 0, CONFIG)
-    for round_ in range(40):
-        _append(log, round_)
-    cleaner = LogCleaner(log_manager, CLEANER, clock_ms=lambda: 10_000)
+    gate, log_manager, log, cleaner = _compacted_log_and_gated_cleaner(tmp_path)
     cleaning = asyncio.create_task(cleaner.clean_filthiest())
     await _wait_for(gate.cleaner_waiting)
     log.truncate_to(log.log_end_offset - 3)
@@ -118,12 +114,7 @@ async def test_a_truncation_during_cleaning_abandons_it(tmp_path):
 
 
 async def test_stop_aborts_a_running_cleaning_and_waits_for_its_thread(tmp_path):
-    gate = CleanerThreadGate()
-    log_manager = LogManager([tmp_path], CONFIG, clock_ms=lambda: 10_000, file_ops=gate)
-    log = log_manager.get_or_create_log("t", 0, CONFIG)
-    for round_ in range(40):
-        _append(log, round_)
-    cleaner = LogCleaner(log_manager, CLEANER, clock_ms=lambda: 10_000)
+    gate, log_manager, log, cleaner = _compacted_log_and_gated_cleaner(tmp_path)
     cleaner.start()
     await _wait_for(gate.cleaner_waiting)
     stopping = asyncio.create_task(cleaner.stop())

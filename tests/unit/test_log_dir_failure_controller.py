@@ -16,7 +16,7 @@ from replog.controller.state_machines import PartitionReplica, ReplicaState
 from replog.log.partition_log import TopicPartition
 from replog.protocol.apis import ApiKey
 
-from .test_controller_server import (  # noqa: F401  (fixtures)
+from .controller_fixtures import (  # noqa: F401  (fixtures)
     LAI,
     UM,
     alter_partition_request,

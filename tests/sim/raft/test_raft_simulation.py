@@ -10,39 +10,15 @@ the seed, the step and simulated time, the broken invariant, the tail of the run
 command above.
 """
 
-import concurrent.futures
-import contextlib
-import os
 import time
 
-import pytest
-
-from .simulation import Outcome, SimulationFailure, run_seed
-
-CI_SEEDS = 1_000
-SIM_WORKERS = min(2, os.cpu_count() or 1)
-
-
-def _run_or_describe(seed: int) -> Outcome | str:
-    try:
-        return run_seed(seed)
-    except SimulationFailure as failure:
-        return str(failure)
+from ..seeds import run_seeds
+from .simulation import SimulationFailure, run_seed
 
 
 def test_seeds(request):
-    only = request.config.getoption("--sim-seed")
-    count = request.config.getoption("--sim-seeds") or CI_SEEDS
-    seeds = [only] if only is not None else list(range(count))
     started = time.monotonic()
-    workers = min(SIM_WORKERS, len(seeds))
-    with concurrent.futures.ProcessPoolExecutor(workers) if workers > 1 else contextlib.nullcontext() as pool:
-        results = pool.map(_run_or_describe, seeds, chunksize=20) if pool is not None else map(_run_or_describe, seeds)
-        outcomes = []
-        for result in results:
-            if isinstance(result, str):
-                pytest.fail(result, pytrace=False)
-            outcomes.append(result)
+    outcomes, only, workers = run_seeds(request, run_seed, SimulationFailure, chunksize=20)
     print(f"\n{len(outcomes)} seeds in {time.monotonic() - started:.1f} s on {workers} processes: "
           f"{sum(o.steps for o in outcomes)} events, {sum(o.messages for o in outcomes)} messages, "
           f"{sum(o.leader_epochs for o in outcomes)} leader epochs, {sum(o.kills for o in outcomes)} kills, "

@@ -1,0 +1,74 @@
+"""Creating, off the event loop, the logs a LeaderAndIsr gives this broker for the first time.
+
+File creation and its fsyncs cost about a millisecond a partition, and one request may carry thousands, so
+the logs are opened in worker threads (several: the time goes into fsyncs, which the file system commits
+together) and adopted by the LogManager back on the event loop.
+"""
+
+import asyncio
+import logging
+from collections.abc import Container
+
+from kio.schema.errors import ErrorCode
+
+from replog.log.config import LogConfig
+from replog.log.errors import LogError, StorageError
+from replog.log.log_manager import LogManager, NewLog
+from replog.log.partition_log import PartitionLog, TopicPartition
+from replog.protocol.control import LeaderAndIsrRequest
+
+log = logging.getLogger(__name__)
+
+LOG_CREATION_THREADS = 4
+
+
+def storage_error_code(failure: LogError | OSError) -> ErrorCode:
+    """What a partition answers when its storage failed: the LogError's own code, else a storage error."""
+    return failure.error_code if isinstance(failure, LogError) else ErrorCode.kafka_storage_error
+
+
+async def create_missing_logs(log_manager: LogManager, base_log_config: LogConfig, node_id: int,
+                              hosted: Container[TopicPartition],
+                              request: LeaderAndIsrRequest) -> dict[TopicPartition, ErrorCode]:
+    """Create the logs of the request's partitions that name `node_id` as a replica and are neither `hosted`
+    nor on disk. Returns the partitions whose log could not be created, with the error to answer for them."""
+    wanted = {}  # by partition: a request naming one twice still creates its log once
+    for topic in request.topic_states:
+        for state in topic.partition_states:
+            key = TopicPartition(topic.topic_name, state.partition_index)
+            if (node_id in state.replicas and key not in hosted and key not in wanted
+                    and log_manager.get_log(*key) is None):
+                config = LogConfig.from_topic_configs(topic.configs, base_log_config)
+                wanted[key] = (key, config, topic.topic_id)
+    if not wanted:
+        return {}
+    try:
+        planned = log_manager.plan_new_logs(wanted.values())
+    except StorageError as e:
+        log.error("cannot create %d logs: %s", len(wanted), e)
+        return {key: ErrorCode.kafka_storage_error for key in wanted}
+    chunks = [planned[i::LOG_CREATION_THREADS] for i in range(LOG_CREATION_THREADS)]
+    results = await asyncio.gather(*(asyncio.to_thread(_open_logs, log_manager, chunk) for chunk in chunks if chunk))
+    opened = {new: result for chunk in results for new, result in chunk}
+    errors = {}
+    for new in planned:
+        result = opened[new]
+        if isinstance(result, Exception):
+            log.error("creating the log of %s-%d failed: %s", *new.topic_partition, result)
+            errors[new.topic_partition] = storage_error_code(result)
+            if isinstance(result, OSError):  # reported here, on the event loop, not in the worker thread
+                log_manager.failure_channel.report(new.directory.parent, result)
+        else:
+            log_manager.adopt_new_log(new, result)
+    return errors
+
+
+def _open_logs(log_manager: LogManager, planned: list[NewLog]) -> list[tuple[NewLog, PartitionLog | Exception]]:
+    """Runs in a worker thread: each new log, or the error that kept it from being created."""
+    opened: list[tuple[NewLog, PartitionLog | Exception]] = []
+    for new in planned:
+        try:
+            opened.append((new, log_manager.open_new_log(new)))
+        except (OSError, LogError) as e:
+            opened.append((new, e))
+    return opened

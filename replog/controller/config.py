@@ -1,0 +1,57 @@
+"""The controller's configuration (Kafka's controller and broker-session keys), its first epoch and its clock."""
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from replog.metrics.config import MetricsConfig
+from replog.raft.config import QuorumConfig
+
+from .channel import ChannelConfig
+from .heartbeats import BROKER_SESSION_TIMEOUT_MS
+
+# The controller epoch is the quorum's leader epoch: the first election makes epoch 1. Brokers start at -1
+# and take the epoch of the first request they accept.
+FIRST_CONTROLLER_EPOCH = 1
+
+
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    inter_broker_secret: str  # SASL/PLAIN password shared with the brokers (server/auth.py)
+    metadata_log_dir: Path
+    controller_id: int = 3000
+    cluster_id: str = "replog-cluster"
+    host: str = "127.0.0.1"
+    port: int = 0  # 0: the OS picks one; see ClusterController.port
+    broker_session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS
+    unclean_leader_election_enable: bool = False  # the cluster default; topics may override it
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_ms: int = 300_000  # leader.imbalance.check.interval.seconds = 300
+    leader_imbalance_per_broker_percentage: int = 10
+    num_partitions: int = 1  # for CreateTopics asking for the default (-1)
+    default_replication_factor: int = 1
+    request_timeout_ms: int = 30_000  # Kafka's controller.socket.timeout.ms
+    propagation_timeout_ms: int = 30_000  # how long settle() and CreateTopics wait for the brokers' answers
+    channel: ChannelConfig = field(default_factory=ChannelConfig)
+    max_connections: int = 1_000
+    max_inflight_requests_per_connection: int = 16
+    max_frame_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes
+    # The local address of its connections to brokers (as the brokers' inter.broker.bind.host); None: the OS's.
+    inter_broker_bind_host: str | None = None
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    # controller.quorum.* (replog/raft/config.py); None: a quorum of this controller alone.
+    quorum: QuorumConfig | None = None
+    metadata_snapshot_max_bytes: int = 20 * 1024 * 1024  # metadata.log.max.record.bytes.between.snapshots
+
+    def __post_init__(self) -> None:
+        assert self.inter_broker_secret, "a controller without inter.broker.secret cannot talk to brokers"
+        assert self.controller_id >= 0
+        assert 0 <= self.port < 65536
+        assert self.broker_session_timeout_ms > 0
+        assert self.num_partitions > 0 and self.default_replication_factor > 0
+        assert self.metadata_snapshot_max_bytes > 0
+        assert self.leader_imbalance_check_interval_ms > 0 and 0 <= self.leader_imbalance_per_broker_percentage <= 100
