@@ -18,6 +18,7 @@ from . import (
     baselines,
     codec_kio_vs_handwritten,
     consume_catchup,
+    consumer_groups,
     failover,
     follower_catchup,
     log_cleaning,
@@ -35,7 +36,7 @@ from .plots import draw_plots
 BENCHMARKS = {
     m.NAME: m for m in (codec_kio_vs_handwritten, baselines, produce_throughput, consume_catchup,
                         replicated_produce, replicated_latency, follower_catchup, partition_scaling, failover, startup,
-                        analyze, peers, log_cleaning, reassignment)
+                        analyze, peers, log_cleaning, consumer_groups, reassignment)
 }  # fmt: skip
 
 

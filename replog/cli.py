@@ -15,6 +15,7 @@ from .analytics import job as analyze_job
 from .cli_admin import add_admin_commands
 from .cli_clients import EXIT_ERROR, EXIT_OK, properties
 from .cli_reassign import add_reassign_command
+from .cli_reset_offsets import add_reset_arguments
 from .client.errors import KafkaError
 from .client.quorum_admin import describe_quorum, parse_controllers
 from .cluster_nodes.quorum_report import format_quorum_replication, format_quorum_status
@@ -255,9 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
     consume.set_defaults(func=lambda a: asyncio.run(cli_clients.consume(a)))
 
     groups = commands.add_parser(
-        "consumer-groups", help="list, describe (with lag) or delete consumer groups",
+        "consumer-groups", help="list, describe (with lag), reset the offsets of or delete consumer groups",
         description="List consumer groups, describe one (per partition: committed offset, log end offset, lag, "
-        "member and host), or delete an empty one, as kafka-consumer-groups does.")
+        "member and host), reset an inactive one's offsets, or delete an empty one, as kafka-consumer-groups does.")
     _bootstrap(groups)
     action = groups.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true", help="list every group of the cluster (one of --list, "
@@ -265,7 +266,11 @@ def build_parser() -> argparse.ArgumentParser:
     action.add_argument("--describe", action="store_true", help="describe the group named by --group (default: off)")
     action.add_argument("--delete", action="store_true", help="delete the group named by --group, which must "
                         "have no members (default: off)")
-    groups.add_argument("--group", help="the group to describe or delete (default: none)")
+    action.add_argument("--reset-offsets", action="store_true",
+                        help="reset the offsets of --group, which must have no active members, for --topic or "
+                        "--all-topics with one --to-*/--shift-by/--by-duration mode (default: off)")
+    groups.add_argument("--group", help="the group to describe, delete or reset (default: none)")
+    add_reset_arguments(groups)
     groups.set_defaults(func=lambda a: asyncio.run(cli_clients.consumer_groups(a)))
 
     log = commands.add_parser("log", help="inspect log files", description="Inspect log files.").add_subparsers(

@@ -6,6 +6,7 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
+from .cli_reset_offsets import reset_offsets
 from .client import cluster_admin, group_admin
 from .client.admin import Admin, NewTopic, TopicDescription
 from .client.cluster import Cluster
@@ -101,8 +102,10 @@ def _ids(ids: Sequence[int]) -> str:
 
 
 async def consumer_groups(args: argparse.Namespace) -> int:
-    if (args.describe or args.delete) and not args.group:
-        raise ValueError("--describe and --delete need --group")
+    if (args.describe or args.delete or args.reset_offsets) and not args.group:
+        raise ValueError("--describe, --delete and --reset-offsets need --group")
+    if args.reset_offsets:
+        return await reset_offsets(args)
     cluster = Cluster(args.bootstrap_server, client_id="replog-consumer-groups")
     try:
         if args.list:

@@ -7,6 +7,7 @@ from .consumer import Consumer, ConsumerRecord, OffsetAndTimestamp
 from .errors import KafkaError
 from .partitioner import murmur2, partition_for_key
 from .producer import Producer, RecordMetadata
+from .rebalance_listener import ConsumerRebalanceListener
 from .sync import SyncAdmin, SyncConsumer, SyncProducer
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "Cluster",
     "Connection",
     "Consumer",
+    "ConsumerRebalanceListener",
     "ConsumerRecord",
     "KafkaError",
     "NewTopic",

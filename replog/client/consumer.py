@@ -22,6 +22,7 @@ from .consumer_records import ConsumerRecord, OffsetAndTimestamp, TopicPartition
 from .errors import STALE_METADATA_CODES, KafkaError, is_retriable
 from .group_member import GroupMember
 from .offset_lookup import EARLIEST, LATEST, list_offsets
+from .rebalance_listener import ConsumerRebalanceListener, call_listener
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,7 @@ class Consumer:
         self.auto_commit_interval_ms = auto_commit_interval_ms
         self._membership = {"session_timeout_ms": session_timeout_ms, "heartbeat_interval_ms": heartbeat_interval_ms}
         self._member: GroupMember | None = None
+        self._listener = ConsumerRebalanceListener()
         self._last_commit = 0.0
 
     async def __aenter__(self) -> "Consumer":
@@ -109,13 +111,14 @@ class Consumer:
             self._positions.setdefault(tp, None)
         assert set(self._positions) == wanted
 
-    def subscribe(self, topics: Iterable[str]) -> None:
+    def subscribe(self, topics: Iterable[str], listener: ConsumerRebalanceListener | None = None) -> None:
         """Consume the topics as a member of group_id: the group decides which partitions are ours; the
         next getmany joins it. Each partition starts at the group's committed offset, else per
-        auto_offset_reset."""
+        auto_offset_reset. The listener hears of each rebalance (see rebalance_listener.py)."""
         if self.group_id is None:
             raise ValueError("subscribe() needs a group_id")
         self.assign([])
+        self._listener = listener or ConsumerRebalanceListener()
         self._member = GroupMember(self.cluster, self.group_id, topics, **self._membership)
 
     async def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
@@ -144,8 +147,12 @@ class Consumer:
         if member is None or not member.topics:
             return
         if member.needs_rejoin:
-            if self.enable_auto_commit and member.generation >= 0:
-                await self._auto_commit()
+            # Kafka's onJoinPrepare: auto-commit, then the revoke callback, both still in the old generation.
+            revoke_error = None
+            if member.generation >= 0:
+                if self.enable_auto_commit:
+                    await self._auto_commit()
+                revoke_error = await call_listener(self._listener.on_partitions_revoked, self.assignment(), "revoke")
             assigned = await member.join()
             self.assign(assigned)
             committed = await member.committed(assigned) if assigned else {}
@@ -153,6 +160,9 @@ class Consumer:
                 if offset is not None and tp in self._positions:
                     self._positions[tp] = offset
             self._last_commit = asyncio.get_running_loop().time()
+            assign_error = await call_listener(self._listener.on_partitions_assigned, set(assigned), "assign")
+            if revoke_error or assign_error:
+                raise revoke_error or assign_error
         elif (self.enable_auto_commit
               and asyncio.get_running_loop().time() - self._last_commit >= self.auto_commit_interval_ms / 1000):
             await self._auto_commit()
@@ -221,11 +231,14 @@ class Consumer:
         return {tp: (ot if ot.offset >= 0 else None) for tp, ot in found.items()}
 
     async def close(self) -> None:
-        """Commit (with auto-commit) and leave the group, then close the connections."""
+        """Commit (with auto-commit), revoke (the listener hears it) and leave the group, then close the
+        connections."""
         try:
             if self._member is not None and self._member.topics:
-                if self.enable_auto_commit and self._member.generation >= 0:
-                    await self._auto_commit()
+                if self._member.generation >= 0:
+                    if self.enable_auto_commit:
+                        await self._auto_commit()
+                    await call_listener(self._listener.on_partitions_revoked, self.assignment(), "revoke")
                 await self._member.leave()
         finally:
             self._buffers.clear()

@@ -69,7 +69,9 @@ async def find_coordinator(cluster: Cluster, group_id: str) -> int:
             "key": group_id, "key_type": GROUP_KEY_TYPE, "coordinator_keys": [group_id]})
         answer = response.coordinators[0] if hasattr(response, "coordinators") else response
         if answer.error_code == ErrorCode.none:
-            await cluster.refresh()
+            if answer.node_id not in cluster.metadata.brokers:
+                # Only then: a refresh right after another waits out the metadata back-off (100 ms).
+                await cluster.refresh()
             return int(answer.node_id)
         if answer.error_code not in COORDINATOR_RETRIABLE or attempt == COORDINATOR_ATTEMPTS - 1:
             raise KafkaError(int(answer.error_code), f"finding the coordinator of group {group_id!r}")
@@ -127,3 +129,22 @@ async def delete_group(cluster: Cluster, group_id: str) -> None:
     error = response.results[0].error_code
     if error != ErrorCode.none:
         raise KafkaError(int(error), f"deleting group {group_id!r}")
+
+
+async def alter_offsets(cluster: Cluster, group_id: str, offsets: dict[tuple[str, int], int]) -> None:
+    """Commit offsets for a group from outside it (generation -1, no member id), as Kafka's admin
+    alterConsumerGroupOffsets does; the coordinator refuses it with UNKNOWN_MEMBER_ID while the group has
+    members, so a member that joined since the caller looked cannot have its offsets moved under it."""
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        by_topic.setdefault(topic, []).append({"partition_index": partition, "committed_offset": offset,
+                                               "committed_leader_epoch": -1, "committed_metadata": ""})
+    conn = await cluster.connection(await find_coordinator(cluster, group_id))
+    response = await conn.send(ApiKey.OFFSET_COMMIT, {
+        "group_id": group_id, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+        "retention_time": -1, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]})
+    for topic in response.topics:
+        for p in topic.partitions:
+            if p.error_code != ErrorCode.none:
+                raise KafkaError(int(p.error_code), f"committing {topic.name}-{p.partition_index} for group "
+                                 f"{group_id!r}")

@@ -146,7 +146,10 @@ class GroupMember:
             r.int16()
             members[m.member_id] = {r.string(compact=False) for _ in range(max(0, r.array_length(compact=False)))}
         topics = set().union(*members.values())
-        await self.cluster.refresh(sorted(topics))
+        if not topics <= set(self.cluster.metadata.topics):
+            # As Kafka's leader: fresh metadata only for topics it does not know (others' subscriptions); a
+            # refresh right after another would wait out the 100 ms metadata back-off.
+            await self.cluster.refresh(sorted(topics))
         partitions = {t: len(await self.cluster.partitions_for(t)) for t in topics}
         plan = range_assignment(members, partitions)
         return [{"member_id": m, "assignment": encode_assignment(tps)} for m, tps in plan.items()]

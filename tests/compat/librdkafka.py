@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from replog.harness.broker_process import BrokerProcess
@@ -53,6 +54,7 @@ BUILD_STEPS = (
     ["make", "-j2", "-C", "tests", "build"],
 )
 RUNNER_ARGS = ["./test-runner", "-p1", "-Q", "-E", "-L"]  # one at a time, quick, no sockem, no local-only
+QUICK_FLAG = "-Q"  # quick mode skips the sub-tests librdkafka marks slow; --full runs them too
 BROKER_OVERRIDES = {"auto.create.topics.enable": "true", "num.partitions": "4"}  # the default scenario
 # The suite skips tests needing a newer broker than this (default 2.4.0.0). replog's newest API versions
 # (Metadata v12, ListOffsets v7) came with Kafka 3.0 and 3.1; none of the listed tests needs more than 2.4.
@@ -61,10 +63,12 @@ TEST_TIMEOUT_S = 120.0
 BROKER_STOP_TIMEOUT_S = 15.0
 
 
-def build_suite() -> float | None:
+def build_suite(source_dir: Path) -> float | None:
     """Unpack and build the test-runner unless a finished build is there; the seconds it took, or None."""
-    if BUILT_STAMP.exists():
+    if (source_dir / BUILT_STAMP.name).exists():
         return None
+    if source_dir != SOURCE_DIR:
+        raise SystemExit(f"compat: --suite-dir {source_dir} holds no finished build ({BUILT_STAMP.name})")
     if not TARBALL.is_file():
         raise SystemExit(f"compat: {TARBALL} is missing: the vendored sources live in ../shared/vendor/")
     started = time.monotonic()
@@ -84,38 +88,50 @@ def build_suite() -> float | None:
     return time.monotonic() - started
 
 
-def run_runner(test_id: str, port: int, log_path: Path, timeout_s: float, debug: str | None) -> int | None:
-    """The runner's exit code for one test id, or None if it overran `timeout_s` and was killed."""
-    tests_dir = SOURCE_DIR / "tests"
-    (tests_dir / "test.conf").write_text(f"bootstrap.servers=127.0.0.1:{port}\n")
-    env = dict(os.environ, TESTS=test_id, TEST_KAFKA_VERSION=KAFKA_VERSION,
-               LD_LIBRARY_PATH=f"{SOURCE_DIR / 'src'}:{SOURCE_DIR / 'src-cpp'}")
-    if debug:
-        env["TEST_DEBUG"] = debug  # librdkafka's `debug` property for every client the test creates
+@dataclass(frozen=True, slots=True)
+class RunSettings:
+    source_dir: Path  # a built librdkafka-2.15.0 tree; only read, so one build can serve several checkouts
+    run_dir: Path  # logs, broker data and each test's test.conf
+    timeout_s: float
+    debug: str | None  # librdkafka debug contexts, or None
+    quick: bool  # -Q: the suite's quick mode
+
+
+def run_runner(test_id: str, port: int, settings: RunSettings) -> int | None:
+    """The runner's exit code for one test id, or None if it overran the timeout and was killed."""
+    tests_dir = settings.source_dir / "tests"
+    test_conf = settings.run_dir / f"{test_id}-test.conf"  # not in tests/: the build may be shared, read-only
+    test_conf.write_text(f"bootstrap.servers=127.0.0.1:{port}\n")
+    env = dict(os.environ, TESTS=test_id, TEST_KAFKA_VERSION=KAFKA_VERSION, RDKAFKA_TEST_CONF=str(test_conf),
+               LD_LIBRARY_PATH=f"{settings.source_dir / 'src'}:{settings.source_dir / 'src-cpp'}")
+    runner_args = RUNNER_ARGS if settings.quick else [arg for arg in RUNNER_ARGS if arg != QUICK_FLAG]
+    log_path = settings.run_dir / f"{test_id}.log"
+    if settings.debug:
+        env["TEST_DEBUG"] = settings.debug  # librdkafka's `debug` property for every client the test creates
     with open(log_path, "wb") as out:
         # Its own session, so a timeout kills the runner and anything it started, and nothing else.
-        runner = subprocess.Popen(RUNNER_ARGS, cwd=tests_dir, env=env, stdout=out, stderr=subprocess.STDOUT,
+        runner = subprocess.Popen(runner_args, cwd=tests_dir, env=env, stdout=out, stderr=subprocess.STDOUT,
                                   start_new_session=True)
         try:
-            return runner.wait(timeout_s)
+            return runner.wait(settings.timeout_s)
         except subprocess.TimeoutExpired:
             os.killpg(runner.pid, signal.SIGKILL)
             runner.wait()
             return None
 
 
-def run_test(test_id: str, timeout_s: float, debug: str | None = None) -> Verdict:
+def run_test(test_id: str, settings: RunSettings) -> Verdict:
     """One test id against a broker of its own, so no test sees another's topics or a broker it broke."""
-    log_path = RUN_DIR / f"{test_id}.log"
-    broker_output = RUN_DIR / f"{test_id}-broker.out"
+    log_path = settings.run_dir / f"{test_id}.log"
+    broker_output = settings.run_dir / f"{test_id}-broker.out"
     broker_output.unlink(missing_ok=True)
-    log_dir = RUN_DIR / f"{test_id}-data"
+    log_dir = settings.run_dir / f"{test_id}-data"
     shutil.rmtree(log_dir, ignore_errors=True)
     broker = BrokerProcess(log_dir, output=broker_output, overrides=BROKER_OVERRIDES)
     broker.start()
     started = time.monotonic()
     try:
-        exit_code = run_runner(test_id, broker.port, log_path, timeout_s, debug)
+        exit_code = run_runner(test_id, broker.port, settings)
         seconds = time.monotonic() - started
         broker_exit = broker.proc.poll()
     finally:
@@ -154,6 +170,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help=f"seconds one test may run before it is killed and fails (default {TEST_TIMEOUT_S:g})")
     parser.add_argument("--debug", metavar="CONTEXTS",
                         help="librdkafka debug contexts for the clients, e.g. protocol,cgrp (TEST_DEBUG)")
+    parser.add_argument("--full", action="store_true",
+                        help="run without quick mode (-Q), so the sub-tests librdkafka marks slow run too")
+    parser.add_argument("--suite-dir", type=Path, default=SOURCE_DIR,
+                        help="an already built librdkafka-2.15.0 tree to use read-only (default: build it "
+                             f"into {SOURCE_DIR.relative_to(REPO_ROOT)})")
+    parser.add_argument("--run-dir", type=Path, default=RUN_DIR,
+                        help=f"where logs and broker data go (default {RUN_DIR.relative_to(REPO_ROOT)})")
     parser.add_argument("--rewrite-list", action="store_true",
                         help=f"write this run's passing tests into {PASSING_LIST.name} (and exit 0)")
     return parser.parse_args(argv)
@@ -161,17 +184,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    build_seconds = build_suite()
+    if args.full and args.rewrite_list:
+        # The list is what quick mode (make compat) must pass; tests that only pass in full mode come back empty.
+        raise SystemExit("compat: --rewrite-list records the quick-mode list; drop --full")
+    build_seconds = build_suite(args.suite_dir.resolve())
     if build_seconds is not None:
         print(f"compat: built librdkafka's test-runner in {build_seconds:.0f} s", flush=True)
     test_ids = args.tests.split(",") if args.tests else parse_id_list(SUITE_LIST.read_text())
-    RUN_DIR.mkdir(parents=True, exist_ok=True)
+    settings = RunSettings(args.suite_dir.resolve(), args.run_dir.resolve(), args.timeout, args.debug,
+                           quick=not args.full)
+    settings.run_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     results = []
     for test_id in test_ids:
-        results.append(run_test(test_id, args.timeout, args.debug))
+        results.append(run_test(test_id, settings))
         print(format_row(results[-1]), flush=True)
-    print(f"compat: ran {len(results)} test ids in {time.monotonic() - started:.0f} s; logs in {RUN_DIR}")
+    print(f"compat: ran {len(results)} test ids in {time.monotonic() - started:.0f} s; logs in {settings.run_dir}")
     listed = parse_id_list(PASSING_LIST.read_text()) if PASSING_LIST.exists() else []
     exit_code = report(results, listed)
     if args.rewrite_list:
