@@ -19,6 +19,7 @@ from . import (
     codec_kio_vs_handwritten,
     consume_catchup,
     consumer_groups,
+    controller_failover,
     failover,
     follower_catchup,
     log_cleaning,
@@ -35,8 +36,8 @@ from .plots import draw_plots
 
 BENCHMARKS = {
     m.NAME: m for m in (codec_kio_vs_handwritten, baselines, produce_throughput, consume_catchup,
-                        replicated_produce, replicated_latency, follower_catchup, partition_scaling, failover, startup,
-                        analyze, peers, log_cleaning, consumer_groups, reassignment)
+                        replicated_produce, replicated_latency, follower_catchup, partition_scaling, failover,
+                        controller_failover, startup, analyze, peers, log_cleaning, consumer_groups, reassignment)
 }  # fmt: skip
 
 

@@ -17,7 +17,8 @@ from .cli_clients import EXIT_ERROR, EXIT_OK, properties
 from .cli_reassign import add_reassign_command
 from .cli_reset_offsets import add_reset_arguments
 from .client.errors import KafkaError
-from .client.quorum_admin import describe_quorum, parse_controllers
+from .client.quorum_admin import describe_controller_cluster, describe_quorum, parse_controllers
+from .cluster_nodes.plan import DEFAULT_CONTROLLERS
 from .cluster_nodes.quorum_report import format_quorum_replication, format_quorum_status
 
 EXIT_USAGE = 2
@@ -72,6 +73,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
             manifest = control.cluster_up(
                 args.data_dir,
                 args.brokers,
+                controllers=args.controllers,
                 base_port=args.base_port,
                 broker_overrides=properties(args.override),
                 controller_overrides=properties(args.controller_override),
@@ -101,9 +103,11 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 
 async def _metadata_quorum(args: argparse.Namespace) -> int:
-    quorum = await describe_quorum(parse_controllers(args.bootstrap_controller))
+    controllers = parse_controllers(args.bootstrap_controller)
+    quorum = await describe_quorum(controllers)
     if args.status:
-        print(format_quorum_status(quorum))
+        cluster_id, _ = await describe_controller_cluster(controllers)
+        print(format_quorum_status(quorum, cluster_id))
     else:
         print(format_quorum_replication(quorum, int(time.time() * 1000) if args.human_readable else None))
     return EXIT_OK
@@ -283,29 +287,31 @@ def build_parser() -> argparse.ArgumentParser:
     dump.set_defaults(func=cmd_log_dump)
 
     cluster = commands.add_parser(
-        "cluster", help="a local cluster: a controller and brokers as background processes",
-        description="A local cluster on 127.0.0.1: a controller and brokers as background processes that outlive "
-        "the command, described by DATA_DIR/cluster.json (docs/operations.md)."
+        "cluster", help="a local cluster: controllers and brokers as background processes",
+        description="A local cluster on 127.0.0.1: a quorum of controllers and brokers as background processes "
+        "that outlive the command, described by DATA_DIR/cluster.json (docs/operations.md)."
     ).add_subparsers(dest="cluster_command", required=True)
-    up = cluster.add_parser("up", help="start a controller and N brokers; writes DATA_DIR/cluster.json")
+    up = cluster.add_parser("up", help="start N controllers and M brokers; writes DATA_DIR/cluster.json")
+    up.add_argument("--controllers", type=int, default=DEFAULT_CONTROLLERS,
+                    help="how many controllers, ids 3000, 3001, ...: the metadata quorum's voters (default: "
+                    "%(default)s)")
     up.add_argument("--brokers", type=int, default=3, help="how many brokers (default: %(default)s)")
-    up.add_argument(
-        "--base-port", type=int, help="controller on this port, broker i on port+i (default: free ports)"
-    )
+    up.add_argument("--base-port", type=int, help="controllers on this port and the next ones, then the brokers "
+                    "(default: free ports)")
     up.add_argument("--override", action="append", metavar="KEY=VALUE",
                     help="a config key for every broker; repeatable (default: none)")
     up.add_argument(
         "--controller-override", action="append", metavar="KEY=VALUE",
-        help="a config key for the controller; repeatable (default: none)"
+        help="a config key for every controller; repeatable (default: none)"
     )
     cluster.add_parser("status", help="which nodes run and serve, and the active controller; exit 1 unless all "
                        "do").add_argument("--json", action="store_true",
                                           help="print the nodes and the quorum as one JSON object (default: a table)")
-    cluster.add_parser("down", help="SIGTERM the brokers, then the controller; idempotent")
+    cluster.add_parser("down", help="SIGTERM the brokers, then the controllers; idempotent")
     for action, what in [("stop-node", "SIGTERM a node and wait until it exits"), ("kill-node", "SIGKILL a node"),
                          ("start-node", "start a stopped node again with its id, port and data")]:  # fmt: skip
         cluster.add_parser(action, help=what).add_argument(
-            "node_id", type=int, metavar="ID", help="a broker id (1..N) or the controller's (3000)")
+            "node_id", type=int, metavar="ID", help="a broker id (1..M) or a controller's (3000, 3001, ...)")
     for action_parser in cluster.choices.values():
         action_parser.add_argument("--data-dir", required=True,
                                    help="the cluster's directory, holding cluster.json (required)")

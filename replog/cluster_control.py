@@ -1,10 +1,11 @@
-"""`replog cluster ...`: a controller and N brokers as detached local processes, described by DIR/cluster.json.
+"""`replog cluster ...`: controllers and brokers as detached local processes, described by DIR/cluster.json.
 
-`up` binds every node's listening socket itself (on ports the OS picks, or --base-port P, P+1, ...), writes
+The controllers (ids 3000, 3001, ...; three by default) are the voters of the metadata quorum (KIP-595): the
+active controller is the quorum's leader, and every broker bootstraps from all of them. `up` binds every node's listening socket itself (on ports the OS picks, or --base-port P, P+1, ...), writes
 each node's properties file with its port (mode 0600: it holds the inter-broker secret), starts every node in
 a session of its own with its socket handed down, so it outlives the command and no other process can take
 the port in between, records the nodes in cluster.json and waits until each serves (writes DIR/<node>.ready)
-and each broker's metadata lists all the brokers. The other commands act on the pids recorded there; a
+a controller is active and each broker's metadata lists all the brokers (so each has registered with it). The other commands act on the pids recorded there; a
 restarted node binds the port in its properties. A pid counts as the node only while /proc/<pid>/cmdline
 equals the recorded argv (replog/harness/processes.py). cluster.json is replaced atomically.
 """
@@ -16,8 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .client import BrokerInfo, KafkaError
-from .client.quorum_admin import QuorumInfo, describe_quorum
+from .client import BrokerInfo
+from .client.quorum_admin import QuorumInfo
 from .cluster_nodes.manifest import (
     CLUSTER_FILE,
     ClusterError,
@@ -29,14 +30,16 @@ from .cluster_nodes.manifest import (
 )
 from .cluster_nodes.nodes import (
     STOP_TIMEOUT_S,
+    active_controller,
     kill_nodes,
     launch,
     metadata_brokers,
     stop_nodes,
+    wait_until_active_controller,
     wait_until_registered,
     wait_until_serving,
 )
-from .cluster_nodes.plan import base_ports, format_properties, plan_cluster
+from .cluster_nodes.plan import DEFAULT_CONTROLLERS, base_ports, format_properties, plan_cluster
 from .cluster_nodes.quorum_report import quorum_json, table
 from .harness.metrics_layout import METRICS_DIR
 from .harness.probes import answers_api_versions
@@ -44,7 +47,6 @@ from .harness.processes import HOST, StopOutcome, is_running_as, listening_socke
 from .log.checkpoint import write_atomically
 
 READY_TIMEOUT_S = 30.0
-QUORUM_TIMEOUT_MS = 2_000  # one DescribeQuorum round trip per controller
 
 
 # commands
@@ -54,18 +56,19 @@ def cluster_up(
     root: str | Path,
     brokers: int,
     *,
+    controllers: int = DEFAULT_CONTROLLERS,
     base_port: int | None = None,
     broker_overrides: Mapping[str, str] | None = None,
     controller_overrides: Mapping[str, str] | None = None,
     timeout: float = READY_TIMEOUT_S,
 ) -> ClusterManifest:
-    """Start a controller and `brokers` brokers; returns once they form a cluster, or stops them and raises."""
+    """Start the controllers and brokers; returns once they form a cluster, or kills them and raises."""
     root = Path(root).resolve()
     if (root / CLUSTER_FILE).exists():
         if live := [n for n in load_manifest(root).nodes if is_running_as(n.pid, n.argv)]:
             names = ", ".join(f"{n.name} (pid {n.pid})" for n in live)
             raise ClusterError(f"{root} holds a running cluster ({names}): `replog cluster down` it first")
-    nodes = brokers + 1
+    nodes = controllers + brokers
     node_ports, metrics_ports = ([0] * nodes, None) if base_port is None else base_ports(nodes, base_port)
     if metrics_ports is not None:
         # Explicit metrics ports are bound by the nodes; a stranger on one would serve in a node's place.
@@ -76,6 +79,7 @@ def cluster_up(
             root,
             brokers,
             [listener.getsockname()[1] for listener in listeners],
+            controllers=controllers,
             metrics_ports=metrics_ports,
             broker_overrides=broker_overrides,
             controller_overrides=controller_overrides,
@@ -111,6 +115,7 @@ def _start(manifest: ClusterManifest, listeners: Sequence[socket.socket], deadli
             launch(manifest, node, listener)
         save_manifest(manifest)
         wait_until_serving(manifest, manifest.nodes, deadline)
+        asyncio.run(wait_until_active_controller(manifest, deadline))
         asyncio.run(wait_until_registered(manifest, deadline))
     except BaseException:
         kill_nodes(manifest.nodes)  # the cluster never formed: nothing worth a graceful shutdown
@@ -158,14 +163,7 @@ def cluster_status(root: str | Path) -> ClusterStatus:
     serving = ",".join(f"{HOST}:{s.node.port}" for s in statuses if s.serving and s.node.role is Role.BROKER)
     controllers = [(HOST, s.node.port) for s in statuses if s.serving and s.node.role is Role.CONTROLLER]
     return ClusterStatus(statuses, asyncio.run(metadata_brokers(serving)) if serving else None,
-                         asyncio.run(_quorum(controllers)) if controllers else None)
-
-
-async def _quorum(controllers: list[tuple[str, int]]) -> QuorumInfo | None:
-    try:
-        return await describe_quorum(controllers, QUORUM_TIMEOUT_MS)
-    except KafkaError:
-        return None  # no leader now (an election), or none of them answers: status says "none"
+                         asyncio.run(active_controller(controllers)) if controllers else None)
 
 
 def cluster_down(root: str | Path, timeout: float = STOP_TIMEOUT_S) -> dict[str, StopOutcome]:

@@ -1,11 +1,13 @@
-"""`python -m replog.demo` (make demo): failover on a real three-broker cluster, told step by step.
+"""`python -m replog.demo` (make demo): failover on a real cluster of three controllers and three brokers, told
+step by step.
 
-`replog cluster up` (replog/cluster_control.py) starts a controller and three brokers in a temporary
-directory. Topic `demo` gets 3 partitions, RF=3 and min.insync.replicas=2; 5,000 records go in with the
-bundled idempotent producer (acks=all) and come back out. Then the leader of partition 0 is SIGKILLed: the
-controller fences it and moves its leaderships, 5,000 more records go in with two replicas in sync, the
+`replog cluster up` (replog/cluster_control.py) starts three controllers (the metadata quorum) and three brokers
+in a temporary directory. Topic `demo` gets 3 partitions, RF=3 and min.insync.replicas=2; 5,000 records go in
+with the bundled idempotent producer (acks=all) and come back out. Then the active controller is SIGKILLed and
+another one takes over (its id, epoch and how long it took are shown). Then the leader of partition 0 is
+SIGKILLed: the new active controller fences it and moves its leaderships, 5,000 more records go in with two replicas in sync, the
 broker is started again and catches up until every ISR is whole, and all 10,000 records must be there
-exactly once. A short RF=3 acks=all throughput run ends it. The cluster is always brought down, whatever
+exactly once; the killed controller comes back as a follower. A short RF=3 acks=all throughput run ends it. The cluster is always brought down, whatever
 fails; the exit code is 1 if any check failed.
 """
 
@@ -22,8 +24,12 @@ from pathlib import Path
 
 from . import cli, cluster_control
 from .client import Admin, Consumer, KafkaError, NewTopic, PartitionDescription, Producer
-from .cluster_nodes.manifest import CLUSTER_FILE, ClusterError
+from .client.quorum_admin import QuorumInfo
+from .cluster_nodes.manifest import CLUSTER_FILE, ClusterError, ClusterManifest
+from .cluster_nodes.nodes import active_controller
+from .harness.processes import HOST
 
+CONTROLLERS = 3
 BROKERS = 3
 TOPIC = "demo"
 PARTITIONS = 3
@@ -183,7 +189,53 @@ async def benchmark(bootstrap: str, checks: Checks) -> None:
     checks.check(_unacknowledged(deliveries) == 0, f"all {BENCH_RECORDS:,} benchmark records acknowledged")
 
 
-async def tell_story(root: Path, bootstrap: str, checks: Checks) -> None:
+async def wait_for_new_active_controller(manifest: ClusterManifest, old_leader: int, old_epoch: int) -> tuple[int, int]:
+    """Poll the surviving controllers (DescribeQuorum) until one leads a later epoch: (its id, the epoch)."""
+    survivors = [(HOST, c.port) for c in manifest.controllers if c.id != old_leader]
+    deadline = time.monotonic() + FAILOVER_TIMEOUT_S
+    while True:
+        quorum = await active_controller(survivors)
+        if quorum is not None and quorum.leader_epoch > old_epoch:
+            return quorum.leader_id, quorum.leader_epoch
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no new active controller within {FAILOVER_TIMEOUT_S:g}s")
+        await asyncio.sleep(METADATA_POLL_INTERVAL_S)
+
+
+async def wait_until_caught_up(manifest: ClusterManifest, controller_id: int) -> QuorumInfo:
+    """Poll DescribeQuorum until the controller's log reaches the leader's end (lag 0)."""
+    deadline = time.monotonic() + ISR_TIMEOUT_S
+    while True:
+        quorum = await active_controller([(HOST, c.port) for c in manifest.controllers])
+        if quorum is not None and any(v.replica_id == controller_id and quorum.lag(v) == 0 for v in quorum.voters):
+            return quorum
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"controller {controller_id} did not catch up within {ISR_TIMEOUT_S:g}s")
+        await asyncio.sleep(METADATA_POLL_INTERVAL_S)
+
+
+async def fail_over_the_controller(root: Path, manifest: ClusterManifest, checks: Checks) -> int:
+    """SIGKILL the active controller and watch another take over; returns the killed one's id."""
+    quorum = await active_controller([(HOST, c.port) for c in manifest.controllers])
+    if quorum is None:
+        raise TimeoutError("no active controller to kill")
+    old = quorum.leader_id
+    step(f"SIGKILL the active controller {old} (replog cluster kill-node {old}), leader of the metadata quorum "
+         f"in epoch {quorum.leader_epoch}")
+    killed_at = time.monotonic()
+    print(f"controller {old}: {await asyncio.to_thread(cluster_control.kill_node, root, old)}")
+    new, epoch = await wait_for_new_active_controller(manifest, old, quorum.leader_epoch)
+    print(f"controller {new} is active in epoch {epoch}, {time.monotonic() - killed_at:.1f}s after the kill")
+    checks.check(new != old and epoch > quorum.leader_epoch, "another controller took over in a later epoch")
+    survivor = next(c for c in manifest.controllers if c.id == new)
+    argv = ["metadata-quorum", "--bootstrap-controller", f"{HOST}:{survivor.port}", "describe", "--status"]
+    print("$ replog " + " ".join(argv))
+    await asyncio.to_thread(cli.main, argv)
+    return old
+
+
+async def tell_story(root: Path, manifest: ClusterManifest, checks: Checks) -> None:
+    bootstrap = manifest.bootstrap
     n = RECORDS_PER_ROUND
     step(f"create topic {TOPIC}: {PARTITIONS} partitions, replication factor {REPLICATION_FACTOR}, "
          f"min.insync.replicas={settings_for('topic')['min.insync.replicas']}")  # fmt: skip
@@ -200,10 +252,11 @@ async def tell_story(root: Path, bootstrap: str, checks: Checks) -> None:
     checks.check(unacknowledged == 0, f"all {n:,} records acknowledged")
     check_exactly_once(checks, await consume_all(bootstrap), n)
 
+    killed_controller = await fail_over_the_controller(root, manifest, checks)
+
     before = (await wait_for_partitions(bootstrap, all_in_sync, ISR_TIMEOUT_S, "full ISRs"))[0]
-    step(
-        f"SIGKILL broker {before.leader}, the leader of partition 0 (replog cluster kill-node {before.leader})"
-    )
+    step(f"SIGKILL broker {before.leader}, the leader of partition 0 (replog cluster kill-node {before.leader}): "
+         f"the new active controller moves its leaderships")
     killed_at = time.monotonic()
     print(
         f"broker {before.leader}: {await asyncio.to_thread(cluster_control.kill_node, root, before.leader)}"
@@ -238,6 +291,13 @@ async def tell_story(root: Path, bootstrap: str, checks: Checks) -> None:
           f"{time.monotonic() - started_at:.1f}s after the restart")  # fmt: skip
     await show_describe(bootstrap)
 
+    step(f"start controller {killed_controller} again (replog cluster start-node {killed_controller})")
+    await asyncio.to_thread(cluster_control.start_node, root, killed_controller)
+    quorum = await wait_until_caught_up(manifest, killed_controller)
+    print(f"controller {killed_controller} has caught up with the metadata log (offset {quorum.high_watermark}) as a "
+          f"follower of controller {quorum.leader_id} in epoch {quorum.leader_epoch}")
+    checks.check(quorum.leader_id != killed_controller, f"controller {killed_controller} rejoined as a follower")
+
     step("read the whole topic from the beginning")
     check_exactly_once(checks, await consume_all(bootstrap), 2 * n)
 
@@ -261,15 +321,16 @@ def main() -> int:
     try:
         flags = [f"--controller-override {k}={v}" for k, v in settings_for("controller").items()]
         flags += [f"--override {k}={v}" for k, v in settings_for("broker").items()]
-        step(f"replog cluster up --brokers {BROKERS} --data-dir {root} {' '.join(flags)}")
+        step(f"replog cluster up --controllers {CONTROLLERS} --brokers {BROKERS} --data-dir {root} {' '.join(flags)}")
         manifest = cluster_control.cluster_up(
             root,
             BROKERS,
+            controllers=CONTROLLERS,
             broker_overrides=settings_for("broker"),
             controller_overrides=settings_for("controller"),
         )
         print(f"bootstrap {manifest.bootstrap}\n{cluster_control.format_nodes(manifest)}")
-        asyncio.run(tell_story(root, manifest.bootstrap, checks))
+        asyncio.run(tell_story(root, manifest, checks))
     except (ClusterError, KafkaError, TimeoutError) as e:
         checks.check(False, f"the story runs to its end ({type(e).__name__}: {e})")
     finally:

@@ -54,6 +54,10 @@ class ControllerFinder:
             return connection
         return connect
 
+    def leads_to_current(self, connection: Connection) -> bool:
+        """Whether `connection` goes to the controller the clients should talk to now."""
+        return self._address_of.get(connection) == self.current
+
     def lost(self, connection: Connection) -> None:
         """`connection`'s controller failed a request or is not the active one: try the next from now on."""
         address = self._address_of.get(connection)

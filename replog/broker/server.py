@@ -208,7 +208,12 @@ class Broker:
     async def forward_to_controller(self, ctx: RequestContext) -> bytes:
         """Send a client's request on to the controller unchanged and return the response body (KIP-590)."""
         assert self._controllers is not None
-        if self._controller_connection is None or self._controller_connection.closed:
+        current = self._controller_connection
+        # A forwarded answer's NOT_CONTROLLER sits inside its body, so this connection never learns of a
+        # failover itself: it follows where the session (heartbeats answered NOT_CONTROLLER) found the active one.
+        if current is None or current.closed or not self._controllers.leads_to_current(current):
+            if current is not None:
+                current.close()
             connect = self._controllers.connector(f"forwarding-{self.config.node_id}")
             self._controller_connection = await connect()
         api_key, version = ctx.header.api_key, ctx.api_version

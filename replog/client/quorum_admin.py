@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode
 from ..protocol.apis import ApiKey
 from ..protocol.primitives import DecodeError
 from .connection import Connection
-from .errors import NETWORK_EXCEPTION, KafkaError
+from .errors import NETWORK_EXCEPTION, UNSUPPORTED_VERSION, KafkaError
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION = 0
@@ -101,3 +101,35 @@ def _replica(replica) -> ReplicaState:
     return ReplicaState(int(replica.replica_id), int(replica.log_end_offset),
                         int(getattr(replica, "last_fetch_timestamp", -1)),
                         int(getattr(replica, "last_caught_up_timestamp", -1)))
+
+
+ENDPOINT_TYPE_CONTROLLER = 2  # DescribeCluster v1 (KIP-919): ask a controller about the controllers
+
+
+async def describe_controller_cluster(controllers: Sequence[tuple[str, int]],
+                                      timeout_ms: int = DEFAULT_TIMEOUT_MS) -> tuple[str, int]:
+    """(cluster id, active controller id or -1) as the first controller that answers DescribeCluster tells them,
+    as kafka-metadata-quorum reads the ClusterId with --bootstrap-controller; raises the last KafkaError when
+    none does."""
+    assert controllers
+    last: KafkaError | None = None
+    for host, port in controllers:
+        connection = Connection(host, port, client_id="replog-metadata-quorum", request_timeout_ms=timeout_ms)
+        try:
+            await connection.connect()
+            if connection.pick_version(ApiKey.DESCRIBE_CLUSTER) < 1:
+                raise KafkaError(UNSUPPORTED_VERSION, f"{host}:{port} has no DescribeCluster v1 (KIP-919)")
+            response = await connection.send(ApiKey.DESCRIBE_CLUSTER, {
+                "include_cluster_authorized_operations": False, "endpoint_type": ENDPOINT_TYPE_CONTROLLER})
+            if response.error_code != ErrorCode.none:
+                raise KafkaError(int(response.error_code), f"DescribeCluster at {host}:{port}: "
+                                 f"{response.error_message or ''}")
+            return str(response.cluster_id), int(response.controller_id)
+        except KafkaError as e:
+            last = e
+        except DecodeError as e:
+            last = KafkaError(NETWORK_EXCEPTION, f"DescribeCluster at {host}:{port}: {e}")
+        finally:
+            connection.close()
+    assert last is not None
+    raise last

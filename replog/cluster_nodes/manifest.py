@@ -23,6 +23,14 @@ class Role(StrEnum):
     BROKER = "broker"
 
 
+def node_name(role: Role, node_id: int) -> str:
+    """Names a node's files and, for a controller, its data directory under the cluster's root."""
+    if role is Role.CONTROLLER:
+        # The first controller keeps the one-controller cluster's names; more are told apart by id.
+        return "controller" if node_id == FIRST_CONTROLLER_ID else f"controller-{node_id}"
+    return f"broker-{node_id}"
+
+
 @dataclass(slots=True)
 class Node:
     id: int
@@ -34,10 +42,7 @@ class Node:
 
     @property
     def name(self) -> str:
-        if self.role is Role.CONTROLLER:
-            # The first controller keeps today's file names; more controllers are told apart by id.
-            return "controller" if self.id == FIRST_CONTROLLER_ID else f"controller-{self.id}"
-        return f"broker-{self.id}"
+        return node_name(self.role, self.id)
 
     def to_json(self) -> dict:
         return {

@@ -1,5 +1,6 @@
 """The node processes of a `replog cluster`: launched detached, stopped or killed by their recorded pid and
-argv, and waited on until they serve and until every broker lists all the brokers in its metadata."""
+argv, and waited on until they serve, until a controller is active (leads the metadata quorum) and until every
+broker lists all the brokers in its metadata."""
 
 import asyncio
 import socket
@@ -7,6 +8,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from ..client import Admin, BrokerInfo, KafkaError
+from ..client.quorum_admin import QuorumInfo, describe_quorum
 from ..harness.processes import (
     HOST,
     KILL_TIMEOUT_S,
@@ -78,6 +80,27 @@ def wait_until_serving(manifest: ClusterManifest, nodes: Sequence[Node], deadlin
         raise _not_ready(manifest, [nodes[i] for i in e.pending], "serve") from None
 
 
+async def wait_until_active_controller(manifest: ClusterManifest, deadline: float) -> QuorumInfo:
+    """Poll the controllers with DescribeQuorum until one answers as the quorum's leader: the active one."""
+    addresses = [(HOST, c.port) for c in manifest.controllers]
+    while True:
+        quorum = await active_controller(addresses)
+        if quorum is not None:
+            return quorum
+        _fail_on_exit(manifest, manifest.controllers, "before a controller was active")
+        if time.monotonic() > deadline:
+            raise _not_ready(manifest, manifest.controllers, "elect an active controller")
+        await asyncio.sleep(POLL_INTERVAL_S)
+
+
+async def active_controller(addresses: Sequence[tuple[str, int]]) -> QuorumInfo | None:
+    """The quorum as its leader describes it, or None while there is none (an election) or none answers."""
+    try:
+        return await describe_quorum(addresses, int(METADATA_TIMEOUT_S * 1000))
+    except KafkaError:
+        return None
+
+
 async def wait_until_registered(manifest: ClusterManifest, deadline: float) -> None:
     """Poll until every broker's metadata lists all brokers: each has registered and learnt of the others."""
     expected = {b.id for b in manifest.brokers}
@@ -96,8 +119,10 @@ async def wait_until_registered(manifest: ClusterManifest, deadline: float) -> N
 async def metadata_brokers(bootstrap: str) -> dict[int, BrokerInfo] | None:
     """The brokers a Metadata request lists, or None when no broker answers in time."""
     try:
+        # The request timeout bounds it: a wait_for around refresh() would leave its shared task to fail
+        # unretrieved once the Admin closes ("Task exception was never retrieved" on the terminal).
         async with Admin(bootstrap, request_timeout_ms=int(METADATA_TIMEOUT_S * 1000)) as admin:
-            snapshot = await asyncio.wait_for(admin.cluster.refresh(), METADATA_TIMEOUT_S)
+            snapshot = await admin.cluster.refresh()
     except (KafkaError, OSError, TimeoutError):
         return None
     return snapshot.brokers

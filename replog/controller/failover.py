@@ -65,6 +65,15 @@ class QuorumRoles:
         """The quorum's leader as this controller knows it (the active controller, or about to be)."""
         return None if self._log is None or self._log.shell.node is None else self._log.shell.node.leader_id
 
+    @property
+    def quorum_voters(self) -> dict[int, tuple[str, int]]:
+        """The quorum's voters and their addresses (controller.quorum.voters); none before start."""
+        return {} if self._log is None else dict(self._log.shell.config.voters)
+
+    @property
+    def cluster_id(self) -> str:
+        return self.config.cluster_id
+
     def _on_quorum_step(self) -> None:
         """After every step of the quorum: replay what committed, and follow this node's role."""
         assert self._log is not None

@@ -1,10 +1,11 @@
 """The APIs the controller serves: ApiVersions and SASL (shared with the broker), broker sessions,
 AlterPartition, and the topic administration brokers forward.
 
-Everything but ApiVersions and SASL is a cluster action: only the inter-broker principal may send it (Kafka's
+Everything but ApiVersions, SASL, DescribeQuorum and DescribeCluster is a cluster action: only the inter-broker principal may send it (Kafka's
 ControllerApis authorizes CLUSTER_ACTION); anyone else gets CLUSTER_AUTHORIZATION_FAILED.
 - BrokerRegistration (62) and BrokerHeartbeat (63), KIP-631: a broker's session (controller/heartbeats.py).
 - AlterPartition (56), v2-3: a partition leader proposes a new ISR (KIP-497).
+- DescribeCluster (60), KIP-919: the cluster id, the active controller and the controllers (describe_cluster.py).
 - CreateTopics (19) and DeleteTopics (20): a broker forwards its clients' requests unchanged, as KIP-590
   forwarding does, and relays the answer; topics are decided only here.
 """
@@ -33,6 +34,7 @@ from .admin_handlers import (
     handle_list_partition_reassignments,
 )
 from .cluster import ClusterMetadata, ControllerError, TopicRegistration, alter_partition_error
+from .describe_cluster import handle_describe_cluster
 from .heartbeats import HeartbeatAnswer
 from .propagation import PropagationError
 
@@ -40,7 +42,8 @@ log = logging.getLogger(__name__)
 
 CONTROLLER_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
                              ApiKey.ALTER_PARTITION, ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT,
-                             ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS}) | QUORUM_APIS | ADMIN_APIS
+                             ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS,
+                             ApiKey.DESCRIBE_CLUSTER}) | QUORUM_APIS | ADMIN_APIS
 CONFIG_SOURCE_TOPIC = 1  # DescribeConfigs' TOPIC_CONFIG source, as CreateTopics v5+ reports configs
 
 
@@ -214,6 +217,7 @@ def build_handlers(controller: ControllerApis, inter_broker_secret: str,
                                                                 target=controller),
         ApiKey.LIST_PARTITION_REASSIGNMENTS: functools.partial(handle_list_partition_reassignments,
                                                                target=controller),
+        ApiKey.DESCRIBE_CLUSTER: functools.partial(handle_describe_cluster, view=controller),
     }
     assert set(handlers) == CONTROLLER_APIS
     return handlers

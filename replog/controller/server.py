@@ -141,6 +141,9 @@ class ClusterController(QuorumRoles):
                  self._log.epoch, len(self.metadata.brokers), len(self.metadata.topics))
 
     async def stop(self) -> None:
+        if self._log is not None:
+            # The active controller hands over first (EndQuorumEpoch): the standbys elect a new one now.
+            await self._log.shell.resign()
         if self._activation is not None:
             self._activation[1].cancel()
         if self._server is not None:

@@ -113,6 +113,21 @@ class QuorumShell:
                  self.node.role.value, raft_log.start_offset, raft_log.end_offset)
         self._after_step([])
 
+    async def resign(self) -> None:
+        """A leader's clean shutdown (KIP-595 graceful resignation): EndQuorumEpoch tells the other voters, the
+        most caught up first (PreferredSuccessors), so they elect a new leader at once instead of waiting out
+        controller.quorum.fetch.timeout.ms. Returns once those requests are answered, or failed, or after
+        controller.quorum.request.timeout.ms; a node that does not lead has nothing to hand over."""
+        if self._stopped or not self.is_leader:
+            return
+        assert self.node is not None
+        log.info("quorum node %d resigns as leader of epoch %d: EndQuorumEpoch to the other voters", self.node_id,
+                 self.node.epoch)
+        self._step(self.node.resign)
+        self._step(self.node.tick)  # a Resigned node sends EndQuorumEpoch from its tick
+        if self._exchanges:
+            await asyncio.wait(set(self._exchanges), timeout=self.config.request_timeout_ms / 1000)
+
     async def stop(self) -> None:
         self._stopped = True  # no more ticks, nor steps for answers still on their way
         if self._timer is not None:

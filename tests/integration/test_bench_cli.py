@@ -12,7 +12,7 @@ import pytest
 
 # Every benchmark but `analyze`, which is full mode only (see benchmarks/analyze.py).
 QUICK_BENCHMARKS = {"codec", "baselines", "produce", "consume", "replicated-produce", "replicated-latency",
-                    "follower-catchup", "partition-scaling", "failover", "startup", "peers",
+                    "follower-catchup", "partition-scaling", "failover", "controller-failover", "startup", "peers",
                     "log-cleaning", "groups", "reassignment"}  # fmt: skip
 
 

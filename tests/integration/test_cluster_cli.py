@@ -47,7 +47,7 @@ def status_rows(stdout: str) -> dict[int, list[str]]:
 def test_cluster_lifecycle(tmp_path):
     data = ["--data-dir", str(tmp_path)]
     try:
-        up = run("cluster", "up", "--brokers", "3", *data, *FAST_FAILURE_DETECTION)
+        up = run("cluster", "up", "--controllers", "1", "--brokers", "3", *data, *FAST_FAILURE_DETECTION)
         assert up.returncode == 0, up.stderr
         manifest = cluster_json(tmp_path)
         bootstrap = manifest["bootstrap"]

@@ -26,7 +26,8 @@ def _wait_for(condition, what: str, timeout_s: float = 30.0) -> None:
 
 
 def test_a_paused_controller_fences_no_broker_and_moves_no_leader_when_it_resumes(tmp_path):
-    manifest = cluster_up(tmp_path, 3, controller_overrides={"broker.session.timeout.ms": str(SESSION_MS)},
+    manifest = cluster_up(tmp_path, 3, controllers=1,
+                          controller_overrides={"broker.session.timeout.ms": str(SESSION_MS)},
                           broker_overrides={"broker.heartbeat.interval.ms": "500"})
     controller_log = manifest.log_path(manifest.controller)
     admin = SyncAdmin(manifest.bootstrap)

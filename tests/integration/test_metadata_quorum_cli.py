@@ -56,7 +56,7 @@ async def describe_until(addresses, condition: Callable[[QuorumInfo], bool], wha
 
 @pytest.fixture
 def cluster(tmp_path):
-    up = run("cluster", "up", "--brokers", "2", "--data-dir", str(tmp_path))
+    up = run("cluster", "up", "--controllers", "1", "--brokers", "2", "--data-dir", str(tmp_path))
     assert up.returncode == 0, up.stderr
     try:
         yield load_manifest(tmp_path)
@@ -78,6 +78,7 @@ def test_metadata_quorum_and_cluster_status_describe_a_quorum_of_one(cluster):
     assert int(fields["HighWatermark"]) > 0  # the brokers' registrations are committed
     assert (fields["MaxFollowerLag"], fields["MaxFollowerLagTimeMs"]) == ("0", "0")
     assert fields["CurrentVoters"] == "[3000]"
+    assert fields["ClusterId"] == "replog-cluster"  # the controller's DescribeCluster (KIP-919)
 
     # an unreachable controller first: the next one in the list answers
     with socket.socket() as unused:

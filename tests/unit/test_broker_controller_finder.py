@@ -125,3 +125,23 @@ async def test_after_the_active_controller_goes_the_broker_heartbeats_the_next_w
         if second is not None:
             await second.stop()
         await fake.stop()
+
+
+class _FakeConnection:
+    """Stands in for a Connection: the finder only keys it (weakly) by identity."""
+
+    def __init__(self, address: tuple[str, int]) -> None:
+        self.address = address
+
+
+async def test_a_connection_stops_leading_to_the_current_controller_once_another_finds_it_lost():
+    async def open_fake(host: str, port: int, client_id: str):
+        return _FakeConnection((host, port))
+
+    finder = ControllerFinder([(HOST, 1), (HOST, 2)], open_fake)
+    forwarding = await finder.connector("forwarding")()
+    session = await finder.connector("lifecycle")()
+    assert finder.leads_to_current(forwarding) and forwarding.address == (HOST, 1)
+    finder.lost(session)  # the session's heartbeat was answered NOT_CONTROLLER: the finder moves on
+    assert not finder.leads_to_current(forwarding)  # so forwarding reconnects rather than keep asking a standby
+    assert finder.leads_to_current(await finder.connector("forwarding")())

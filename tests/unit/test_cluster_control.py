@@ -272,3 +272,24 @@ def test_status_json_has_the_issues_shape(tmp_path):
         {"id": 3000, "log_end_offset": 10, "lag": 0}, {"id": 3001, "log_end_offset": 9, "lag": 1},
         {"id": 3002, "log_end_offset": 8, "lag": 2}]}
     assert status_json(ClusterStatus(statuses, None, None))["quorum"] is None
+
+
+def test_plan_of_three_controllers_makes_them_voters_and_the_brokers_bootstrap_from_all(tmp_path):
+    node_ports, metrics_ports = base_ports(5, 19000)
+    manifest, properties = plan_cluster(tmp_path, 2, node_ports, controllers=3, metrics_ports=metrics_ports,
+                                        secret=SECRET, python="/venv/bin/python")
+    assert [(c.id, c.port, c.data_dir.name) for c in manifest.controllers] == [
+        (3000, 19000, "controller"), (3001, 19001, "controller-3001"), (3002, 19002, "controller-3002")]
+    assert [(b.id, b.port) for b in manifest.brokers] == [(1, 19003), (2, 19004)]
+    voters = "3000@127.0.0.1:19000,3001@127.0.0.1:19001,3002@127.0.0.1:19002"
+    assert {properties[c.name]["controller.quorum.voters"] for c in manifest.controllers} == {voters}
+    assert properties["controller-3002"]["metrics.port"] == "19007"
+    assert properties["broker-1"]["controller.quorum.bootstrap.servers"] == (
+        "127.0.0.1:19000,127.0.0.1:19001,127.0.0.1:19002")
+    assert manifest.controllers[1].argv[-1] == str(tmp_path / "controller-3001.properties")
+
+
+@pytest.mark.parametrize("controllers", [0, 10])
+def test_plan_bounds_the_controller_count(tmp_path, controllers):
+    with pytest.raises(ValueError, match="--controllers"):
+        plan_cluster(tmp_path, 1, [41000] * (controllers + 1), controllers=controllers)
