@@ -8,7 +8,7 @@ from pyspark.testing import assertDataFrameEqual
 from replog.analytics import AnalysisError
 from replog.analytics.dumps import find_dump_files, read_dumps
 
-from .builders import T0, broker, isr_change, partition, start, write_dump
+from .builders import T0, broker, isr_change, load, partition, start, write_dump
 
 
 def test_malformed_lines_are_counted_per_file_and_reason_and_the_rest_kept(spark, tmp_path):
@@ -71,3 +71,14 @@ def test_files_without_a_valid_line_are_a_clear_error(spark, tmp_path):
     ) as error:
         read_dumps(spark, files)
     assert "1 unknown_version" in str(error.value)
+
+
+def test_a_field_no_analysis_reads_is_skipped_unread_whatever_its_value(spark, tmp_path):
+    """The schema holds only what the analyses read, so a line is judged by those fields alone; a line that
+    is not JSON at all is still unparseable."""
+    snapshot = broker(T0, 1, [partition("t", 0, 1, [1, 2], [1, 2]) | {"size_bytes": "not a number"}])
+    snapshot["broker"] |= {"bytes_out_total": {"nested": [1, 2]}}
+    parsed = load(spark, tmp_path, [snapshot, '{"v":1,"kind":"broker","ts_ms":1,"node_id":1,"broker":\n'])
+
+    assert parsed.valid_lines == 1
+    assert [(row["reason"], row["lines"]) for row in parsed.malformed.collect()] == [("unparseable", 1)]
