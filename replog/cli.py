@@ -12,6 +12,7 @@ from pathlib import Path
 
 from . import cli_clients
 from .analytics import job as analyze_job
+from .cli_acls import add_acls_command
 from .cli_admin import add_admin_commands
 from .cli_clients import EXIT_ERROR, EXIT_OK, properties
 from .cli_reassign import add_reassign_command
@@ -335,6 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_admin_commands(commands, _bootstrap)
     add_reassign_command(commands, _bootstrap)
+    add_acls_command(commands, _bootstrap)
 
     analyze = commands.add_parser("analyze", help="analyse metrics dumps with PySpark: tables, plots, report",
                                   description="Analyse metrics dumps (docs/metrics-dumps.md) with PySpark: "

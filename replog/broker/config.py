@@ -10,6 +10,7 @@ from pathlib import Path
 from replog.coordinator.config import GroupCoordinatorConfig
 from replog.log.config import CleanerConfig, LogConfig, parse_cleanup_policy
 from replog.metrics.config import MetricsConfig, split_metrics_config
+from replog.security.authorizer import AuthorizerConfig
 from replog.server.listener_config import (
     ListenerSpec,
     SecurityProtocol,
@@ -88,6 +89,9 @@ _KEYS: dict[str, tuple[str, object]] = {
     "replication.quota.window.size.seconds": ("replication_quota_window_size_seconds", int),
     "replica.socket.timeout.ms": ("replica_socket_timeout_ms", int),
     "inter.broker.bind.host": ("inter_broker_bind_host", str),
+    "authorizer.class.name": ("authorizer_class_name", str),
+    "super.users": ("super_users", str),
+    "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", parse_bool),
 }
 
 
@@ -157,6 +161,10 @@ class BrokerConfig:
     # to the controller, e.g. the host of its listener on a multi-homed machine, so peers and firewalls see
     # where a connection comes from. Unset: the address the OS routes from.
     inter_broker_bind_host: str | None = None
+    # ACLs (security/authorizer.py): no authorizer class allows every request, as a Kafka broker without one
+    authorizer_class_name: str = ""
+    super_users: str = ""  # semicolon-separated principals, e.g. User:admin;User:ops
+    allow_everyone_if_no_acl_found: bool = False
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     # group.* and offsets.* keys, under Kafka's names (coordinator/config.py)
     group: GroupCoordinatorConfig = field(default_factory=GroupCoordinatorConfig)
@@ -212,6 +220,10 @@ class BrokerConfig:
             max_compaction_lag_ms=self.log_cleaner_max_compaction_lag_ms,
         )
 
+    def authorizer_config(self) -> AuthorizerConfig:
+        return AuthorizerConfig.from_properties(self.authorizer_class_name, self.super_users,
+                                                self.allow_everyone_if_no_acl_found)
+
     def cleaner_config(self) -> CleanerConfig:
         return CleanerConfig(enable=self.log_cleaner_enable, threads=self.log_cleaner_threads,
                              dedupe_buffer_size=self.log_cleaner_dedupe_buffer_size,
@@ -248,6 +260,7 @@ class BrokerConfig:
             if not self.inter_broker_secret:
                 raise ValueError("a broker with a controller needs inter.broker.secret to replicate")
         self._validate_listeners()
+        self.authorizer_config()  # an unknown authorizer.class.name refuses to start
 
     def _validate_listeners(self) -> None:
         specs = self.listener_specs

@@ -11,6 +11,7 @@ these clients picks the one to talk to: the same one until it cannot be reached 
 """
 
 import asyncio
+import dataclasses
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
@@ -20,6 +21,8 @@ from kio.schema.errors import ErrorCode
 
 from replog.client.connection import Connection
 from replog.client.errors import KafkaError
+from replog.protocol.messages import decode_response
+from replog.protocol.primitives import DecodeError
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +120,27 @@ class ControllerClient:
         if self._connection is not None:
             self._connection.close()
             self._connection = None
+
+
+def answers_not_controller(api_key: int, version: int, body: bytes) -> bool:
+    """Whether a controller's answer to a forwarded request says NOT_CONTROLLER anywhere in it (a standby)."""
+    try:
+        response = decode_response(api_key, version, body, 0)
+    except DecodeError:
+        return False  # relayed as it is: the client sees what the controller sent
+    return ErrorCode.not_controller in _error_codes(response)
+
+
+def _error_codes(entity: Any) -> set[int]:
+    if isinstance(entity, tuple):
+        return set().union(*(_error_codes(item) for item in entity))
+    if not dataclasses.is_dataclass(entity):
+        return set()
+    codes = set()
+    for f in dataclasses.fields(entity):
+        value = getattr(entity, f.name)
+        codes |= {int(value)} if f.name == "error_code" else _error_codes(value)
+    return codes
 
 
 def _report_crash(task: asyncio.Task) -> None:

@@ -18,6 +18,8 @@ from replog.log.dynamic_configs import (
     altered_entity,
     is_broker_entity_name,
 )
+from replog.security.acl_requests import AclChanges
+from replog.security.acls import AclBinding
 
 from .metadata import MetadataImage, PartitionMetadata, TopicMetadata
 
@@ -53,12 +55,14 @@ class LocalController:
             topic = TopicMetadata.from_json(data)
             self.image.topics[topic.name] = topic
         self.image.broker_configs = {k: dict(v) for k, v in state.get("broker_configs", {}).items()}
+        self.image.acls.replace_all(AclBinding.from_json(fields) for fields in state.get("acls", ()))
         # Resume after the whole reserved block: ids handed out before a crash are never reused.
         self._next_producer_id = self._producer_id_limit = max(state["producer_id_limit"], self._producer_id_limit)
 
     def _persist(self) -> None:
         state = {"topics": [t.to_json() for t in self.image.topics.values()],
-                 "producer_id_limit": self._producer_id_limit, "broker_configs": self.image.broker_configs}
+                 "producer_id_limit": self._producer_id_limit, "broker_configs": self.image.broker_configs,
+                 "acls": [binding.to_json() for binding in sorted(self.image.acls)]}
         write_atomically(self._path, json.dumps(state, indent=1).encode())
 
     def create_topic(self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str],
@@ -160,6 +164,16 @@ class LocalController:
             return
         for index in range(current, count):
             topic.partitions[index] = PartitionMetadata(self.node_id, 0, 0, [self.node_id], [self.node_id])
+        self._persist()
+
+    def change_acls(self, changes: AclChanges) -> None:
+        """Carry out a CreateAcls or DeleteAcls decided against this node's bindings (security/acl_requests.py)."""
+        if not changes.added and not changes.removed:
+            return
+        for binding in changes.added:
+            self.image.acls.add(binding)
+        for binding in changes.removed:
+            self.image.acls.remove(binding)
         self._persist()
 
     def allocate_producer_id(self) -> int:

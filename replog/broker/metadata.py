@@ -4,6 +4,8 @@ import uuid
 from dataclasses import dataclass, field
 
 from replog.protocol.control import LEADER_DURING_DELETE, UPDATE_METADATA_FULL, UpdateMetadataRequest
+from replog.security.acls import binding_of
+from replog.security.authorizer import AclIndex
 from replog.server.properties import Listener
 
 
@@ -71,6 +73,9 @@ class MetadataImage:
     topics: dict[str, TopicMetadata] = field(default_factory=dict)
     # Dynamic broker configs by entity ("" the cluster-wide default, "1" broker 1), KIP-226.
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    # The cluster's ACL bindings, which this broker's authorizer shares (changed in place, never replaced).
+    acls: AclIndex = field(default_factory=AclIndex)
+    _acls_received: list = field(default_factory=list, repr=False)  # as the last full UpdateMetadata sent them
 
     def apply_update_metadata(self, request: UpdateMetadataRequest) -> None:
         """Take the controller's view: live brokers, and partition leadership for the topics listed."""
@@ -82,6 +87,9 @@ class MetadataImage:
         if request.type == UPDATE_METADATA_FULL:
             self.topics = {}
             self.broker_configs = {k: dict(v) for k, v in request.broker_configs.items()}
+            if request.acls != self._acls_received:  # rebuilt only when changed: pushes are frequent
+                self.acls.replace_all(binding_of(*acl) for acl in request.acls)
+                self._acls_received = list(request.acls)
         for state in request.topic_states:
             topic = self.topics.get(state.topic_name)
             if topic is None or topic.topic_id != state.topic_id:

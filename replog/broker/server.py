@@ -29,6 +29,8 @@ from replog.protocol.apis import ApiKey, response_header_version
 from replog.protocol.headers import decode_response_header
 from replog.protocol.messages import decode_response, encode_request
 from replog.protocol.topics import OFFSETS_TOPIC
+from replog.security.acl_requests import AclChanges
+from replog.security.authorizer import Authorizer
 from replog.server.api_versions import unsupported_version_body
 from replog.server.connection import ConnectionHolder
 from replog.server.dispatch import Dispatcher, Handler, RequestContext
@@ -37,9 +39,10 @@ from replog.server.listener import ListenerSecurity, listen, listening_port
 from replog.server.listener_security import build_listener_security
 from replog.server.listener_socket import write_ready_file
 
+from .access import Access
 from .alter_partition import AlterPartitionManager
 from .config import BrokerConfig, load_config, report_unknown_keys
-from .controller_client import ControllerFinder
+from .controller_client import ControllerFinder, answers_not_controller
 from .dynamic_config import apply_dynamic_configs
 from .group_coordinator import GroupCoordinatorShell
 from .handlers import BROKER_APIS, build_handlers
@@ -152,15 +155,17 @@ class Broker:
         config = self.config
         defaults = TopicDefaults(config.num_partitions, config.default_replication_factor, config.log_config(),
                                  auto_create=config.auto_create_topics_enable)
+        access = Access(Authorizer(config.authorizer_config(), self.image.acls))
         topics = TopicAdmin(self.image, defaults, self.create_topic, self.delete_topic,
                             forward_to_controller=self.forward_to_controller if self.in_cluster else None,
-                            has_metadata=self.has_metadata)
+                            has_metadata=self.has_metadata, access=access)
         control = ControlPlane(self.replica_manager, self.image, registration=self)
-        groups = GroupCoordination(self.groups, self.image, self.ensure_offsets_topic)
+        groups = GroupCoordination(self.groups, self.image, self.ensure_offsets_topic, access)
         admin = ConfigAdmin(self.image, config, local=self,
-                            forward_to_controller=self.forward_to_controller if self.in_cluster else None)
-        return build_handlers(self.replica_manager, topics, control, groups, self.controller.allocate_producer_id,
-                              config.inter_broker_secret, admin)
+                            forward_to_controller=self.forward_to_controller if self.in_cluster else None,
+                            access=access)
+        return build_handlers(self.replica_manager, access, topics, control, groups,
+                              self.controller.allocate_producer_id, config.inter_broker_secret, admin)
 
     def _build_lifecycle_manager(self) -> BrokerLifecycleManager:
         config = self.config
@@ -205,26 +210,40 @@ class Broker:
         isBrokerEpochStale); -1 means the sender does not check."""
         return self.lifecycle is not None and broker_epoch != -1 and broker_epoch < self.lifecycle.broker_epoch
 
-    async def forward_to_controller(self, ctx: RequestContext) -> bytes:
-        """Send a client's request on to the controller unchanged and return the response body (KIP-590)."""
+    async def forward_to_controller(self, ctx: RequestContext, body: bytes | None = None) -> bytes:
+        """Send a client's request on to the controller (unchanged, or with `body` instead of its own) and return
+        the response body (KIP-590). An unreachable controller, or a standby's NOT_CONTROLLER, sends it on to the
+        next controller, as Kafka's forwarding manager retries, at most once per configured controller."""
         assert self._controllers is not None
         current = self._controller_connection
-        # A forwarded answer's NOT_CONTROLLER sits inside its body, so this connection never learns of a
-        # failover itself: it follows where the session (heartbeats answered NOT_CONTROLLER) found the active one.
-        if current is None or current.closed or not self._controllers.leads_to_current(current):
-            if current is not None:
-                current.close()
-            connect = self._controllers.connector(f"forwarding-{self.config.node_id}")
-            self._controller_connection = await connect()
+        # Follow where the session (heartbeats answered NOT_CONTROLLER) found the active controller; a forwarded
+        # answer's own NOT_CONTROLLER is caught below.
+        if current is not None and not current.closed and not self._controllers.leads_to_current(current):
+            current.close()
         api_key, version = ctx.header.api_key, ctx.api_version
-        connection = self._controller_connection
-        try:
-            frame = await connection.request(api_key, version, [memoryview(ctx.frame)[ctx.body_offset:]])
-        except (KafkaError, OSError):
-            self._controllers.lost(connection)  # the next forwarded request tries the next controller
-            raise
-        _, offset = decode_response_header(frame, response_header_version(api_key, version))
-        return bytes(frame[offset:])
+        parts = [memoryview(ctx.frame)[ctx.body_offset:] if body is None else body]
+        attempts = len(self.config.controller_addresses)
+        for attempt in range(1, attempts + 1):
+            try:
+                if self._controller_connection is None or self._controller_connection.closed:
+                    connect = self._controllers.connector(f"forwarding-{self.config.node_id}")
+                    self._controller_connection = await connect()  # an unreachable one: the finder moves on
+                connection = self._controller_connection
+                frame = await connection.request(api_key, version, parts)
+            except (KafkaError, OSError):
+                if self._controller_connection is not None:
+                    self._controllers.lost(self._controller_connection)
+                    self._controller_connection = None
+                if attempt == attempts:
+                    raise
+                continue
+            _, offset = decode_response_header(frame, response_header_version(api_key, version))
+            answer = bytes(frame[offset:])
+            if not answers_not_controller(api_key, version, answer):
+                break
+            self._controllers.lost(connection)
+            connection.close()
+        return answer
 
     def _build_replica_manager(self) -> ReplicaManager:
         config = self.config
@@ -361,6 +380,9 @@ class Broker:
         self.controller.create_partitions(name, count, assignment, validate_only=validate_only)
         if not validate_only:
             self.replica_manager.apply_metadata(self.image)
+
+    def change_acls(self, changes: AclChanges) -> None:
+        self.controller.change_acls(changes)
 
     # background work
     async def _every(self, interval_ms: int, action) -> None:

@@ -87,6 +87,20 @@ class Admin:
         assert last is not None
         raise last
 
+    async def send_to_any_broker(self, api_key: int, data: dict):
+        """Send to any broker (brokers forward what only the controller decides), retrying network errors."""
+        last: KafkaError | None = None
+        for _ in range(MAX_ADMIN_ATTEMPTS):
+            try:
+                conn = await self.cluster.any_connection()
+                return await conn.send(api_key, data)
+            except KafkaError as e:
+                if not e.retriable:
+                    raise
+                last = e
+        assert last is not None
+        raise last
+
     async def create_topics(
         self, topics: Sequence[NewTopic], timeout_ms: int = 30_000, validate_only: bool = False
     ) -> None:

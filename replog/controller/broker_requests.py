@@ -87,7 +87,8 @@ def update_metadata_request(controller_id: int, controller_epoch: int, broker: B
                for b in sorted(metadata.brokers.values(), key=lambda b: b.broker_id) if b.broker_id in live]
     return UpdateMetadataRequest(controller_id, controller_epoch, broker.epoch, topic_states, brokers,
                                  type=UPDATE_METADATA_FULL,
-                                 broker_configs={k: dict(v) for k, v in metadata.broker_configs.items()})
+                                 broker_configs={k: dict(v) for k, v in metadata.broker_configs.items()},
+                                 acls=[tuple(binding.to_json()) for binding in sorted(metadata.acls)])
 
 
 def _endpoints(broker: BrokerRegistration) -> list[UpdateMetadataEndpoint]:

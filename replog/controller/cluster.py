@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 from replog.log.dynamic_configs import topic_configs_error
 from replog.log.partition_log import TopicPartition
 from replog.protocol.topics import topic_name_error
+from replog.security.authorizer import AclIndex
 
 from . import reassignment
 from .registry import (
@@ -101,6 +102,8 @@ class ClusterMetadata:
         self._offline_replicas: dict[int, set[TopicPartition]] = {}
         # Dynamic broker configs (KIP-226) by entity name: "" is the cluster-wide default, "1" broker 1.
         self.broker_configs: dict[str, dict[str, str]] = {}
+        # The ACL bindings every broker's authorizer decides on (KRaft's AccessControlEntryRecords).
+        self.acls = AclIndex()
 
     # ----------------------------------------------------------------------------------------- brokers
 

@@ -7,7 +7,8 @@ ControllerApis authorizes CLUSTER_ACTION); anyone else gets CLUSTER_AUTHORIZATIO
 - AlterPartition (56), v2-3: a partition leader proposes a new ISR (KIP-497).
 - DescribeCluster (60), KIP-919: the cluster id, the active controller and the controllers (describe_cluster.py).
 - CreateTopics (19) and DeleteTopics (20): a broker forwards its clients' requests unchanged, as KIP-590
-  forwarding does, and relays the answer; topics are decided only here.
+  forwarding does, and relays the answer; topics are decided only here. So are configs, partitions and
+  elections (admin_handlers.py) and ACLs (acl_handlers.py).
 """
 
 import functools
@@ -25,6 +26,7 @@ from replog.server import api_versions
 from replog.server.dispatch import Handler, RequestContext
 from replog.server.handlers import shared_handlers
 
+from .acl_handlers import ACL_APIS, handle_create_acls, handle_delete_acls
 from .admin_handlers import (
     ADMIN_APIS,
     handle_alter_configs,
@@ -43,7 +45,7 @@ log = logging.getLogger(__name__)
 CONTROLLER_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
                              ApiKey.ALTER_PARTITION, ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT,
                              ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS,
-                             ApiKey.DESCRIBE_CLUSTER}) | QUORUM_APIS | ADMIN_APIS
+                             ApiKey.DESCRIBE_CLUSTER}) | QUORUM_APIS | ADMIN_APIS | ACL_APIS
 CONFIG_SOURCE_TOPIC = 1  # DescribeConfigs' TOPIC_CONFIG source, as CreateTopics v5+ reports configs
 
 
@@ -217,6 +219,8 @@ def build_handlers(controller: ControllerApis, inter_broker_secret: str,
                                                                 target=controller),
         ApiKey.LIST_PARTITION_REASSIGNMENTS: functools.partial(handle_list_partition_reassignments,
                                                                target=controller),
+        ApiKey.CREATE_ACLS: functools.partial(handle_create_acls, target=controller),
+        ApiKey.DELETE_ACLS: functools.partial(handle_delete_acls, target=controller),
         ApiKey.DESCRIBE_CLUSTER: functools.partial(handle_describe_cluster, view=controller),
     }
     assert set(handlers) == CONTROLLER_APIS

@@ -10,6 +10,8 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
+from replog.security.acls import AclBinding
+
 from .cluster import BrokerRegistration, ClusterMetadata, ControllerError, TopicRegistration
 from .registry import LeaderRecoveryState, PartitionRegistration
 
@@ -51,6 +53,17 @@ def config_record(resource_type: str, name: str, configs: dict[str, str]) -> Rec
     return {"type": "config", "resource_type": resource_type, "name": name, "configs": dict(configs)}
 
 
+def acl_record(binding: AclBinding) -> Record:
+    """A binding created (KRaft's AccessControlEntryRecord). A binding is its own identity: replog keeps
+    each once, as Kafka ignores the creation of one that exists."""
+    return {"type": "acl", "binding": binding.to_json()}
+
+
+def remove_acl_record(binding: AclBinding) -> Record:
+    """A binding deleted (KRaft's RemoveAccessControlEntryRecord)."""
+    return {"type": "remove_acl", "binding": binding.to_json()}
+
+
 def new_topic_records(topic: TopicRegistration) -> list[Record]:
     return [topic_record(topic)] + [partition_record(p) for p in topic.partitions.values()]
 
@@ -62,6 +75,7 @@ def snapshot_records(controller_epoch: int, metadata: ClusterMetadata) -> list[R
     records += [config_record("broker", name, configs) for name, configs in sorted(metadata.broker_configs.items())]
     for topic in metadata.topics.values():
         records += new_topic_records(topic)
+    records += [acl_record(binding) for binding in sorted(metadata.acls)]
     return records
 
 
@@ -84,6 +98,10 @@ def replay(records: Iterable[Record], metadata: ClusterMetadata) -> int:
                 _apply_config(record, metadata)
             elif kind == "remove_topic":
                 metadata.delete_topic(record["name"])
+            elif kind == "acl":
+                metadata.acls.add(AclBinding.from_json(record["binding"]))
+            elif kind == "remove_acl":
+                metadata.acls.remove(AclBinding.from_json(record["binding"]))
             else:
                 raise CorruptMetadataError(f"unknown record type {kind!r}")
         except (KeyError, TypeError, ValueError, AssertionError, ControllerError) as e:

@@ -28,6 +28,9 @@ class ApiKey(enum.IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -106,6 +109,10 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.DESCRIBE_CLUSTER, 0, 1, 0),
         ApiSpec(ApiKey.DELETE_RECORDS, 0, 2, 2),
         ApiSpec(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, 2),  # no v0 schema in kio either
+        # ACLs (issue 17): v0, before pattern types (KIP-290), is gone from Kafka 4 (KIP-896) and from kio.
+        ApiSpec(ApiKey.DESCRIBE_ACLS, 1, 3, 2),
+        ApiSpec(ApiKey.CREATE_ACLS, 1, 3, 2),
+        ApiSpec(ApiKey.DELETE_ACLS, 1, 3, 2),
         ApiSpec(ApiKey.LEADER_AND_ISR, 7, 7, 4),
         ApiSpec(ApiKey.STOP_REPLICA, 4, 4, 2),
         ApiSpec(ApiKey.UPDATE_METADATA, 8, 8, 6),

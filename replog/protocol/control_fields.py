@@ -1,6 +1,6 @@
 """Field helpers shared by the hand-written controller-to-broker codecs (control.py): compact arrays that are
 never null, int32 lists, the end-of-struct check, and replog's tagged-field extension that carries topic and
-broker configs (see control.py for why)."""
+broker configs and ACLs (see control.py for why)."""
 
 from .primitives import DecodeError, Reader, Writer
 
@@ -71,6 +71,33 @@ def decode_broker_configs(buf: memoryview) -> dict[str, dict[str, str]]:
         by_entity[entity] = configs
     expect_end(r, "BrokerConfigs")
     return by_entity
+
+
+# An ACL binding as UpdateMetadata carries it (tag 10_002): resource type, resource name, pattern type,
+# principal, host, operation, permission; the int8 codes of Kafka's AclBinding (replog/security/acls.py).
+AclTuple = tuple[int, str, int, str, str, int, int]
+
+
+def encode_acls(acls: list[AclTuple]) -> bytes:
+    w = Writer()
+    w.array_length(len(acls), compact=True)
+    for resource_type, name, pattern, principal, host, operation, permission in acls:
+        w.int8(resource_type)
+        w.string(name, compact=True)
+        w.int8(pattern)
+        w.string(principal, compact=True)
+        w.string(host, compact=True)
+        w.int8(operation)
+        w.int8(permission)
+    return bytes(w.buf)
+
+
+def decode_acls(buf: memoryview) -> list[AclTuple]:
+    r = Reader(buf)
+    acls = [(r.int8(), r.string(compact=True), r.int8(), r.string(compact=True), r.string(compact=True), r.int8(),
+             r.int8()) for _ in range(read_count(r, "Acls"))]
+    expect_end(r, "Acls")
+    return acls
 
 
 def expect_end(r: Reader, name: str) -> None:

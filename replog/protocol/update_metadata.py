@@ -1,14 +1,18 @@
 """UpdateMetadata v8 (key 6) and its response: the controller tells every broker the live brokers and every
-partition's state, and (replog's extension) the topic and dynamic broker configs (see control.py)."""
+partition's state, and (replog's extension) the topic and dynamic broker configs and the ACL bindings (see
+control.py)."""
 
 import uuid
 from dataclasses import dataclass, field
 
 from .control_fields import (
     TAG_TOPIC_CONFIGS,
+    AclTuple,
     Buffer,
+    decode_acls,
     decode_broker_configs,
     decode_configs,
+    encode_acls,
     encode_broker_configs,
     encode_configs,
     expect_end,
@@ -27,6 +31,9 @@ _TAG_UPDATE_METADATA_TYPE = 0
 # default, and its configs), so DescribeConfigs on any broker and config changes that take effect at once
 # (KIP-226) need no other channel.
 _TAG_BROKER_CONFIGS = 10_001
+# And the cluster's ACL bindings (tag 10_002), which every broker's authorizer decides on, as KRaft brokers
+# read AccessControlEntryRecords from the metadata log.
+_TAG_ACLS = 10_002
 
 
 @dataclass(slots=True)
@@ -75,6 +82,7 @@ class UpdateMetadataRequest:
     type: int = 0  # tagged: 0 unknown, 1 incremental, 2 full snapshot (KIP-866)
     is_kraft_controller: bool = False
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # tagged: _TAG_BROKER_CONFIGS
+    acls: list[AclTuple] = field(default_factory=list)  # tagged: _TAG_ACLS
 
 
 @dataclass(slots=True)
@@ -125,6 +133,8 @@ def encode_update_metadata_request(request: UpdateMetadataRequest) -> bytes:
         tags[_TAG_UPDATE_METADATA_TYPE] = bytes(t.buf)
     if request.broker_configs:
         tags[_TAG_BROKER_CONFIGS] = encode_broker_configs(request.broker_configs)
+    if request.acls:
+        tags[_TAG_ACLS] = encode_acls(request.acls)
     w.tagged_fields(tags)
     return bytes(w.buf)
 
@@ -156,6 +166,7 @@ def decode_update_metadata_request(buf: Buffer, offset: int) -> UpdateMetadataRe
         live_brokers.append(broker)
     type_ = 0
     broker_configs: dict[str, dict[str, str]] = {}
+    acls: list[AclTuple] = []
     for tag, value in r.tagged_fields().items():
         if tag == _TAG_UPDATE_METADATA_TYPE:
             if len(value) != 1:
@@ -163,10 +174,12 @@ def decode_update_metadata_request(buf: Buffer, offset: int) -> UpdateMetadataRe
             type_ = Reader(value).int8()
         elif tag == _TAG_BROKER_CONFIGS:
             broker_configs = decode_broker_configs(value)
+        elif tag == _TAG_ACLS:
+            acls = decode_acls(value)
         # other tags are from a newer sender; ignoring them is what tagged fields are for
     expect_end(r, "UpdateMetadataRequest")
     return UpdateMetadataRequest(controller_id, controller_epoch, broker_epoch, topic_states, live_brokers,
-                                 type_, is_kraft_controller, broker_configs)
+                                 type_, is_kraft_controller, broker_configs, acls)
 
 
 def _read_update_metadata_partition(r: Reader, topic_name: str) -> UpdateMetadataPartitionState:

@@ -61,7 +61,8 @@ def sample_body(api_key: int, version: int) -> bytes:
         return control.encode_update_metadata_request(control.UpdateMetadataRequest(
             1, 1, 1, [control.UpdateMetadataTopicState("t", uuid.UUID(int=1), [control.UpdateMetadataPartitionState(
                 "t", 0, 1, 1, 1, [1], 1, [1])])],
-            [control.UpdateMetadataBroker(1, [control.UpdateMetadataEndpoint(9092, "localhost", "PLAINTEXT")])]))
+            [control.UpdateMetadataBroker(1, [control.UpdateMetadataEndpoint(9092, "localhost", "PLAINTEXT")])],
+            acls=[(2, "t", 3, "User:a", "*", 3, 3)]))  # the ACLs' tagged field (10002) gets mutated too
     if api_key == ApiKey.STOP_REPLICA:
         return control.encode_stop_replica_request(control.StopReplicaRequest(
             1, 1, 1, [control.StopReplicaTopicState("t", [control.StopReplicaPartitionState(0, 1, True)])]))

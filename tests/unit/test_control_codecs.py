@@ -465,3 +465,15 @@ def test_leader_and_isr_topic_configs_travel_in_a_tagged_field():
     # Without configs the topic state ends in an empty tagged-field section, exactly Kafka's encoding.
     assert len(encode_leader_and_isr_request(without)) < len(encoded)
     assert decode_leader_and_isr_request(encode_leader_and_isr_request(without), 0).topic_states[0].configs == {}
+
+
+def test_update_metadata_carries_acls_in_tag_10002():
+    acls = [(2, "orders", 3, "User:alice", "*", 3, 3), (3, "g-", 4, "User:*", "10.0.0.1", 8, 2)]
+    request = UpdateMetadataRequest(3, 8, 99, [], [], type=2, acls=acls)
+    encoded = control.encode_update_metadata_request(request)
+    assert control.decode_update_metadata_request(encoded, 0) == request
+    without = control.encode_update_metadata_request(UpdateMetadataRequest(3, 8, 99, [], [], type=2))
+    assert control.decode_update_metadata_request(without, 0).acls == []
+    head = h("00000003 00 00000008 0000000000000063 01 01")
+    with pytest.raises(DecodeError):  # tag 10002 (varint 92 4e) of 2 bytes declaring 4 ACLs
+        control.decode_update_metadata_request(head + h("02 00 01 02 92 4e 02 05 02"), 0)

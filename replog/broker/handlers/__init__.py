@@ -7,8 +7,10 @@ from replog.protocol.apis import ApiKey
 from replog.server.dispatch import Handler
 from replog.server.handlers import shared_handlers
 
+from ..access import Access
 from ..replica_manager import ReplicaManager
 from . import (
+    acls,
     alter_configs,
     create_partitions,
     create_topics,
@@ -82,22 +84,27 @@ _ADMIN_APIS = {
     ApiKey.DESCRIBE_CLUSTER: describe_cluster,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: partition_reassignments,
+    ApiKey.DESCRIBE_ACLS: acls,
+    ApiKey.CREATE_ACLS: acls,
+    ApiKey.DELETE_ACLS: acls,
 }
 BROKER_APIS = (frozenset(_REPLICA_APIS) | frozenset(_TOPIC_APIS) | frozenset(_CONTROL_APIS) | frozenset(_GROUP_APIS)
                | frozenset(_ADMIN_APIS)
                | {ApiKey.INIT_PRODUCER_ID, ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
 
-def build_handlers(replicas: ReplicaManager, topics: TopicAdmin, control: ControlPlane, groups: GroupCoordination,
-                   allocate_producer_id: Callable[[], int], inter_broker_secret: str | None,
+def build_handlers(replicas: ReplicaManager, access: Access, topics: TopicAdmin, control: ControlPlane,
+                   groups: GroupCoordination, allocate_producer_id: Callable[[], int], inter_broker_secret: str | None,
                    admin: ConfigAdmin) -> dict[int, Handler]:
     handlers: dict[int, Handler] = {
-        **{key: functools.partial(module.handle, replicas=replicas) for key, module in _REPLICA_APIS.items()},
+        **{key: functools.partial(module.handle, replicas=replicas, access=access)
+           for key, module in _REPLICA_APIS.items()},
         **{key: functools.partial(module.handle, topics=topics) for key, module in _TOPIC_APIS.items()},
         **{key: functools.partial(module.handle, control=control) for key, module in _CONTROL_APIS.items()},
         **{key: functools.partial(module.handle, admin=admin) for key, module in _ADMIN_APIS.items()},
         **{key: functools.partial(module.handle, groups=groups) for key, module in _GROUP_APIS.items()},
-        ApiKey.INIT_PRODUCER_ID: functools.partial(init_producer_id.handle, allocate_producer_id=allocate_producer_id),
+        ApiKey.INIT_PRODUCER_ID: functools.partial(init_producer_id.handle, allocate_producer_id=allocate_producer_id,
+                                                   access=access),
         **shared_handlers(BROKER_APIS, inter_broker_secret),
     }
     assert set(handlers) == BROKER_APIS

@@ -1,7 +1,7 @@
 """What the broker's handlers act on, one small context per family of APIs; the broker builds them once.
 
-Produce, Fetch, ListOffsets and OffsetForLeaderEpoch take the ReplicaManager itself; InitProducerId takes the
-producer id allocator.
+Produce, Fetch, ListOffsets and OffsetForLeaderEpoch take the ReplicaManager itself and the Access checks
+(access.py); InitProducerId takes the producer id allocator. Every family asks Access before acting.
 """
 
 import asyncio
@@ -13,8 +13,10 @@ from kio.schema.errors import ErrorCode
 
 from replog.log.config import LogConfig
 from replog.log.dynamic_configs import ConfigResource
+from replog.security.acl_requests import AclChanges
 from replog.server.dispatch import RequestContext
 
+from ..access import Access
 from ..config import BrokerConfig
 from ..group_coordinator import GroupCoordinatorShell
 from ..lifecycle import BrokerLifecycleManager
@@ -39,6 +41,13 @@ class CreateTopic(Protocol):
                  validate_only: bool = False) -> TopicMetadata: ...
 
 
+class ForwardToController(Protocol):
+    """Send a client's request on to the controller and return its answer body (KIP-590): the request's own
+    body, or `body` instead (the request without the resources its principal may not touch)."""
+
+    def __call__(self, ctx: RequestContext, body: bytes | None = None) -> Awaitable[bytes]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class TopicAdmin:
     """What Metadata, CreateTopics and DeleteTopics use. A single node decides topics itself (create_topic,
@@ -48,10 +57,11 @@ class TopicAdmin:
     defaults: TopicDefaults
     create_topic: CreateTopic
     delete_topic: Callable[[str], TopicMetadata | None]
-    # The controller's answer body to a request sent on unchanged; None on a single node.
-    forward_to_controller: Callable[[RequestContext], Awaitable[bytes]] | None
+    # The controller's answer body to a request sent on; None on a single node.
+    forward_to_controller: ForwardToController | None
     # Set once the controller's first UpdateMetadata is applied; a single node never waits for it.
     has_metadata: asyncio.Event
+    access: Access
 
     @property
     def in_cluster(self) -> bool:
@@ -88,6 +98,7 @@ class GroupCoordination:
     shell: GroupCoordinatorShell
     image: MetadataImage
     ensure_offsets_topic: Callable[[], None]
+    access: Access
 
 
 class LocalAdmin(Protocol):
@@ -99,13 +110,17 @@ class LocalAdmin(Protocol):
     def create_partitions(self, name: str, count: int, assignment: list[list[int]] | None, *,
                           validate_only: bool) -> None: ...
 
+    def change_acls(self, changes: AclChanges) -> None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class ConfigAdmin:
-    """What DescribeConfigs, AlterConfigs, IncrementalAlterConfigs and CreatePartitions use. In a cluster the
-    changes are the controller's (forwarded, KIP-590); describing is answered from this broker's image."""
+    """What DescribeConfigs, AlterConfigs, IncrementalAlterConfigs, CreatePartitions and the ACL APIs use. In a
+    cluster the changes are the controller's (forwarded, KIP-590); describing is answered from this broker's
+    image."""
 
     image: MetadataImage
     static: BrokerConfig
     local: LocalAdmin
-    forward_to_controller: Callable[[RequestContext], Awaitable[bytes]] | None
+    forward_to_controller: ForwardToController | None
+    access: Access

@@ -9,10 +9,12 @@ from kio.schema.errors import ErrorCode
 from replog.client.errors import KafkaError
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
+from replog.security.acls import Operation, ResourceType
 from replog.server.dispatch import RequestContext
 
 from ..local_controller import TopicCreationError
 from .context import ConfigAdmin
+from .forward_permitted import forward_permitted
 
 log = logging.getLogger(__name__)
 
@@ -24,12 +26,15 @@ def _body(results: list[tuple[str, ErrorCode, str | None]]) -> dict:
 
 def handle(ctx: RequestContext, admin: ConfigAdmin):
     request = decode_request(ApiKey.CREATE_PARTITIONS, ctx.api_version, ctx.frame, ctx.body_offset)
+    alterable = admin.access.allowed(ctx, Operation.ALTER, ResourceType.TOPIC, (t.name for t in request.topics))
     if admin.forward_to_controller is not None:
-        return _forward(ctx, admin, request)
+        return _forward(ctx, admin, request, alterable)
     names = Counter(t.name for t in request.topics)
     results = []
     for topic in request.topics:
-        if names[topic.name] > 1:
+        if topic.name not in alterable:
+            results.append((topic.name, ErrorCode.topic_authorization_failed, None))
+        elif names[topic.name] > 1:
             results.append((topic.name, ErrorCode.invalid_request, "Duplicate topic in request."))
             continue
         assignment = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
@@ -42,9 +47,14 @@ def handle(ctx: RequestContext, admin: ConfigAdmin):
     return [encode_response(ApiKey.CREATE_PARTITIONS, ctx.api_version, _body(results))]
 
 
-async def _forward(ctx: RequestContext, admin: ConfigAdmin, request) -> list:
+async def _forward(ctx: RequestContext, admin: ConfigAdmin, request, alterable: set[str]) -> list:
+    assert admin.forward_to_controller is not None
+    refused = [(t.name, ErrorCode.topic_authorization_failed, None) for t in request.topics if t.name not in alterable]
     try:
-        return [await admin.forward_to_controller(ctx)]
+        return [await forward_permitted(
+            ctx, admin.forward_to_controller, request, request_field="topics",
+            permitted=[t for t in request.topics if t.name in alterable], response_field="results",
+            refusals=_body(refused)["results"], empty_response={"throttle_time": 0})]
     except (KafkaError, OSError) as e:
         log.warning("forwarding CreatePartitions to the controller failed: %s", e)
         results = [(t.name, ErrorCode.request_timed_out, f"controller unreachable: {e}") for t in request.topics]

@@ -9,10 +9,12 @@ from replog.log.dynamic_configs import topic_configs_error
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
 from replog.protocol.topics import topic_name_error
+from replog.security.acls import Operation, ResourceType
 from replog.server.dispatch import RequestContext
 
 from ..local_controller import TopicCreationError
 from .context import TopicAdmin
+from .forward_permitted import forward_permitted
 
 log = logging.getLogger(__name__)
 
@@ -23,9 +25,15 @@ CONFIG_SOURCE_TOPIC = 1  # DescribeConfigs' TOPIC_CONFIG source
 MAX_PARTITIONS_PER_REQUEST = 10_000
 
 
-async def _forward(ctx: RequestContext, topics: TopicAdmin, request) -> list:
+async def _forward(ctx: RequestContext, topics: TopicAdmin, request, creatable: set[str]) -> list:
+    assert topics.forward_to_controller is not None
+    refused = [_error(t.name, ErrorCode.topic_authorization_failed, "Authorization failed.")
+               for t in request.topics if t.name not in creatable]
     try:
-        return [await topics.forward_to_controller(ctx)]
+        return [await forward_permitted(
+            ctx, topics.forward_to_controller, request, request_field="topics",
+            permitted=[t for t in request.topics if t.name in creatable], response_field="topics",
+            refusals=refused, empty_response={"throttle_time": 0})]
     except (KafkaError, OSError) as e:
         log.warning("forwarding CreateTopics to the controller failed: %s", e)
         results = [_error(t.name, ErrorCode.request_timed_out, f"controller unreachable: {e}") for t in request.topics]
@@ -38,18 +46,29 @@ def handle(ctx: RequestContext, topics: TopicAdmin):
         results = [_error(t.name, ErrorCode.policy_violation, "Excessively large number of partitions per request.")
                    for t in request.topics]
         return [encode_response(ApiKey.CREATE_TOPICS, ctx.api_version, {"throttle_time": 0, "topics": results})]
+    creatable = _creatable(ctx, topics, request)
     if topics.in_cluster:
-        return _forward(ctx, topics, request)
+        return _forward(ctx, topics, request, creatable)
     seen: set[str] = set()
     results = []
     for topic in request.topics:
-        if topic.name in seen:
+        if topic.name not in creatable:
+            results.append(_error(topic.name, ErrorCode.topic_authorization_failed, "Authorization failed."))
+        elif topic.name in seen:
             results.append(_error(topic.name, ErrorCode.invalid_request, "topic named twice in one request"))
             continue
         seen.add(topic.name)
         results.append(_create(topics, topic, request.validate_only))
     body = {"throttle_time": 0, "topics": results}
     return [encode_response(ApiKey.CREATE_TOPICS, ctx.api_version, body)]
+
+
+def _creatable(ctx: RequestContext, topics: TopicAdmin, request) -> set[str]:
+    """The topics the principal may create: all with CREATE on the cluster, else those with CREATE on them."""
+    names = [t.name for t in request.topics]
+    if topics.access.allows_cluster(ctx, Operation.CREATE):
+        return set(names)
+    return topics.access.allowed(ctx, Operation.CREATE, ResourceType.TOPIC, names)
 
 
 def _requested_partitions(request, default_partitions: int) -> int:

@@ -11,19 +11,25 @@ from kio.schema.errors import ErrorCode
 from replog.log.partition_log import TopicPartition
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response, millis
+from replog.security.acls import Operation, ResourceType
 from replog.server.dispatch import RequestContext
 
+from ..access import Access
 from ..delayed_delete_records import DelayedDeleteRecords, DeleteResults, move_log_start
 from ..replica_manager import ReplicaManager
 
 
-def handle(ctx: RequestContext, replicas: ReplicaManager):
+def handle(ctx: RequestContext, replicas: ReplicaManager, access: Access):
     request = decode_request(ApiKey.DELETE_RECORDS, ctx.api_version, ctx.frame, ctx.body_offset)
+    deletable = access.allowed(ctx, Operation.DELETE, ResourceType.TOPIC, (t.name for t in request.topics))
     results: DeleteResults = {}
     for topic in request.topics:
         for p in topic.partitions:
             key = TopicPartition(topic.name, p.partition_index)
-            results[key] = move_log_start(replicas.get_partition(*key), p.offset)
+            if topic.name in deletable:
+                results[key] = move_log_start(replicas.get_partition(*key), p.offset)
+            else:
+                results[key] = (-1, ErrorCode.topic_authorization_failed)
     moved = {key: offset for key, (offset, error) in results.items() if error == ErrorCode.none}
     op = DelayedDeleteRecords(lambda key: replicas.get_partition(*key), millis(request.timeout), results, moved)
     if replicas.delete_records_purgatory.try_complete_else_watch(op, moved.keys()):

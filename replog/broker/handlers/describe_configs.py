@@ -7,6 +7,7 @@ from kio.schema.errors import ErrorCode
 from replog.log.dynamic_configs import ResourceType
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
+from replog.security.acls import Operation
 from replog.server.dispatch import RequestContext
 
 from ..config_describe import describe_broker, describe_topic
@@ -20,7 +21,12 @@ def handle(ctx: RequestContext, admin: ConfigAdmin) -> list:
     for resource in request.resources:
         keys = None if resource.configuration_keys is None else set(resource.configuration_keys)
         error, message, entries = ErrorCode.none, None, []
-        if resource.resource_type == ResourceType.TOPIC:
+        is_topic = resource.resource_type == ResourceType.TOPIC
+        refusal = admin.access.config_refusal(ctx, Operation.DESCRIBE_CONFIGS,
+                                              topic=resource.resource_name if is_topic else None)
+        if refusal is not None:
+            error = refusal
+        elif is_topic:
             topic = admin.image.topics.get(resource.resource_name)
             if topic is None:
                 error, message = ErrorCode.unknown_topic_or_partition, f"Topic {resource.resource_name} does not exist"

@@ -8,13 +8,18 @@ from kio.schema.errors import ErrorCode
 
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
+from replog.security.acls import Operation
 from replog.server.dispatch import RequestContext
 
+from ..access import Access
 from ..replica_manager import ReplicaManager
 
 
-def handle(ctx: RequestContext, replicas: ReplicaManager) -> list:
+def handle(ctx: RequestContext, replicas: ReplicaManager, access: Access) -> list:
     request = decode_request(ApiKey.DESCRIBE_LOG_DIRS, ctx.api_version, ctx.frame, ctx.body_offset)
+    if not access.allows_cluster(ctx, Operation.DESCRIBE):  # v3+ carries the error; older ones answer nothing
+        body = {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "results": []}
+        return [encode_response(ApiKey.DESCRIBE_LOG_DIRS, ctx.api_version, body)]
     wanted = None if request.topics is None else {(t.topic, p) for t in request.topics for p in t.partitions}
     manager = replicas.log_manager
     results = []

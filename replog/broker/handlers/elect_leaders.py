@@ -8,6 +8,7 @@ from kio.schema.errors import ErrorCode
 from replog.client.errors import KafkaError
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
+from replog.security.acls import Operation
 from replog.server.dispatch import RequestContext
 
 from .context import ConfigAdmin
@@ -26,9 +27,15 @@ def _body(error: ErrorCode, results: dict[str, list[tuple[int, ErrorCode, str | 
 
 def handle(ctx: RequestContext, admin: ConfigAdmin):
     request = decode_request(ApiKey.ELECT_LEADERS, ctx.api_version, ctx.frame, ctx.body_offset)
+    if not admin.access.allows_cluster(ctx, Operation.ALTER):  # KafkaApis: ALTER on the cluster, whole request
+        results: dict[str, list[tuple[int, ErrorCode, str | None]]] = {
+            topic.topic: [(p, ErrorCode.cluster_authorization_failed, None) for p in topic.partitions]
+            for topic in request.topic_partitions or ()}
+        return [encode_response(ApiKey.ELECT_LEADERS, ctx.api_version,
+                                _body(ErrorCode.cluster_authorization_failed, results))]
     if admin.forward_to_controller is not None:
         return _forward(ctx, admin, request)
-    results: dict[str, list[tuple[int, ErrorCode, str | None]]] = {}
+    results = {}
     if getattr(request, "election_type", PREFERRED) not in (PREFERRED, UNCLEAN):  # v0 has no type: preferred
         for topic in request.topic_partitions or ():
             results[topic.topic] = [(p, ErrorCode.invalid_request, "unknown election type") for p in topic.partitions]

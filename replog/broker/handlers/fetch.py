@@ -9,6 +9,7 @@ DelayedFetch on the partitions, woken by appends and HW moves, which re-reads ev
 """
 
 import asyncio
+import dataclasses
 
 from kio.schema.errors import ErrorCode
 
@@ -21,14 +22,16 @@ from replog.protocol.fetch import (
     part_length,
 )
 from replog.protocol.messages import decode_request, millis
+from replog.security.acls import Operation, ResourceType
 from replog.server.dispatch import RequestContext
 
+from ..access import Access
 from ..fetch_params import FetchParams, FetchPartitionParams
 from ..metrics import BrokerMetrics
 from ..replica_manager import ReplicaManager
 
 
-def handle(ctx: RequestContext, replicas: ReplicaManager):
+def handle(ctx: RequestContext, replicas: ReplicaManager, access: Access):
     request = decode_request(ApiKey.FETCH, ctx.api_version, ctx.frame, ctx.body_offset)
     params = FetchParams(
         replica_id=request.replica_id,
@@ -45,10 +48,36 @@ def handle(ctx: RequestContext, replicas: ReplicaManager):
     if params.from_follower and not ctx.session.cluster_action:
         # Only brokers replicate: a client claiming a replica id would read past the HW.
         return _encode(ctx.api_version, params, _all_errors(params, ErrorCode.cluster_authorization_failed))
+    readable = access.allowed(ctx, Operation.READ, ResourceType.TOPIC, (p.topic for p in params.partitions))
+    if len(readable) < len({p.topic for p in params.partitions}):
+        return _fetch_readable(ctx, replicas, params, readable)
     results = replicas.fetch_messages(params)
     if isinstance(results, list):
         return _respond(replicas.metrics, ctx.api_version, params, results)
     return _respond_later(replicas.metrics, results, ctx.api_version, params)
+
+
+def _fetch_readable(ctx: RequestContext, replicas: ReplicaManager, params: FetchParams, readable: set[str]):
+    """Fetch the partitions of topics the consumer may READ; the others answer TOPIC_AUTHORIZATION_FAILED."""
+    allowed = dataclasses.replace(params, partitions=[p for p in params.partitions if p.topic in readable])
+    if not allowed.partitions:
+        return _encode(ctx.api_version, params, _all_errors(params, ErrorCode.topic_authorization_failed))
+    results = replicas.fetch_messages(allowed)
+    if isinstance(results, list):
+        return _respond(replicas.metrics, ctx.api_version, params, _with_refusals(params, readable, results))
+    return _respond_readable_later(replicas.metrics, results, ctx.api_version, params, readable)
+
+
+def _with_refusals(params: FetchParams, readable: set[str], results: list[FetchPartitionResult]):
+    fetched = iter(results)
+    return [next(fetched) if p.topic in readable else
+            FetchPartitionResult(p.partition, ErrorCode.topic_authorization_failed, records=b"")
+            for p in params.partitions]
+
+
+async def _respond_readable_later(metrics: BrokerMetrics, future: asyncio.Future, version: int,
+                                  params: FetchParams, readable: set[str]) -> list:
+    return _respond(metrics, version, params, _with_refusals(params, readable, await future))
 
 
 def _all_errors(params: FetchParams, code: ErrorCode) -> list[FetchPartitionResult]:

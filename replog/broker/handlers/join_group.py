@@ -7,9 +7,12 @@ lets a static leader skip computing the assignment (KIP-814).
 
 import uuid
 
+from kio.schema.errors import ErrorCode
+
 from replog.coordinator.outcomes import JoinRequest, JoinResult
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response, millis
+from replog.security.acls import Operation, ResourceType
 from replog.server.dispatch import RequestContext
 
 from .context import GroupCoordination
@@ -19,6 +22,12 @@ from .group_requests import client_host, submit
 def handle(ctx: RequestContext, groups: GroupCoordination):
     version = ctx.api_version
     request = decode_request(ApiKey.JOIN_GROUP, version, ctx.frame, ctx.body_offset)
+    if not groups.access.allows(ctx, Operation.READ, ResourceType.GROUP, request.group_id):
+        empty = None if version >= 7 else ""
+        body = {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "generation_id": -1,
+                "protocol_type": empty, "protocol_name": empty, "leader": "", "skip_assignment": False,
+                "member_id": request.member_id, "members": []}
+        return [encode_response(ApiKey.JOIN_GROUP, version, body)]
     session_ms = millis(request.session_timeout)
     shell = groups.shell
 

@@ -6,6 +6,7 @@ from kio.schema.errors import ErrorCode
 from replog.coordinator.outcomes import LeaveRequest, LeavingMember
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
+from replog.security.acls import Operation, ResourceType
 from replog.server.dispatch import RequestContext
 
 from .context import GroupCoordination
@@ -19,6 +20,9 @@ def handle(ctx: RequestContext, groups: GroupCoordination):
         members = tuple(LeavingMember(m.member_id, m.group_instance_id) for m in request.members)
     else:
         members = (LeavingMember(request.member_id),)
+    if not groups.access.allows(ctx, Operation.READ, ResourceType.GROUP, request.group_id):
+        return [encode_response(ApiKey.LEAVE_GROUP, version, {
+            "throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "members": []})]
     shell = groups.shell
     future = submit(shell, lambda request_id: shell.coordinator.leave(
         LeaveRequest(request_id, request.group_id, members), shell.now_ms))

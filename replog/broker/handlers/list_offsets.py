@@ -4,8 +4,10 @@ from kio.schema.errors import ErrorCode
 
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
+from replog.security.acls import Operation, ResourceType
 from replog.server.dispatch import RequestContext
 
+from ..access import Access
 from ..partition import Partition
 from ..replica_manager import ReplicaManager
 
@@ -14,13 +16,17 @@ LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 
 
-def handle(ctx: RequestContext, replicas: ReplicaManager) -> list:
+def handle(ctx: RequestContext, replicas: ReplicaManager, access: Access) -> list:
     request = decode_request(ApiKey.LIST_OFFSETS, ctx.api_version, ctx.frame, ctx.body_offset)
+    describable = access.allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, (t.name for t in request.topics))
     topics = []
     for t in request.topics:
         partitions = [
             list_offset(replicas, t.name, p.partition_index, p.timestamp, getattr(p, "current_leader_epoch", -1),
                         from_follower=request.replica_id >= 0)
+            if t.name in describable else
+            {"partition_index": p.partition_index, "error_code": ErrorCode.topic_authorization_failed,
+             "timestamp": -1, "offset": -1}
             for p in t.partitions
         ]
         topics.append({"name": t.name, "partitions": partitions})

@@ -11,6 +11,7 @@ from kio.schema.errors import ErrorCode
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
 from replog.protocol.topics import OFFSETS_TOPIC, topic_name_error
+from replog.security.acls import CLUSTER_NAME, Operation, ResourceType
 from replog.server.dispatch import RequestContext
 
 from ..local_controller import TopicCreationError
@@ -44,10 +45,14 @@ def _respond(ctx: RequestContext, topics: TopicAdmin, request) -> list:
     image = topics.image
     allow_auto_create = ctx.api_version < 4 or request.allow_auto_topic_creation
     if request.topics is None:
-        names = sorted(image.topics)
+        # Topics the principal may not DESCRIBE are left out of "all topics", as Kafka hides them.
+        names = sorted(topics.access.allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, image.topics))
+        described = [_describe_topic(ctx, topics, name, allow_auto_create) for name in names]
     else:
         names = [t.name for t in request.topics if t.name is not None]
-    described = [_describe_topic(topics, name, allow_auto_create) for name in names]
+        describable = topics.access.allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, names)
+        described = [_describe_topic(ctx, topics, name, allow_auto_create) if name in describable
+                     else _topic_error(name, ErrorCode.topic_authorization_failed) for name in names]
     body = {
         "throttle_time": 0,
         # Each broker's address on the listener this client connected to (Kafka's per-listener metadata).
@@ -57,10 +62,18 @@ def _respond(ctx: RequestContext, topics: TopicAdmin, request) -> list:
         "controller_id": image.controller_id,
         "topics": described,
     }
+    if getattr(request, "include_topic_authorized_operations", False):  # v8+ (KIP-430)
+        for entry in described:
+            if entry["error_code"] == ErrorCode.none:
+                entry["topic_authorized_operations"] = topics.access.authorized_operations(
+                    ctx, ResourceType.TOPIC, entry["name"])
+    if getattr(request, "include_cluster_authorized_operations", False):  # v8-10
+        body["cluster_authorized_operations"] = topics.access.authorized_operations(ctx, ResourceType.CLUSTER,
+                                                                                    CLUSTER_NAME)
     return [encode_response(ApiKey.METADATA, ctx.api_version, body)]
 
 
-def _describe_topic(topics: TopicAdmin, name: str, allow_auto_create: bool) -> dict:
+def _describe_topic(ctx: RequestContext, topics: TopicAdmin, name: str, allow_auto_create: bool) -> dict:
     topic = topics.image.topics.get(name)
     if topic is None:
         invalid = topic_name_error(name)
@@ -70,6 +83,9 @@ def _describe_topic(topics: TopicAdmin, name: str, allow_auto_create: bool) -> d
         defaults = topics.defaults
         if not (allow_auto_create and defaults.auto_create and not topics.in_cluster):
             return _topic_error(name, ErrorCode.unknown_topic_or_partition)
+        if not (topics.access.allows_cluster(ctx, Operation.CREATE)
+                or topics.access.allows(ctx, Operation.CREATE, ResourceType.TOPIC, name)):
+            return _topic_error(name, ErrorCode.topic_authorization_failed)  # auto-creation needs CREATE
         try:
             topic = topics.create_topic(name, defaults.num_partitions, defaults.replication_factor, {})
         except TopicCreationError as e:

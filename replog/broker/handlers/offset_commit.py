@@ -9,6 +9,7 @@ from replog.coordinator.outcomes import CommitResult
 from replog.coordinator.records import NO_LEADER_EPOCH
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response, millis
+from replog.security.acls import Operation, ResourceType
 from replog.server.dispatch import RequestContext
 
 from .context import GroupCoordination
@@ -20,9 +21,18 @@ def handle(ctx: RequestContext, groups: GroupCoordination):
     request = decode_request(ApiKey.OFFSET_COMMIT, version, ctx.frame, ctx.body_offset)
     retention = millis(request.retention_time) if version <= 4 else -1
     known, unknown = [], []
+    # READ on the group for the whole request, then READ on each topic (KafkaApis.handleOffsetCommitRequest).
+    group_readable = groups.access.allows(ctx, Operation.READ, ResourceType.GROUP, request.group_id)
+    readable = groups.access.allowed(ctx, Operation.READ, ResourceType.TOPIC, (t.name for t in request.topics))
     for topic in request.topics:
         exists = topic.name in groups.image.topics
         for p in topic.partitions:
+            if not group_readable:
+                unknown.append((topic.name, p.partition_index, ErrorCode.group_authorization_failed))
+                continue
+            if topic.name not in readable:
+                unknown.append((topic.name, p.partition_index, ErrorCode.topic_authorization_failed))
+                continue
             if not exists or p.partition_index not in groups.image.topics[topic.name].partitions:
                 unknown.append((topic.name, p.partition_index, ErrorCode.unknown_topic_or_partition))
                 continue

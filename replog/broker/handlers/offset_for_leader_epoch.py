@@ -8,18 +8,23 @@ from kio.schema.errors import ErrorCode
 
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
+from replog.security.acls import Operation, ResourceType
 from replog.server.dispatch import RequestContext
 
+from ..access import Access
 from ..replica_manager import ReplicaManager
 
 
-def handle(ctx: RequestContext, replicas: ReplicaManager) -> list:
+def handle(ctx: RequestContext, replicas: ReplicaManager, access: Access) -> list:
     request = decode_request(ApiKey.OFFSET_FOR_LEADER_EPOCH, ctx.api_version, ctx.frame, ctx.body_offset)
     # A replica id marks a follower (v3+); like a follower fetch, that is a cluster action (KafkaApis).
     denied = getattr(request, "replica_id", -2) >= 0 and not ctx.session.cluster_action
+    # A consumer validating its position needs DESCRIBE on the topic (KafkaApis.handleOffsetForLeaderEpochRequest).
+    describable = access.allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, (t.topic for t in request.topics))
     topics = []
     for t in request.topics:
-        partitions = [_denied(p.partition) if denied else
+        partitions = [_denied(p.partition, ErrorCode.cluster_authorization_failed) if denied else
+                      _denied(p.partition, ErrorCode.topic_authorization_failed) if t.topic not in describable else
                       epoch_end_offset(replicas, t.topic, p.partition, p.current_leader_epoch, p.leader_epoch)
                       for p in t.partitions]
         topics.append({"topic": t.topic, "partitions": partitions})
@@ -27,8 +32,8 @@ def handle(ctx: RequestContext, replicas: ReplicaManager) -> list:
     return [encode_response(ApiKey.OFFSET_FOR_LEADER_EPOCH, ctx.api_version, body)]
 
 
-def _denied(index: int) -> dict:
-    return {"error_code": ErrorCode.cluster_authorization_failed, "partition": index, "leader_epoch": -1,
+def _denied(index: int, error: ErrorCode) -> dict:
+    return {"error_code": error, "partition": index, "leader_epoch": -1,
             "end_offset": -1}
 
 

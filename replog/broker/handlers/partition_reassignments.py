@@ -9,6 +9,7 @@ from kio.schema.errors import ErrorCode
 from replog.client.errors import KafkaError
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
+from replog.security.acls import Operation
 from replog.server.dispatch import RequestContext
 
 from .context import ConfigAdmin
@@ -19,11 +20,15 @@ log = logging.getLogger(__name__)
 def handle(ctx: RequestContext, admin: ConfigAdmin):
     api_key = ctx.header.api_key
     request = decode_request(api_key, ctx.api_version, ctx.frame, ctx.body_offset)
+    listing = api_key == ApiKey.LIST_PARTITION_REASSIGNMENTS
+    # KafkaApis: ALTER on the cluster to reassign, DESCRIBE to list; refused for the whole request.
+    if not admin.access.allows_cluster(ctx, Operation.DESCRIBE if listing else Operation.ALTER):
+        return [encode_response(api_key, ctx.api_version, _refusal(request, listing,
+                                                                   ErrorCode.cluster_authorization_failed, None))]
     if admin.forward_to_controller is not None:
         return _forward(ctx, admin, request)
-    if api_key == ApiKey.LIST_PARTITION_REASSIGNMENTS:
-        body = {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "topics": []}
-        return [encode_response(api_key, ctx.api_version, body)]
+    if listing:
+        return [encode_response(api_key, ctx.api_version, _refusal(request, True, ErrorCode.none, None))]
     results = {t.name: [(p.partition_index, *_single_node_answer(admin, t.name, p.partition_index, p.replicas))
                         for p in t.partitions] for t in request.topics}
     return [encode_response(api_key, ctx.api_version, _alter_body(ErrorCode.none, None, results))]
@@ -57,17 +62,20 @@ def _alter_body(error: ErrorCode, message: str | None,
         for topic, partitions in results.items()]}
 
 
+def _refusal(request, listing: bool, error: ErrorCode, message: str | None) -> dict:
+    """A request-wide error; AlterPartitionReassignments repeats it for every partition, as Kafka does."""
+    if listing:
+        return {"throttle_time": 0, "error_code": error, "error_message": message, "topics": []}
+    results = {t.name: [(p.partition_index, error, message) for p in t.partitions] for t in request.topics}
+    return _alter_body(error, message, results)
+
+
 async def _forward(ctx: RequestContext, admin: ConfigAdmin, request) -> list:
     api_key = ctx.header.api_key
     try:
         return [await admin.forward_to_controller(ctx)]
     except (KafkaError, OSError) as e:
         log.warning("forwarding %s to the controller failed: %s", ApiKey(api_key).name, e)
-        message = f"controller unreachable: {e}"
-        if api_key == ApiKey.LIST_PARTITION_REASSIGNMENTS:
-            body = {"throttle_time": 0, "error_code": ErrorCode.request_timed_out, "error_message": message,
-                    "topics": []}
-            return [encode_response(api_key, ctx.api_version, body)]
-        results = {t.name: [(p.partition_index, ErrorCode.request_timed_out, message) for p in t.partitions]
-                   for t in request.topics}
-        return [encode_response(api_key, ctx.api_version, _alter_body(ErrorCode.request_timed_out, message, results))]
+        body = _refusal(request, api_key == ApiKey.LIST_PARTITION_REASSIGNMENTS, ErrorCode.request_timed_out,
+                        f"controller unreachable: {e}")
+        return [encode_response(api_key, ctx.api_version, body)]

@@ -13,12 +13,14 @@ from replog.protocol.apis import ApiKey
 from replog.protocol.messages import encode_response
 from replog.protocol.produce import decode_produce_request
 from replog.protocol.topics import OFFSETS_TOPIC
+from replog.security.acls import Operation, ResourceType
 from replog.server.dispatch import RequestContext
 
+from ..access import Access
 from ..replica_manager import VALID_ACKS, AppendResults, PartitionAppendResult, ReplicaManager
 
 
-def handle(ctx: RequestContext, replicas: ReplicaManager):
+def handle(ctx: RequestContext, replicas: ReplicaManager, access: Access):
     request = decode_produce_request(ctx.api_version, ctx.frame, ctx.body_offset)
     entries = [(topic.name, p.index, p.records) for topic in request.topics for p in topic.partitions]
     if request.transactional_id is not None and request.acks in VALID_ACKS:
@@ -27,15 +29,14 @@ def handle(ctx: RequestContext, replicas: ReplicaManager):
                                                   error_message="transactions are not supported")
             for topic, index, _ in entries}
     else:
-        # Kafka refuses clients' writes to internal topics: a record the group coordinator cannot decode
-        # would keep the partition's groups from loading.
-        refused = {(topic, index) for topic, index, _ in entries if topic == OFFSETS_TOPIC}
-        results = replicas.append_records([e for e in entries if (e[0], e[1]) not in refused], request.acks,
+        # Refused: topics the principal may not WRITE, and internal topics, as Kafka's (a record the group
+        # coordinator cannot decode would keep the partition's groups from loading).
+        writable = access.allowed(ctx, Operation.WRITE, ResourceType.TOPIC, (topic for topic, _, _ in entries))
+        refusals = {(topic, index): _refusal(topic, topic in writable) for topic, index, _ in entries
+                    if topic == OFFSETS_TOPIC or topic not in writable}
+        results = replicas.append_records([e for e in entries if (e[0], e[1]) not in refusals], request.acks,
                                           request.timeout_ms)
-        if refused:
-            refusals = {key: PartitionAppendResult(ErrorCode.invalid_topic_exception,
-                                                   error_message=f"cannot append to internal topic {key[0]}")
-                        for key in refused}
+        if refusals:
             results = _merged(results, refusals) if not isinstance(results, dict) else {**results, **refusals}
     if request.acks == 0:
         assert isinstance(results, dict)  # acks=0 never waits
@@ -45,6 +46,13 @@ def handle(ctx: RequestContext, replicas: ReplicaManager):
     if isinstance(results, dict):
         return [_encode(ctx.api_version, results)]
     return _encode_later(results, ctx.api_version)
+
+
+def _refusal(topic: str, writable: bool) -> PartitionAppendResult:
+    if not writable:  # the principal may not WRITE the topic (KafkaApis.handleProduceRequest)
+        return PartitionAppendResult(ErrorCode.topic_authorization_failed)
+    return PartitionAppendResult(ErrorCode.invalid_topic_exception,
+                                 error_message=f"cannot append to internal topic {topic}")
 
 
 async def _merged(future: asyncio.Future[AppendResults], refusals: AppendResults) -> AppendResults:

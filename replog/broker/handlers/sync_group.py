@@ -1,9 +1,12 @@
 """SyncGroup (key 14), v0-5: the leader hands in the assignment; every member's answer waits for it (and
 for the group's record to be replicated)."""
 
+from kio.schema.errors import ErrorCode
+
 from replog.coordinator.outcomes import SyncRequest, SyncResult
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
+from replog.security.acls import Operation, ResourceType
 from replog.server.dispatch import RequestContext
 
 from .context import GroupCoordination
@@ -13,6 +16,10 @@ from .group_requests import submit
 def handle(ctx: RequestContext, groups: GroupCoordination):
     version = ctx.api_version
     request = decode_request(ApiKey.SYNC_GROUP, version, ctx.frame, ctx.body_offset)
+    if not groups.access.allows(ctx, Operation.READ, ResourceType.GROUP, request.group_id):
+        body = {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "protocol_type": None,
+                "protocol_name": None, "assignment": b""}
+        return [encode_response(ApiKey.SYNC_GROUP, version, body)]
     shell = groups.shell
 
     def sync(request_id: int):
