@@ -19,6 +19,7 @@ from .cli_reassign import add_reassign_command
 from .cli_reset_offsets import add_reset_arguments
 from .client.errors import KafkaError
 from .client.quorum_admin import describe_controller_cluster, describe_quorum, parse_controllers
+from .client.security import add_command_config_argument, load_command_config
 from .cluster_nodes.plan import DEFAULT_CONTROLLERS
 from .cluster_nodes.quorum_report import format_quorum_replication, format_quorum_status
 
@@ -78,6 +79,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
                 base_port=args.base_port,
                 broker_overrides=properties(args.override),
                 controller_overrides=properties(args.controller_override),
+                security=args.security,
             )
             print(manifest.bootstrap)
             print(control.format_nodes(manifest))
@@ -105,7 +107,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 async def _metadata_quorum(args: argparse.Namespace) -> int:
     controllers = parse_controllers(args.bootstrap_controller)
-    quorum = await describe_quorum(controllers)
+    quorum = await describe_quorum(controllers, security=load_command_config(args.command_config))
     if args.status:
         cluster_id, _ = await describe_controller_cluster(controllers)
         print(format_quorum_status(quorum, cluster_id))
@@ -151,7 +153,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_chaos(args: argparse.Namespace) -> int:
     from .chaos import runner  # imported lazily: only this command needs confluent-kafka
 
-    return runner.main(duration=args.duration, nemesis_faults=args.nemesis, seed=args.seed, data_dir=args.data_dir)
+    return runner.main(duration=args.duration, nemesis_faults=args.nemesis, seed=args.seed, data_dir=args.data_dir,
+                       security=args.security)
 
 
 def cmd_crash_loop(args: argparse.Namespace) -> int:
@@ -305,6 +308,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--controller-override", action="append", metavar="KEY=VALUE",
         help="a config key for every controller; repeatable (default: none)"
     )
+    up.add_argument("--security", choices=["plaintext", "sasl_ssl", "ssl"], default="plaintext",
+                    help="sasl_ssl: TLS with a CA of the cluster's own and an admin SCRAM-SHA-512 user; ssl: mTLS "
+                    "with an admin client certificate; either writes DATA_DIR/client.properties for kcat -F and "
+                    "--command-config (default: %(default)s)")
     cluster.add_parser("status", help="which nodes run and serve, and the active controller; exit 1 unless all "
                        "do").add_argument("--json", action="store_true",
                                           help="print the nodes and the quorum as one JSON object (default: a table)")
@@ -323,6 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Ask the metadata quorum's leader (DescribeQuorum) for its state or its replication.")
     quorum.add_argument("--bootstrap-controller", required=True, metavar="HOST:PORT[,HOST:PORT...]",
                         help="controllers to ask, in turn, until the quorum's leader answers (required)")
+    add_command_config_argument(quorum)
     describe = quorum.add_subparsers(dest="quorum_command", required=True).add_parser(
         "describe", help="print the quorum's leader, epoch and high watermark, or each replica's progress")
     shown = describe.add_mutually_exclusive_group(required=True)
@@ -367,6 +375,9 @@ def build_parser() -> argparse.ArgumentParser:
     chaos.add_argument("--seed", type=int, help="seed of the fault schedule (default: random, printed)")
     chaos.add_argument("--data-dir", type=Path, help="cluster directory, kept (default: a temporary one, "
                        "removed unless the run fails)")
+    chaos.add_argument("--security", choices=["plaintext", "sasl_ssl"], default="plaintext",
+                       help="sasl_ssl: every link of the cluster over TLS, the clients logging in with "
+                       "SCRAM-SHA-512 (default: %(default)s)")
     chaos.set_defaults(func=cmd_chaos)
 
     crash = commands.add_parser("crash-loop", help="SIGKILL brokers over and over under heavy writes, tearing "
@@ -384,8 +395,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _bootstrap(parser: argparse.ArgumentParser) -> None:
+    """The options of every command that is a Kafka client: where the brokers are, and how to get in."""
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,HOST:PORT...]",
                         help="brokers to ask for the cluster's metadata first (required)")
+    add_command_config_argument(parser)
 
 
 def _offset_arg(text: str) -> str | int:

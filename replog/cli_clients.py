@@ -12,6 +12,7 @@ from .client.admin import Admin, NewTopic, TopicDescription
 from .client.cluster import Cluster
 from .client.consumer import Consumer
 from .client.producer import Producer
+from .client.security import load_command_config
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -36,7 +37,7 @@ def flag(props: dict[str, str], name: str) -> bool:
 
 
 async def topics(args: argparse.Namespace) -> int:
-    async with Admin(args.bootstrap_server) as admin:
+    async with Admin(args.bootstrap_server, security=load_command_config(args.command_config)) as admin:
         if args.action == "create":
             _require(args.topic, "--topic")
             configs = properties(args.config)
@@ -106,7 +107,8 @@ async def consumer_groups(args: argparse.Namespace) -> int:
         raise ValueError("--describe, --delete and --reset-offsets need --group")
     if args.reset_offsets:
         return await reset_offsets(args)
-    cluster = Cluster(args.bootstrap_server, client_id="replog-consumer-groups")
+    security = load_command_config(args.command_config)
+    cluster = Cluster(args.bootstrap_server, client_id="replog-consumer-groups", security=security)
     try:
         if args.list:
             for listing in await group_admin.list_groups(cluster):
@@ -128,7 +130,7 @@ async def _describe_group_lag(cluster: Cluster, bootstrap: str, group_id: str) -
     committed = await group_admin.committed_offsets(cluster, group_id)
     owners = {tp: m for m in description.members for tp in m.assignment}
     partitions = sorted(set(committed) | set(owners))
-    async with Consumer(bootstrap) as consumer:
+    async with Consumer(bootstrap, security=cluster.security) as consumer:
         ends = await consumer.end_offsets(partitions) if partitions else {}
     header = f"Consumer group '{group_id}': state {description.state}, {len(description.members)} member(s)"
     rows = [("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
@@ -155,7 +157,8 @@ async def produce(args: argparse.Namespace) -> int:
     props = properties(args.property)
     parse_key = flag(props, "parse.key")
     separator = props.get("key.separator", "\t").encode()
-    producer = Producer(args.bootstrap_server, acks=args.acks, compression=args.compression_type)
+    producer = Producer(args.bootstrap_server, acks=args.acks, compression=args.compression_type,
+                        security=load_command_config(args.command_config))
     deliveries = []
     try:
         for line in iter(lambda: sys.stdin.buffer.readline(MAX_LINE_BYTES), b""):
@@ -188,7 +191,8 @@ async def consume(args: argparse.Namespace) -> int:
     # In a group, each partition starts at the group's committed offset; without one, where
     # --from-beginning says (kafka-console-consumer's auto.offset.reset).
     reset = "earliest" if args.from_beginning else "latest"
-    async with Consumer(args.bootstrap_server, group_id=args.group, auto_offset_reset=reset) as consumer:
+    async with Consumer(args.bootstrap_server, group_id=args.group, auto_offset_reset=reset,
+                        security=load_command_config(args.command_config)) as consumer:
         if args.group is not None:
             consumer.subscribe([args.topic])
         else:

@@ -17,6 +17,7 @@ from .client.offset_reset import (
     parse_topic_argument,
     plan_reset,
 )
+from .client.security import load_command_config
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -72,7 +73,8 @@ async def reset_offsets(args: argparse.Namespace) -> int:
         raise ValueError("One of the reset scopes should be defined: --all-topics, --topic.")
     if not (args.dry_run or args.execute):
         print(NO_EXECUTE_WARNING, file=sys.stderr)
-    async with Consumer(args.bootstrap_server, client_id="replog-consumer-groups") as consumer:
+    async with Consumer(args.bootstrap_server, client_id="replog-consumer-groups",
+                        security=load_command_config(args.command_config)) as consumer:
         cluster = consumer.cluster
         state = (await group_admin.describe_group(cluster, args.group)).state
         if state not in INACTIVE_STATES:

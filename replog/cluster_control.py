@@ -41,6 +41,12 @@ from .cluster_nodes.nodes import (
 )
 from .cluster_nodes.plan import DEFAULT_CONTROLLERS, base_ports, format_properties, plan_cluster
 from .cluster_nodes.quorum_report import quorum_json, table
+from .cluster_nodes.security import (
+    apply_security,
+    cluster_client_security,
+    secure_cluster,
+    write_client_properties,
+)
 from .harness.metrics_layout import METRICS_DIR
 from .harness.probes import answers_api_versions
 from .harness.processes import HOST, StopOutcome, is_running_as, listening_socket, read_ready_file
@@ -61,8 +67,11 @@ def cluster_up(
     broker_overrides: Mapping[str, str] | None = None,
     controller_overrides: Mapping[str, str] | None = None,
     timeout: float = READY_TIMEOUT_S,
+    security: str = "plaintext",
 ) -> ClusterManifest:
-    """Start the controllers and brokers; returns once they form a cluster, or kills them and raises."""
+    """Start the controllers and brokers; returns once they form a cluster, or kills them and raises.
+    security: plaintext, sasl_ssl or ssl (cluster_nodes/security.py: certificates, the admin user, listeners,
+    DIR/client.properties)."""
     root = Path(root).resolve()
     if (root / CLUSTER_FILE).exists():
         if live := [n for n in load_manifest(root).nodes if is_running_as(n.pid, n.argv)]:
@@ -85,6 +94,9 @@ def cluster_up(
             controller_overrides=controller_overrides,
         )
         root.mkdir(parents=True, exist_ok=True)
+        secured = secure_cluster(manifest, security)
+        properties = apply_security(properties, secured)
+        write_client_properties(root, secured)
         for node in manifest.nodes:
             write_atomically(manifest.config_path(node), format_properties(properties[node.name]).encode(), 0o600)
         _start(manifest, listeners, time.monotonic() + timeout)
@@ -116,7 +128,7 @@ def _start(manifest: ClusterManifest, listeners: Sequence[socket.socket], deadli
         save_manifest(manifest)
         wait_until_serving(manifest, manifest.nodes, deadline)
         asyncio.run(wait_until_active_controller(manifest, deadline))
-        asyncio.run(wait_until_registered(manifest, deadline))
+        asyncio.run(wait_until_registered(manifest, deadline, cluster_client_security(manifest.root)))
     except BaseException:
         kill_nodes(manifest.nodes)  # the cluster never formed: nothing worth a graceful shutdown
         save_manifest(manifest)
@@ -156,13 +168,16 @@ class ClusterStatus:
 
 def cluster_status(root: str | Path) -> ClusterStatus:
     manifest = load_manifest(root)
+    security = cluster_client_security(manifest.root)
+    tls = None if security is None else security.ssl_context
     statuses = [
-        NodeStatus(n, is_running_as(n.pid, n.argv), answers_api_versions(HOST, n.port))
+        NodeStatus(n, is_running_as(n.pid, n.argv),
+                   answers_api_versions(HOST, n.port, ssl_context=tls if n.role is Role.BROKER else None))
         for n in manifest.nodes
     ]
     serving = ",".join(f"{HOST}:{s.node.port}" for s in statuses if s.serving and s.node.role is Role.BROKER)
     controllers = [(HOST, s.node.port) for s in statuses if s.serving and s.node.role is Role.CONTROLLER]
-    return ClusterStatus(statuses, asyncio.run(metadata_brokers(serving)) if serving else None,
+    return ClusterStatus(statuses, asyncio.run(metadata_brokers(serving, security)) if serving else None,
                          asyncio.run(active_controller(controllers)) if controllers else None)
 
 

@@ -3,6 +3,7 @@
 Unknown keys are reported (not fatal, as in Kafka, which logs them); malformed values are fatal.
 """
 
+import ssl
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from replog.server.listener_config import (
 )
 from replog.server.listener_security import is_listener_key
 from replog.server.properties import Listener, parse_bool, parse_listeners, read_properties
+from replog.server.tls import client_context, listener_ssl_props
 
 _HOUR_MS = 3600 * 1000
 
@@ -262,16 +264,33 @@ class BrokerConfig:
         self._validate_listeners()
         self.authorizer_config()  # an unknown authorizer.class.name refuses to start
 
+    def _serves_inter_broker_links(self, listener) -> bool:
+        if listener.protocol in (SecurityProtocol.PLAINTEXT, SecurityProtocol.SSL):
+            return True  # SASL is optional there: PLAIN for the inter-broker principal only (server/auth.py)
+        mechanisms = listener_ssl_props(self.security_props, listener.name).get("sasl.enabled.mechanisms", "")
+        return (listener.protocol in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL)
+                and "PLAIN" in (m.strip().upper() for m in mechanisms.split(",")))
+
+    def inter_broker_ssl_context(self) -> ssl.SSLContext | None:
+        """TLS to other brokers' inter-broker listeners when ours is SSL or SASL_SSL: every broker of a cluster
+        uses the same listener name; trusting its truststore, and presenting its keystore (for mTLS)."""
+        listener = self.inter_broker_listener
+        if not listener.protocol.uses_tls:
+            return None
+        return client_context(listener_ssl_props(self.security_props, listener.name))
+
     def _validate_listeners(self) -> None:
         specs = self.listener_specs
         inter_broker = self.inter_broker_listener
         if bound := [s.name for s in specs if s.name in self.controller_listener_names]:
             # Kafka: a broker-only node does not listen on the controller's listener names.
             raise ValueError(f"listeners must not contain controller.listener.names ({', '.join(bound)})")
-        if self.controller_bootstrap_servers is not None and inter_broker.protocol is not SecurityProtocol.PLAINTEXT:
-            # The controller reaches brokers at their inter-broker address with PLAIN over plain TCP.
+        if self.controller_bootstrap_servers is not None and not self._serves_inter_broker_links(inter_broker):
+            # The controller and the other brokers reach a broker at its inter-broker address, logging in with
+            # PLAIN and inter.broker.secret (over TLS on an SSL or SASL_SSL listener).
             raise ValueError(f"inter.broker.listener.name {inter_broker.name} is {inter_broker.protocol.name}: "
-                             f"replog's links between nodes run on a PLAINTEXT listener for now")
+                             f"replog's links between nodes log in with PLAIN: the listener must be PLAINTEXT or "
+                             f"SSL, or have PLAIN among its sasl.enabled.mechanisms")
 
 
 def broker_config_keys() -> dict[str, str]:

@@ -7,6 +7,8 @@ from replog.protocol.control import LEADER_DURING_DELETE, UPDATE_METADATA_FULL, 
 from replog.security.acls import binding_of
 from replog.security.authorizer import AclIndex
 from replog.server.properties import Listener
+from replog.server.sasl import ScramCredential
+from replog.server.scram_credentials import ScramCredentialTable
 
 
 @dataclass(slots=True)
@@ -73,6 +75,8 @@ class MetadataImage:
     topics: dict[str, TopicMetadata] = field(default_factory=dict)
     # Dynamic broker configs by entity ("" the cluster-wide default, "1" broker 1), KIP-226.
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    # SCRAM credentials of the metadata log (KIP-554): the SASL SCRAM of every listener checks logins with them.
+    scram: ScramCredentialTable = field(default_factory=ScramCredentialTable)
     # The cluster's ACL bindings, which this broker's authorizer shares (changed in place, never replaced).
     acls: AclIndex = field(default_factory=AclIndex)
     _acls_received: list = field(default_factory=list, repr=False)  # as the last full UpdateMetadata sent them
@@ -87,6 +91,8 @@ class MetadataImage:
         if request.type == UPDATE_METADATA_FULL:
             self.topics = {}
             self.broker_configs = {k: dict(v) for k, v in request.broker_configs.items()}
+            self.scram.replace_all((m, user, ScramCredential(salt, stored, server, iterations))
+                                   for m, user, salt, stored, server, iterations in request.scram_credentials)
             if request.acls != self._acls_received:  # rebuilt only when changed: pushes are frequent
                 self.acls.replace_all(binding_of(*acl) for acl in request.acls)
                 self._acls_received = list(request.acls)

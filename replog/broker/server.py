@@ -38,6 +38,7 @@ from replog.server.inter_broker import open_inter_broker_connection
 from replog.server.listener import ListenerSecurity, listen, listening_port
 from replog.server.listener_security import build_listener_security
 from replog.server.listener_socket import write_ready_file
+from replog.server.sasl import CredentialStore
 
 from .access import Access
 from .alter_partition import AlterPartitionManager
@@ -88,6 +89,7 @@ class Broker:
         self._controllers = (ControllerFinder(config.controller_addresses, self.connect_to_node)
                              if config.controller_addresses else None)
         self._metadata_broker_epoch = -1  # the broker epoch of the last UpdateMetadata applied
+        self._inter_broker_tls = config.inter_broker_ssl_context()  # to leaders on a SASL_SSL listener
         self.has_metadata = asyncio.Event()  # set by the first UpdateMetadata: until then Metadata requests wait
 
     @property
@@ -125,7 +127,7 @@ class Broker:
         dispatcher = Dispatcher(self._build_handlers(), functools.partial(unsupported_version_body, BROKER_APIS),
                                 observe_request=self.metrics.observe_request)
         specs = config.listener_specs
-        for spec, security in zip(specs, listener_securities(config), strict=True):
+        for spec, security in zip(specs, listener_securities(config, self.image.scram), strict=True):
             self._servers[spec.name] = await listen(
                 spec.host, spec.port, self.connections, dispatcher, max_frame_bytes=config.socket_request_max_bytes,
                 max_inflight=config.max_inflight_requests_per_connection, use_sendfile=config.fetch_sendfile_enable,
@@ -258,7 +260,7 @@ class Broker:
             def leader_endpoint(leader: LeaderInfo, fetcher_id: int) -> RemoteLeaderEndpoint:
                 client_id = f"replica-fetcher-{config.node_id}-{leader.broker_id}-{fetcher_id}"
                 return RemoteLeaderEndpoint(
-                    lambda: self.connect_to_node(leader.host, leader.port, client_id), config.node_id,
+                    lambda: self.connect_to_node(leader.host, leader.port, client_id, to_broker=True), config.node_id,
                     fetcher_config)
 
             follower_quota = self._replication_quota()
@@ -287,14 +289,16 @@ class Broker:
         return ReplicationQuota(clock_ms, windows=self.config.replication_quota_window_num,
                                 window_ms=self.config.replication_quota_window_size_seconds * 1000)
 
-    async def connect_to_node(self, host: str, port: int, client_id: str):
-        """An authenticated inter-broker connection (to a leader, or to the controller)."""
+    async def connect_to_node(self, host: str, port: int, client_id: str, *, to_broker: bool = False):
+        """An authenticated inter-broker connection: to a leader (to_broker: its inter-broker listener, with
+        TLS if ours is SASL_SSL), or to the controller (PLAINTEXT for now)."""
         return await open_inter_broker_connection(
             host, port, client_id=client_id, username=f"broker-{self.config.node_id}",
             secret=self.config.inter_broker_secret, request_timeout_ms=self.config.replica_socket_timeout_ms,
             max_frame_bytes=max(self.config.socket_request_max_bytes,
                                 2 * self.config.replica_fetch_response_max_bytes),
-            local_host=self.config.inter_broker_bind_host)
+            local_host=self.config.inter_broker_bind_host,
+            ssl_context=self._inter_broker_tls if to_broker else None)
 
     @property
     def port(self) -> int:
@@ -455,9 +459,12 @@ class Broker:
         log.info("replog broker %d stopped cleanly", self.config.node_id)
 
 
-def listener_securities(config: BrokerConfig) -> list[ListenerSecurity]:
-    """Each listener's TLS context and SASL setup, in listener order; ValueError names what is wrong."""
-    return [build_listener_security(spec, config.security_props) for spec in config.listener_specs]
+def listener_securities(config: BrokerConfig,
+                        metadata_credentials: CredentialStore | None = None) -> list[ListenerSecurity]:
+    """Each listener's TLS context and SASL setup, in listener order; ValueError names what is wrong.
+    metadata_credentials: the SCRAM credentials UpdateMetadata brings (the image's table)."""
+    return [build_listener_security(spec, config.security_props, metadata_credentials)
+            for spec in config.listener_specs]
 
 
 async def serve(config: BrokerConfig) -> None:

@@ -77,9 +77,11 @@ class LiveReader(threading.Thread):
     """A consumer reading every partition from the start while the faults go on (read_committed: what it
     sees is below the HW, so the final read must hold it at the same offsets)."""
 
-    def __init__(self, bootstrap: str, stop: threading.Event) -> None:
+    def __init__(self, bootstrap: str, stop: threading.Event, security: dict[str, str] | None = None) -> None:
+        """security: librdkafka's security.protocol, sasl.* and ssl.* keys (a secured cluster's)."""
         super().__init__(name="chaos-reader", daemon=True)
         self.bootstrap = bootstrap
+        self.security = security or {}
         self.stop = stop
         self.read: dict[int, list[tuple[int, str]]] = {p: [] for p in ASSIGNMENT}
         self.errors: Counter = Counter()
@@ -87,7 +89,7 @@ class LiveReader(threading.Thread):
     def run(self) -> None:
         # auto.offset.reset=error: an offset the reader reached is below the HW, so it can never be out of
         # range at any later leader; if it is, that is a finding, not something to paper over.
-        consumer = confluent_kafka.Consumer({"bootstrap.servers": self.bootstrap, **CONSUMER_CONFIG,
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": self.bootstrap, **CONSUMER_CONFIG, **self.security,
                                              "group.id": "replog-chaos-live-reader", "auto.offset.reset": "error",
                                              "isolation.level": "read_committed"})
         try:

@@ -80,8 +80,9 @@ def read_back(consumer_config: dict, topic: str, partitions: Iterable[int], repo
         consumer.close()
 
 
-def read_all(bootstrap: str, report: ChaosReport) -> Records:
-    """The chaos run's topic, read back."""
-    config = {"bootstrap.servers": bootstrap, **CONSUMER_CONFIG, "group.id": "replog-chaos-checker"}
+def read_all(bootstrap: str, report: ChaosReport, security: dict[str, str] | None = None) -> Records:
+    """The chaos run's topic, read back. security: librdkafka's security keys for a secured cluster."""
+    config = {"bootstrap.servers": bootstrap, **CONSUMER_CONFIG, **(security or {}),
+              "group.id": "replog-chaos-checker"}
     return read_back(config, TOPIC, ASSIGNMENT, report, decode=lambda value: value.decode(errors="replace"),
                      timeout_s=CONSUME_TIMEOUT_S)

@@ -32,7 +32,8 @@ import threading
 import time
 from pathlib import Path
 
-from ..harness.local_cluster import LocalCluster
+from ..harness.cluster_security import sasl_ssl_cluster
+from ..harness.local_cluster import CLIENT_HOST, LocalCluster, broker_host
 from . import nemesis
 from .chaos_report import ChaosReport, print_and_clean_up, record_writes, write_json
 from .chaos_run_config import (
@@ -40,6 +41,7 @@ from .chaos_run_config import (
     BROKERS,
     CONVERGENCE_TIMEOUT_S,
     ISR_WHOLE_TIMEOUT_S,
+    PRODUCER_CONFIG,
     PRODUCERS,
     TOPIC,
     TOPIC_CONFIGS,
@@ -50,11 +52,20 @@ from .read_back import read_all
 from .replica_checks import compare_replicas, describe_partitions, isrs_whole, measure_catch_up
 
 
-async def run_chaos(root: Path, *, duration: float, faults: tuple[str, ...], seed: int) -> ChaosReport:
+async def run_chaos(root: Path, *, duration: float, faults: tuple[str, ...], seed: int,
+                    security: str = "plaintext") -> ChaosReport:
     """Run one chaos test with its cluster under root; every process it starts is stopped when it returns.
-    The history and the report are written to root/history.json and root/report.json."""
+    The history and the report are written to root/history.json and root/report.json. security: plaintext,
+    or sasl_ssl (every link of the cluster over TLS, the clients logging in with SCRAM-SHA-512)."""
     started = time.monotonic()
-    cluster = LocalCluster(root, broker_proxies=True)
+    secured = None
+    if security == "sasl_ssl":
+        secured = sasl_ssl_cluster(root / "tls", [CLIENT_HOST, *(broker_host(b) for b in BROKERS)])
+    elif security != "plaintext":
+        raise ValueError(f"--security {security}: expected plaintext or sasl_ssl")
+    cluster = LocalCluster(root, broker_proxies=True, overrides=secured.broker_overrides if secured else None,
+                           controller_options=secured.controller_options if secured else None)
+    client_security = secured.client_config if secured else {}
     report = ChaosReport(seed, duration, faults, nemesis.schedule(seed, duration, faults, BROKERS))
     stop_producing = threading.Event()
     stop_reading = threading.Event()
@@ -64,8 +75,9 @@ async def run_chaos(root: Path, *, duration: float, faults: tuple[str, ...], see
     try:
         await cluster.start()
         await cluster.controller.create_topic(TOPIC, ASSIGNMENT, TOPIC_CONFIGS)
-        producers += [LoadProducer(f"p{i}", cluster.bootstrap, stop_producing) for i in range(PRODUCERS)]
-        reader = LiveReader(cluster.bootstrap, stop_reading)
+        producers += [LoadProducer(f"p{i}", cluster.bootstrap, stop_producing,
+                                   config={**PRODUCER_CONFIG, **client_security}) for i in range(PRODUCERS)]
+        reader = LiveReader(cluster.bootstrap, stop_reading, client_security)
         for thread in (*producers, reader):
             thread.start()
         print(f"cluster up in {root}; producing while the nemesis runs {len(report.schedule)} actions",
@@ -86,7 +98,7 @@ async def run_chaos(root: Path, *, duration: float, faults: tuple[str, ...], see
             await measure_catch_up(cluster, report)
         except AssertionError:  # reported as a problem; still read and check what is there
             report.unconverged_state = describe_partitions(cluster)
-        read = await asyncio.to_thread(read_all, cluster.bootstrap, report)
+        read = await asyncio.to_thread(read_all, cluster.bootstrap, report, client_security)
         history = History({v for p in producers for v in p.attempted},
                           {v: at for p in producers for v, at in p.acknowledged.items()}, read,
                           failed={v: e for p in producers for v, e in p.failed.items()},
@@ -185,11 +197,12 @@ async def heal(cluster: LocalCluster, report: ChaosReport) -> None:
                 report.nemesis_errors.append(f"heal: start broker {node_id}: {e}")
 
 
-def main(*, duration: float, nemesis_faults: str, seed: int | None, data_dir: Path | None) -> int:
+def main(*, duration: float, nemesis_faults: str, seed: int | None, data_dir: Path | None,
+         security: str = "plaintext") -> int:
     """The `replog chaos` command: run, print the report, exit 0 only if the run found nothing wrong."""
     faults = nemesis.parse_faults(nemesis_faults)
     if seed is None:
         seed = int.from_bytes(os.urandom(4), "big")  # printed with the report, so the run can be repeated
     root = data_dir or Path(tempfile.mkdtemp(prefix="replog-chaos-"))
-    report = asyncio.run(run_chaos(root, duration=duration, faults=faults, seed=seed))
+    report = asyncio.run(run_chaos(root, duration=duration, faults=faults, seed=seed, security=security))
     return print_and_clean_up(report, root, keep=data_dir is not None)

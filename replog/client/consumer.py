@@ -23,6 +23,7 @@ from .errors import STALE_METADATA_CODES, KafkaError, is_retriable
 from .group_member import GroupMember
 from .offset_lookup import EARLIEST, LATEST, list_offsets
 from .rebalance_listener import ConsumerRebalanceListener, call_listener
+from .security import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +60,11 @@ class Consumer:
         auto_commit_interval_ms: int = 5_000,
         session_timeout_ms: int = 45_000,
         heartbeat_interval_ms: int = 3_000,
+        security: ClientSecurity | None = None,
     ) -> None:
         """group_id: subscribe() joins this group, and commit() stores offsets there; with
         enable_auto_commit the positions are committed every auto_commit_interval_ms, before a rebalance
-        and on close(), as Kafka's consumer does."""
+        and on close(), as Kafka's consumer does. security: TLS and SASL for every connection (None: PLAINTEXT)."""
         if auto_offset_reset not in _RESET_POLICIES:
             raise ValueError(f"auto_offset_reset must be one of {sorted(_RESET_POLICIES)}")
         assert isolation_level in (0, 1)
@@ -81,6 +83,7 @@ class Consumer:
             client_id=client_id,
             request_timeout_ms=request_timeout_ms,
             retry_backoff_ms=retry_backoff_ms,
+            security=security,
         )
         self._positions: dict[TopicPartition, int | None] = {}
         self._resets: dict[TopicPartition, int] = {}  # tp -> EARLIEST/LATEST, resolved lazily

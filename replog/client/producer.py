@@ -29,6 +29,7 @@ from .cluster import Cluster
 from .connection import decode_response_frame
 from .errors import REQUEST_TIMED_OUT, STALE_METADATA_CODES, KafkaError, is_retriable
 from .partitioner import partition_for_key
+from .security import ClientSecurity
 from .sequences import PartitionState
 
 DUPLICATE_SEQUENCE = ErrorCode.duplicate_sequence_number.value
@@ -85,7 +86,9 @@ class Producer:
         buffer_memory: int = 32 * 1024 * 1024,
         max_block_ms: int = 60_000,
         client_id: str = "replog-producer",
+        security: ClientSecurity | None = None,
     ) -> None:
+        """security: TLS and SASL for every connection (None: PLAINTEXT)."""
         self.acks = parse_acks(acks)
         # Like Kafka: idempotence is on by default, but only when acks=all makes it possible.
         if enable_idempotence is None:
@@ -110,6 +113,7 @@ class Producer:
             client_id=client_id,
             request_timeout_ms=request_timeout_ms,
             retry_backoff_ms=retry_backoff_ms,
+            security=security,
         )
         self.producer_id = -1
         self.producer_epoch = -1

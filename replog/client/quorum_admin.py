@@ -14,6 +14,7 @@ from ..protocol.apis import ApiKey
 from ..protocol.primitives import DecodeError
 from .connection import Connection
 from .errors import NETWORK_EXCEPTION, UNSUPPORTED_VERSION, KafkaError
+from .security import ClientSecurity
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION = 0
@@ -58,21 +59,23 @@ def parse_controllers(bootstrap: str) -> list[tuple[str, int]]:
 
 
 async def describe_quorum(controllers: Sequence[tuple[str, int]],
-                          timeout_ms: int = DEFAULT_TIMEOUT_MS) -> QuorumInfo:
-    """The quorum as its leader describes it; raises the last KafkaError when no given controller answers."""
+                          timeout_ms: int = DEFAULT_TIMEOUT_MS, security: ClientSecurity | None = None) -> QuorumInfo:
+    """The quorum as its leader describes it; raises the last KafkaError when no given controller answers.
+    security: TLS and SASL to the controllers (None: PLAINTEXT)."""
     assert controllers
     last: KafkaError | None = None
     for host, port in controllers:
         try:
-            return await _describe_at(host, port, timeout_ms)
+            return await _describe_at(host, port, timeout_ms, security)
         except KafkaError as e:
             last = e
     assert last is not None
     raise last
 
 
-async def _describe_at(host: str, port: int, timeout_ms: int) -> QuorumInfo:
-    connection = Connection(host, port, client_id="replog-metadata-quorum", request_timeout_ms=timeout_ms)
+async def _describe_at(host: str, port: int, timeout_ms: int, security: ClientSecurity | None) -> QuorumInfo:
+    connection = Connection(host, port, client_id="replog-metadata-quorum", request_timeout_ms=timeout_ms,
+                            security=security)
     try:
         await connection.connect()  # negotiates versions: v2 where both sides have it, else v1 or v0
         request = {"topics": [{"topic_name": METADATA_TOPIC,

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from ..client import Admin, BrokerInfo, KafkaError
 from ..client.quorum_admin import QuorumInfo, describe_quorum
+from ..client.security import ClientSecurity
 from ..harness.processes import (
     HOST,
     KILL_TIMEOUT_S,
@@ -101,12 +102,14 @@ async def active_controller(addresses: Sequence[tuple[str, int]]) -> QuorumInfo 
         return None
 
 
-async def wait_until_registered(manifest: ClusterManifest, deadline: float) -> None:
-    """Poll until every broker's metadata lists all brokers: each has registered and learnt of the others."""
+async def wait_until_registered(manifest: ClusterManifest, deadline: float,
+                                security: ClientSecurity | None = None) -> None:
+    """Poll until every broker's metadata lists all brokers: each has registered and learnt of the others.
+    security: how to reach the brokers' ports (a secured cluster's admin)."""
     expected = {b.id for b in manifest.brokers}
     pending = list(manifest.brokers)
     while True:
-        listed = await asyncio.gather(*(metadata_brokers(f"{HOST}:{b.port}") for b in pending))
+        listed = await asyncio.gather(*(metadata_brokers(f"{HOST}:{b.port}", security) for b in pending))
         pending = [b for b, brokers in zip(pending, listed, strict=True) if set(brokers or ()) != expected]
         if not pending:
             return
@@ -116,12 +119,13 @@ async def wait_until_registered(manifest: ClusterManifest, deadline: float) -> N
         await asyncio.sleep(POLL_INTERVAL_S)
 
 
-async def metadata_brokers(bootstrap: str) -> dict[int, BrokerInfo] | None:
+async def metadata_brokers(bootstrap: str, security: ClientSecurity | None = None) -> dict[int, BrokerInfo] | None:
     """The brokers a Metadata request lists, or None when no broker answers in time."""
     try:
         # The request timeout bounds it: a wait_for around refresh() would leave its shared task to fail
         # unretrieved once the Admin closes ("Task exception was never retrieved" on the terminal).
-        async with Admin(bootstrap, request_timeout_ms=int(METADATA_TIMEOUT_S * 1000)) as admin:
+        async with Admin(bootstrap, request_timeout_ms=int(METADATA_TIMEOUT_S * 1000),
+                         security=security) as admin:
             snapshot = await admin.cluster.refresh()
     except (KafkaError, OSError, TimeoutError):
         return None

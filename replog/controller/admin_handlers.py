@@ -1,7 +1,8 @@
 """The controller's handlers for the admin requests brokers forward (KIP-590): AlterConfigs (33) v0-2,
 IncrementalAlterConfigs (44) v0-1, CreatePartitions (37) v0-3, ElectLeaders (43) v0-2,
-AlterPartitionReassignments (45) v0 and ListPartitionReassignments (46) v0. Like CreateTopics, only the inter-broker
-principal may send them; the broker relays the answer to its client unchanged."""
+AlterPartitionReassignments (45) v0, ListPartitionReassignments (46) v0 and AlterUserScramCredentials (51) v0.
+Like CreateTopics, only the inter-broker principal may send them; the broker relays the answer to its client
+unchanged."""
 
 import logging
 from collections import Counter
@@ -12,8 +13,9 @@ from replog.log.dynamic_configs import InvalidConfigError, resources_of_request
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
 from replog.server.dispatch import RequestContext
+from replog.server.scram_credentials import Deletion, Upsertion
 
-from . import admin, reassignment_ops
+from . import admin, reassignment_ops, scram
 from .cluster import ControllerError
 from .elections import ElectionType
 from .propagation import PropagationError
@@ -22,7 +24,7 @@ log = logging.getLogger(__name__)
 
 ADMIN_APIS = frozenset({ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.CREATE_PARTITIONS,
                         ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
-                        ApiKey.LIST_PARTITION_REASSIGNMENTS})
+                        ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS})
 
 
 def config_responses(resources, outcomes) -> list[dict]:
@@ -145,3 +147,23 @@ async def handle_list_partition_reassignments(ctx: RequestContext, target: admin
     body = {"throttle_time": 0, "error_code": error, "error_message": message,
             "topics": [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]}
     return [encode_response(ApiKey.LIST_PARTITION_REASSIGNMENTS, ctx.api_version, body)]
+
+
+async def handle_alter_user_scram_credentials(ctx: RequestContext, target: admin.AdminTarget) -> list:
+    request = decode_request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ctx.api_version, ctx.frame, ctx.body_offset)
+    deletions = [Deletion(d.name, int(d.mechanism)) for d in request.deletions]
+    upsertions = [Upsertion(u.name, int(u.mechanism), int(u.iterations), bytes(u.salt), bytes(u.salted_password))
+                  for u in request.upsertions]
+    error = None
+    if not ctx.session.cluster_action:
+        error = (ErrorCode.cluster_authorization_failed, "not a broker")
+    elif not target.active:
+        error = (ErrorCode.not_controller, "not the active controller")
+    if error is not None:
+        users = dict.fromkeys(c.name for c in (*deletions, *upsertions))
+        results = [{"user": user, "error_code": error[0], "error_message": error[1]} for user in users]
+    else:
+        results = [{"user": r.user, "error_code": r.error_code, "error_message": r.error_message}
+                   for r in await scram.alter_credentials(target, deletions, upsertions)]
+    body = {"throttle_time": 0, "results": results}
+    return [encode_response(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ctx.api_version, body)]

@@ -88,6 +88,8 @@ def update_metadata_request(controller_id: int, controller_epoch: int, broker: B
     return UpdateMetadataRequest(controller_id, controller_epoch, broker.epoch, topic_states, brokers,
                                  type=UPDATE_METADATA_FULL,
                                  broker_configs={k: dict(v) for k, v in metadata.broker_configs.items()},
+                                 scram_credentials=[(m, user, c.salt, c.stored_key, c.server_key, c.iterations)
+                                                    for m, user, c in metadata.scram.items()],
                                  acls=[tuple(binding.to_json()) for binding in sorted(metadata.acls)])
 
 

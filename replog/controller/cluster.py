@@ -18,6 +18,7 @@ from replog.log.dynamic_configs import topic_configs_error
 from replog.log.partition_log import TopicPartition
 from replog.protocol.topics import topic_name_error
 from replog.security.authorizer import AclIndex
+from replog.server.scram_credentials import ScramCredentialTable
 
 from . import reassignment
 from .registry import (
@@ -102,6 +103,10 @@ class ClusterMetadata:
         self._offline_replicas: dict[int, set[TopicPartition]] = {}
         # Dynamic broker configs (KIP-226) by entity name: "" is the cluster-wide default, "1" broker 1.
         self.broker_configs: dict[str, dict[str, str]] = {}
+        # SCRAM credentials (KIP-554): salt, stored and server keys, iterations, by (mechanism, user).
+        self.scram = ScramCredentialTable()
+        # The cluster's first records (the admin's credential) are in the log: written once, on first start.
+        self.bootstrapped = False
         # The ACL bindings every broker's authorizer decides on (KRaft's AccessControlEntryRecords).
         self.acls = AclIndex()
 

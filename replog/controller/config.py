@@ -1,11 +1,13 @@
 """The controller's configuration (Kafka's controller and broker-session keys), its first epoch and its clock."""
 
+import ssl
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from replog.metrics.config import MetricsConfig
 from replog.raft.config import QuorumConfig
+from replog.server.sasl import ScramCredential
 
 from .channel import ChannelConfig
 from .heartbeats import BROKER_SESSION_TIMEOUT_MS
@@ -46,6 +48,10 @@ class ControllerConfig:
     # controller.quorum.* (replog/raft/config.py); None: a quorum of this controller alone.
     quorum: QuorumConfig | None = None
     metadata_snapshot_max_bytes: int = 20 * 1024 * 1024  # metadata.log.max.record.bytes.between.snapshots
+    # The cluster's first SCRAM credentials (bootstrap.scram.credentials), written once into an empty log.
+    bootstrap_scram_credentials: tuple[tuple[str, str, ScramCredential], ...] = ()
+    # TLS to the brokers' inter-broker listeners when they are SSL or SASL_SSL (security.inter.broker.protocol).
+    broker_ssl_context: ssl.SSLContext | None = None
 
     def __post_init__(self) -> None:
         assert self.inter_broker_secret, "a controller without inter.broker.secret cannot talk to brokers"

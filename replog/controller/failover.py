@@ -27,6 +27,7 @@ from . import records
 from .cluster import ClusterMetadata, ControllerError
 from .heartbeats import BrokerSessions
 from .propagation import Propagator
+from .scram import bootstrap_records
 from .state_machines import ClusterStates
 
 log = logging.getLogger(__name__)
@@ -129,6 +130,9 @@ class QuorumRoles:
             self.sessions.restore(broker.broker_id, broker.incarnation_id or uuid.UUID(int=0), broker.epoch,
                                   fenced=broker.fenced, now_ms=now)
         self.active = True
+        if self.config.bootstrap_scram_credentials and not self.metadata.bootstrapped:
+            # The first start with bootstrap.scram.credentials: the first users, once (kafka-storage format).
+            self.commit_records(bootstrap_records(self.config.bootstrap_scram_credentials))
         self.activations += 1
         self.activated_at_ms = now
         for broker in self.metadata.brokers.values():

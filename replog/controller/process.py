@@ -4,7 +4,11 @@ Keys (Kafka's names where Kafka has one): node.id (the controller id, default 30
 (PLAINTEXT://host:port), metadata.log.dir (required: the append-only metadata log), inter.broker.secret
 (required), cluster.id, broker.session.timeout.ms, unclean.leader.election.enable, num.partitions,
 default.replication.factor, metadata.log.max.record.bytes.between.snapshots (KIP-630, 20 MiB),
-auto.leader.rebalance.enable, leader.imbalance.check.interval.seconds,
+bootstrap.scram.credentials (the cluster's first SCRAM users, written into the metadata log on its first start,
+as `kafka-storage format --add-scram`: SCRAM-SHA-512=[name=admin,salt=<b64>,saltedpassword=<b64>,iterations=N]
+or [name=admin,password=...]),
+auto.leader.rebalance.enable, leader.imbalance.check.interval.seconds, security.inter.broker.protocol (SSL or SASL_SSL:
+reach the brokers over TLS, trusting ssl.truststore.*, presenting ssl.keystore.* if set),
 leader.imbalance.per.broker.percentage, and the metrics.* keys brokers take (metrics.port,
 metrics.dump.dir, ...; the dumps default to metadata.log.dir/metrics-dumps), and the quorum's keys with Kafka's
 names and defaults: controller.quorum.voters (id@host:port,...; node.id among them; this controller alone by
@@ -18,6 +22,7 @@ import asyncio
 import dataclasses
 import logging
 import signal
+import ssl
 import sys
 from pathlib import Path
 
@@ -29,6 +34,8 @@ from replog.raft.quorum_state_file import CorruptQuorumStateError, VoterSetMisma
 from replog.server.listener_config import ListenerSpec, SecurityProtocol, resolve_server_listeners
 from replog.server.listener_socket import write_ready_file
 from replog.server.properties import parse_bool, parse_listeners, read_properties
+from replog.server.scram_credentials import parse_bootstrap_credentials
+from replog.server.tls import client_context
 
 from .quorum import controller_quorum_config
 from .records import CorruptMetadataError
@@ -53,10 +60,26 @@ _KEYS = {
     "num.partitions": ("num_partitions", int),
     "default.replication.factor": ("default_replication_factor", int),
     "metadata.log.max.record.bytes.between.snapshots": ("metadata_snapshot_max_bytes", int),
+    # replog's form of `kafka-storage format --add-scram`: SCRAM-SHA-512=[name=admin,password=...],... (KIP-554)
+    "bootstrap.scram.credentials": ("bootstrap_scram_credentials",
+                                    lambda v: tuple(parse_bootstrap_credentials(v))),
 }
 
 
 _LISTENER_KEYS = ("advertised.listeners", "listener.security.protocol.map", "controller.listener.names")
+# How the controller reaches the brokers' inter-broker listeners: Kafka's key, PLAINTEXT or SASL_PLAINTEXT
+# (PLAIN over TCP), or SSL or SASL_SSL (PLAIN over TLS, trusting ssl.truststore.*, presenting ssl.keystore.*).
+INTER_BROKER_PROTOCOL_KEY = "security.inter.broker.protocol"
+
+
+def _broker_ssl_context(props: dict[str, str]) -> ssl.SSLContext | None:
+    protocol = props.get(INTER_BROKER_PROTOCOL_KEY, "PLAINTEXT").strip().upper()
+    if protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
+        return None
+    if protocol not in ("SSL", "SASL_SSL"):
+        raise ValueError(f"{INTER_BROKER_PROTOCOL_KEY}={protocol}: expected PLAINTEXT, SASL_PLAINTEXT, SSL or "
+                         f"SASL_SSL")
+    return client_context({k: v for k, v in props.items() if k.startswith("ssl.")})
 
 
 def _controller_listener(props: dict[str, str]) -> ListenerSpec:
@@ -88,8 +111,10 @@ def controller_config(props: dict[str, str]) -> ControllerConfig:
         if key == "listeners":
             listener = _controller_listener(rest)
             values["host"], values["port"] = listener.host, listener.port
-        elif key in _LISTENER_KEYS:
-            continue  # read with listeners
+        elif key in _LISTENER_KEYS or key.startswith("ssl."):
+            continue  # read with listeners, or for the brokers' TLS
+        elif key == INTER_BROKER_PROTOCOL_KEY:
+            values["broker_ssl_context"] = _broker_ssl_context(rest)
         elif key in _KEYS:
             attribute, parse = _KEYS[key]
             try:

@@ -6,11 +6,13 @@ a snapshot is just one record per live entity. Records are plain JSON-ready dict
 them without looking inside.
 """
 
+import base64
 import uuid
 from collections.abc import Iterable
 from typing import Any
 
 from replog.security.acls import AclBinding
+from replog.server.sasl import ScramCredential
 
 from .cluster import BrokerRegistration, ClusterMetadata, ControllerError, TopicRegistration
 from .registry import LeaderRecoveryState, PartitionRegistration
@@ -53,6 +55,22 @@ def config_record(resource_type: str, name: str, configs: dict[str, str]) -> Rec
     return {"type": "config", "resource_type": resource_type, "name": name, "configs": dict(configs)}
 
 
+def scram_credential_record(mechanism: str, user: str, c: ScramCredential) -> Record:
+    """KRaft's UserScramCredentialRecord, with the stored and server keys in place of the salted password."""
+    b64 = base64.b64encode
+    return {"type": "scram_credential", "mechanism": mechanism, "name": user, "salt": b64(c.salt).decode(),
+            "stored_key": b64(c.stored_key).decode(), "server_key": b64(c.server_key).decode(),
+            "iterations": c.iterations}
+
+
+def remove_scram_credential_record(mechanism: str, user: str) -> Record:
+    """KRaft's RemoveUserScramCredentialRecord."""
+    return {"type": "remove_scram_credential", "mechanism": mechanism, "name": user}
+
+
+def bootstrap_record() -> Record:
+    """Marks the cluster's first records (bootstrap.scram.credentials) as written: never again."""
+    return {"type": "bootstrap"}
 def acl_record(binding: AclBinding) -> Record:
     """A binding created (KRaft's AccessControlEntryRecord). A binding is its own identity: replog keeps
     each once, as Kafka ignores the creation of one that exists."""
@@ -73,6 +91,8 @@ def snapshot_records(controller_epoch: int, metadata: ClusterMetadata) -> list[R
     records = [controller_epoch_record(controller_epoch)]
     records += [broker_record(b) for _, b in sorted(metadata.brokers.items())]
     records += [config_record("broker", name, configs) for name, configs in sorted(metadata.broker_configs.items())]
+    records += [bootstrap_record()] if metadata.bootstrapped else []
+    records += [scram_credential_record(m, user, c) for m, user, c in metadata.scram.items()]
     for topic in metadata.topics.values():
         records += new_topic_records(topic)
     records += [acl_record(binding) for binding in sorted(metadata.acls)]
@@ -98,6 +118,14 @@ def replay(records: Iterable[Record], metadata: ClusterMetadata) -> int:
                 _apply_config(record, metadata)
             elif kind == "remove_topic":
                 metadata.delete_topic(record["name"])
+            elif kind == "scram_credential":
+                metadata.scram.put(record["mechanism"], record["name"], ScramCredential(
+                    *(base64.b64decode(record[k], validate=True) for k in ("salt", "stored_key", "server_key")),
+                    int(record["iterations"])))
+            elif kind == "remove_scram_credential":
+                metadata.scram.remove(record["mechanism"], record["name"])
+            elif kind == "bootstrap":
+                metadata.bootstrapped = True
             elif kind == "acl":
                 metadata.acls.add(AclBinding.from_json(record["binding"]))
             elif kind == "remove_acl":

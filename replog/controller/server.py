@@ -22,6 +22,7 @@ channel resends until the broker answers or leaves; `settle()` waits for everyth
 
 import asyncio
 import logging
+import ssl
 import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
@@ -277,13 +278,17 @@ class ClusterController(QuorumRoles):
         return None
 
     async def _open_controller_connection(self, host: str, port: int) -> Connection:
-        """To another voter of the quorum: authenticated as the inter-broker principal, as to brokers."""
-        return await self._open_broker_connection(host, port)
+        """To another voter of the quorum: authenticated as the inter-broker principal, as to brokers (and
+        PLAINTEXT, the controllers' listener)."""
+        return await self._open_node_connection(host, port, None)
 
     async def _open_broker_connection(self, host: str, port: int) -> Connection:
+        return await self._open_node_connection(host, port, self.config.broker_ssl_context)
+
+    async def _open_node_connection(self, host: str, port: int, tls: ssl.SSLContext | None) -> Connection:
         name = f"controller-{self.controller_id}"
         return await open_inter_broker_connection(
             host, port, client_id=name, username=name, secret=self.config.inter_broker_secret,
             request_timeout_ms=self.config.request_timeout_ms, max_frame_bytes=self.config.max_frame_bytes,
-            local_host=self.config.inter_broker_bind_host)
+            local_host=self.config.inter_broker_bind_host, ssl_context=tls)
 

@@ -54,7 +54,8 @@ def broker_host(node_id: int) -> str:
 class LocalCluster:
     def __init__(self, root: Path, *, brokers: int = 3, overrides: dict[str, str] | None = None,
                  session_timeout_ms: int = FAST_SESSION_TIMEOUT_MS, broker_proxies: bool = False,
-                 controllers: int = 1) -> None:
+                 controllers: int = 1, controller_options: dict | None = None) -> None:
+        """controller_options: more ControllerConfig fields (a secured cluster's, cluster_security.py)."""
         assert controllers >= 1 and not (broker_proxies and controllers > 1), "broker proxies need one controller"
         self.root = root
         self.secret = secrets.token_hex(16)
@@ -64,7 +65,8 @@ class LocalCluster:
             inter_broker_secret=self.secret, metadata_log_dir=root / "controller",
             broker_session_timeout_ms=session_timeout_ms,
             metrics=MetricsConfig(dump_dir=self.metrics_dir / "controller"),
-            **({"host": CONTROLLER_HOST, "inter_broker_bind_host": CONTROLLER_HOST} if broker_proxies else {}))
+            **({"host": CONTROLLER_HOST, "inter_broker_bind_host": CONTROLLER_HOST} if broker_proxies else {}),
+            **(controller_options or {}))
         self.controllers: dict[int, ClusterController] = {}  # by id; the running ones are in running_controllers
         self.controller_configs: dict[int, ControllerConfig] = {}
         self.running_controllers: set[int] = set()

@@ -1,18 +1,22 @@
 """Blocking probes of a node (broker or controller) from outside: does it answer ApiVersions?"""
 
 import socket
+import ssl
 
 from replog.protocol.apis import ApiKey
 from replog.protocol.frames import size_prefix
 from replog.protocol.headers import encode_request_header
 
 
-def answers_api_versions(host: str, port: int, timeout: float = 1.0) -> bool:
+def answers_api_versions(host: str, port: int, timeout: float = 1.0,
+                         ssl_context: ssl.SSLContext | None = None) -> bool:
     """One blocking ApiVersions v0 round trip: the node (broker or controller) serves requests, not just
-    listens."""
+    listens. ssl_context: the port is a TLS listener (ApiVersions needs no SASL login first)."""
     try:
-        with socket.create_connection((host, port), timeout=timeout) as s:
-            body = exchange_api_versions(s, 1, "replog-probe")
+        with socket.create_connection((host, port), timeout=timeout) as raw:
+            s = raw if ssl_context is None else ssl_context.wrap_socket(raw, server_hostname=host)
+            with s:
+                body = exchange_api_versions(s, 1, "replog-probe")
     except (OSError, ConnectionError):
         return False
     correlation_id = int.from_bytes(body[:4], "big")

@@ -42,6 +42,8 @@ class ApiKey(enum.IntEnum):
     SASL_AUTHENTICATE = 36
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     VOTE = 52
     BEGIN_QUORUM_EPOCH = 53
     END_QUORUM_EPOCH = 54
@@ -109,6 +111,9 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.DESCRIBE_CLUSTER, 0, 1, 0),
         ApiSpec(ApiKey.DELETE_RECORDS, 0, 2, 2),
         ApiSpec(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, 2),  # no v0 schema in kio either
+        # SCRAM credentials in the metadata log (KIP-554); v0 is the only version.
+        ApiSpec(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, 0),
+        ApiSpec(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, 0),
         # ACLs (issue 17): v0, before pattern types (KIP-290), is gone from Kafka 4 (KIP-896) and from kio.
         ApiSpec(ApiKey.DESCRIBE_ACLS, 1, 3, 2),
         ApiSpec(ApiKey.CREATE_ACLS, 1, 3, 2),

@@ -73,6 +73,37 @@ def decode_broker_configs(buf: memoryview) -> dict[str, dict[str, str]]:
     return by_entity
 
 
+# One SCRAM credential as UpdateMetadata carries it: (mechanism, user, salt, stored key, server key, iterations).
+ScramEntry = tuple[str, str, bytes, bytes, bytes, int]
+
+
+def encode_scram_credentials(entries: list[ScramEntry]) -> bytes:
+    w = Writer()
+    w.array_length(len(entries), compact=True)
+    for mechanism, user, salt, stored_key, server_key, iterations in entries:
+        w.string(mechanism, compact=True)
+        w.string(user, compact=True)
+        for field in (salt, stored_key, server_key):
+            w.bytes_length(len(field), compact=True)
+            w.buf += field
+        w.int32(iterations)
+    return bytes(w.buf)
+
+
+def decode_scram_credentials(buf: memoryview) -> list[ScramEntry]:
+    r = Reader(buf)
+    entries = []
+    for _ in range(read_count(r, "ScramCredentials")):
+        mechanism, user = r.string(compact=True), r.string(compact=True)
+        fields = []
+        for name in ("Salt", "StoredKey", "ServerKey"):
+            field = r.nullable_bytes(compact=True)
+            if field is None:
+                raise DecodeError(f"null {name} in a SCRAM credential")
+            fields.append(bytes(field))
+        entries.append((mechanism, user, fields[0], fields[1], fields[2], r.int32()))
+    expect_end(r, "ScramCredentials")
+    return entries
 # An ACL binding as UpdateMetadata carries it (tag 10_002): resource type, resource name, pattern type,
 # principal, host, operation, permission; the int8 codes of Kafka's AclBinding (replog/security/acls.py).
 AclTuple = tuple[int, str, int, str, str, int, int]

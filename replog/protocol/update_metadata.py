@@ -1,6 +1,6 @@
 """UpdateMetadata v8 (key 6) and its response: the controller tells every broker the live brokers and every
-partition's state, and (replog's extension) the topic and dynamic broker configs and the ACL bindings (see
-control.py)."""
+partition's state, and (replog's extension) the topic and dynamic broker configs, the ACL bindings and the
+SCRAM credentials (see control.py)."""
 
 import uuid
 from dataclasses import dataclass, field
@@ -9,12 +9,15 @@ from .control_fields import (
     TAG_TOPIC_CONFIGS,
     AclTuple,
     Buffer,
+    ScramEntry,
     decode_acls,
     decode_broker_configs,
     decode_configs,
+    decode_scram_credentials,
     encode_acls,
     encode_broker_configs,
     encode_configs,
+    encode_scram_credentials,
     expect_end,
     read_count,
     read_int32s,
@@ -31,6 +34,9 @@ _TAG_UPDATE_METADATA_TYPE = 0
 # default, and its configs), so DescribeConfigs on any broker and config changes that take effect at once
 # (KIP-226) need no other channel.
 _TAG_BROKER_CONFIGS = 10_001
+# And the SCRAM credentials of the metadata log (KIP-554: KRaft brokers replay UserScramCredentialRecords; replog
+# brokers get them here, in full with every full UpdateMetadata): the brokers' SASL SCRAM checks logins with them.
+_TAG_SCRAM_CREDENTIALS = 10_003
 # And the cluster's ACL bindings (tag 10_002), which every broker's authorizer decides on, as KRaft brokers
 # read AccessControlEntryRecords from the metadata log.
 _TAG_ACLS = 10_002
@@ -82,6 +88,7 @@ class UpdateMetadataRequest:
     type: int = 0  # tagged: 0 unknown, 1 incremental, 2 full snapshot (KIP-866)
     is_kraft_controller: bool = False
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # tagged: _TAG_BROKER_CONFIGS
+    scram_credentials: list[ScramEntry] = field(default_factory=list)  # tagged: _TAG_SCRAM_CREDENTIALS
     acls: list[AclTuple] = field(default_factory=list)  # tagged: _TAG_ACLS
 
 
@@ -133,6 +140,8 @@ def encode_update_metadata_request(request: UpdateMetadataRequest) -> bytes:
         tags[_TAG_UPDATE_METADATA_TYPE] = bytes(t.buf)
     if request.broker_configs:
         tags[_TAG_BROKER_CONFIGS] = encode_broker_configs(request.broker_configs)
+    if request.scram_credentials:
+        tags[_TAG_SCRAM_CREDENTIALS] = encode_scram_credentials(request.scram_credentials)
     if request.acls:
         tags[_TAG_ACLS] = encode_acls(request.acls)
     w.tagged_fields(tags)
@@ -166,6 +175,7 @@ def decode_update_metadata_request(buf: Buffer, offset: int) -> UpdateMetadataRe
         live_brokers.append(broker)
     type_ = 0
     broker_configs: dict[str, dict[str, str]] = {}
+    scram_credentials: list[ScramEntry] = []
     acls: list[AclTuple] = []
     for tag, value in r.tagged_fields().items():
         if tag == _TAG_UPDATE_METADATA_TYPE:
@@ -176,10 +186,13 @@ def decode_update_metadata_request(buf: Buffer, offset: int) -> UpdateMetadataRe
             broker_configs = decode_broker_configs(value)
         elif tag == _TAG_ACLS:
             acls = decode_acls(value)
+        elif tag == _TAG_SCRAM_CREDENTIALS:
+            scram_credentials = decode_scram_credentials(value)
         # other tags are from a newer sender; ignoring them is what tagged fields are for
     expect_end(r, "UpdateMetadataRequest")
     return UpdateMetadataRequest(controller_id, controller_epoch, broker_epoch, topic_states, live_brokers,
-                                 type_, is_kraft_controller, broker_configs, acls)
+                                 type_, is_kraft_controller, broker_configs,
+                                 scram_credentials=scram_credentials, acls=acls)
 
 
 def _read_update_metadata_partition(r: Reader, topic_name: str) -> UpdateMetadataPartitionState:

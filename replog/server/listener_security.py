@@ -9,7 +9,8 @@ from .auth import INTER_BROKER_ONLY
 from .credential_store import PLAIN_JAAS_KEY, SCRAM_CREDENTIALS_FILE_KEY, PropertiesCredentialStore
 from .listener import ListenerSecurity
 from .listener_config import ListenerSpec
-from .sasl import ListenerSasl, parse_enabled_mechanisms
+from .sasl import CredentialStore, ListenerSasl, parse_enabled_mechanisms
+from .scram_credentials import LayeredCredentialStore
 from .tls import listener_ssl_props, log_handshake_failures, server_context
 
 KAFKA_DEFAULT_MECHANISMS = "GSSAPI"  # Kafka's sasl.enabled.mechanisms default, which replog does not offer
@@ -29,8 +30,10 @@ def is_listener_key(key: str) -> bool:
     return _LISTENER_PREFIX.sub("", key, count=1) in LISTENER_KEYS and key != PLAIN_JAAS_KEY
 
 
-def build_listener_security(spec: ListenerSpec, props: dict[str, str]) -> ListenerSecurity:
-    """ValueError names the listener and what is missing or wrong."""
+def build_listener_security(spec: ListenerSpec, props: dict[str, str],
+                            metadata_credentials: CredentialStore | None = None) -> ListenerSecurity:
+    """ValueError names the listener and what is missing or wrong. metadata_credentials: the SCRAM credentials
+    of the metadata log (KIP-554), consulted before the listener's own (sasl.scram.credentials.file)."""
     listener_props = listener_ssl_props(props, spec.name)
     try:
         context = server_context(listener_props) if spec.protocol.uses_tls else None
@@ -38,8 +41,10 @@ def build_listener_security(spec: ListenerSpec, props: dict[str, str]) -> Listen
         if spec.protocol.uses_sasl:
             mechanisms = parse_enabled_mechanisms(
                 listener_props.get("sasl.enabled.mechanisms", KAFKA_DEFAULT_MECHANISMS))
-            sasl = ListenerSasl(mechanisms, PropertiesCredentialStore.from_listener_props(listener_props),
-                                required=True)
+            store: CredentialStore = PropertiesCredentialStore.from_listener_props(listener_props)
+            if metadata_credentials is not None:
+                store = LayeredCredentialStore(metadata_credentials, store)
+            sasl = ListenerSasl(mechanisms, store, required=True)
     except (ValueError, OSError) as e:  # ssl.SSLError and a missing file are OSErrors
         reason = e.reason if isinstance(e, ssl.SSLError) and e.reason else e
         raise ValueError(f"listener {spec.name} ({spec.protocol.name}): {reason}") from e

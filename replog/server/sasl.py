@@ -117,6 +117,16 @@ class ScramExchange:
         self._username = username
         return credential.salt, credential.stored_key, credential.server_key, credential.iterations
 
+    def _accept_librdkafka_nonce(self, client_final: str) -> None:
+        """librdkafka before 2.6.1 (librdkafka#4895; kcat and distributions still ship 2.0) sends, in its final
+        message, its own nonce again before the combined nonce, and proves the message as sent. Kafka up to 3.9
+        accepted a nonce that ends with the server's (ScramSaslServer), so those clients log in to Kafka 3.x;
+        replog does the same. The server's nonce is still all there and covered by the proof."""
+        sent = next((part[2:] for part in client_final.split(",") if part.startswith("r=")), None)
+        expected = str(self._server.nonce)
+        if sent is not None and sent != expected and sent.endswith(expected):
+            self._server.nonce = type(self._server.nonce)(sent)
+
     def step(self, token: bytes) -> tuple[bytes, Authenticated | None]:
         if len(token) > MAX_SASL_TOKEN_BYTES:
             raise SaslAuthenticationFailed("SCRAM message too long")
@@ -125,6 +135,7 @@ class ScramExchange:
             if self._username is None:
                 self._server.set_client_first(message)
                 return self._server.get_server_first().encode(), None
+            self._accept_librdkafka_nonce(message)
             self._server.set_client_final(message)
             return self._server.get_server_final().encode(), Authenticated(f"User:{self._username}")
         except UnicodeDecodeError:

@@ -52,6 +52,16 @@ async def test_a_short_run_with_every_fault_finds_no_anomaly(tmp_path):
     assert len(history["acknowledged"]) == report.acknowledged
 
 
+async def test_a_short_run_over_sasl_ssl_finds_no_anomaly(tmp_path):
+    """Every link of the cluster over TLS (clients with SCRAM-SHA-512, replication and the controller's
+    requests with the inter-broker login), under the same faults: the proxies carry TLS as they carry TCP."""
+    report = await run_chaos(tmp_path, duration=SHORT_DURATION_S, faults=nemesis.FAULTS, seed=SHORT_SEED,
+                             security="sasl_ssl")
+    assert_clean(report)
+    assert report.acknowledged > 0
+    assert "(SASL_SSL)" in (tmp_path / "broker-1.out").read_text()
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("seed", [11, 12, 13])

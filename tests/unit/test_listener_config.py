@@ -115,10 +115,22 @@ def test_broker_config_keeps_security_keys_for_the_listeners_and_reports_no_unkn
     assert config.advertised == Listener("SASL_SSL", "h", 1)
 
 
-def test_a_broker_in_a_cluster_keeps_its_links_between_nodes_on_plaintext():
-    with pytest.raises(ValueError, match="links between nodes run on a PLAINTEXT listener"):
-        config_from_properties({"listeners": "SSL://h:1", "controller.quorum.bootstrap.servers": "h:2",
-                                "inter.broker.secret": "s"})
+CLUSTER_MEMBER = {"controller.quorum.bootstrap.servers": "h:2", "inter.broker.secret": "s"}
+
+
+@pytest.mark.parametrize("listener, mechanisms", [("SASL_PLAINTEXT", "SCRAM-SHA-512"), ("SASL_SSL", "SCRAM-SHA-256")])
+def test_a_broker_in_a_cluster_needs_plain_on_a_sasl_inter_broker_listener(listener, mechanisms):
+    """The other nodes log in to the inter-broker listener with PLAIN and inter.broker.secret."""
+    with pytest.raises(ValueError, match="links between nodes log in with PLAIN"):
+        config_from_properties({"listeners": f"{listener}://h:1", "sasl.enabled.mechanisms": mechanisms,
+                                "ssl.keystore.location": "/k.pem", **CLUSTER_MEMBER})
+
+
+@pytest.mark.parametrize("listener, extra", [("SSL", {}), ("SASL_SSL", {"sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN"}),
+                                             ("SASL_PLAINTEXT", {"sasl.enabled.mechanisms": "PLAIN"})])
+def test_a_broker_in_a_cluster_may_link_to_other_nodes_over_tls_or_sasl(listener, extra):
+    config = config_from_properties({"listeners": f"{listener}://h:1", **extra, **CLUSTER_MEMBER})
+    assert config.inter_broker_listener.name == listener
 
 
 CONTROLLER_REQUIRED = {"metadata.log.dir": "/tmp/replog-meta", "inter.broker.secret": "s"}

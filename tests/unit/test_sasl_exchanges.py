@@ -3,6 +3,8 @@ dispatcher's rule that a SASL listener answers nothing but ApiVersions and the S
 authentication."""
 
 import base64
+import hashlib
+import hmac
 
 import pytest
 import scramp
@@ -190,3 +192,36 @@ def test_after_a_v0_handshake_frames_are_bare_tokens_answered_bare():
     failing = Session(sasl_state=SaslState.HANDSHAKE_DONE, exchange=PlainExchange(STORE, None), raw_tokens=True)
     with pytest.raises(CloseConnection, match="SASL authentication failed"):
         dispatcher.dispatch(bytearray(plain_token("alice", "wrong")), "peer", lambda: None, failing)
+
+
+def old_librdkafka_login(mechanism: str, password: str, repeat: str) -> object:
+    """A SCRAM login as librdkafka before 2.6.1 makes it: `repeat` written again before the combined nonce in
+    the final message (librdkafka#4895 puts its own nonce there), the proof over the message as sent."""
+    digest = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}[mechanism]
+    server = ScramExchange(mechanism, STORE)
+    client_nonce = "rdkafkaclientnonce"
+    client_first_bare = f"n=alice,r={client_nonce}"
+    server_first = server.step(f"n,,{client_first_bare}".encode())[0].decode()
+    fields = dict(part.split("=", 1) for part in server_first.split(","))
+    salted = hashlib.pbkdf2_hmac(digest, password.encode(), base64.b64decode(fields["s"]), int(fields["i"]))
+    client_key = hmac.digest(salted, b"Client Key", digest)
+    stored_key = hashlib.new(digest, client_key).digest()
+    without_proof = f"c=biws,r={repeat}{fields['r']}"
+    signature = hmac.digest(stored_key, f"{client_first_bare},{server_first},{without_proof}".encode(), digest)
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature, strict=True))).decode()
+    return server.step(f"{without_proof},p={proof}".encode())[1]
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_old_librdkafka_clients_log_in_as_to_kafka_3(mechanism):
+    assert old_librdkafka_login(mechanism, "alice-secret", "rdkafkaclientnonce").principal == "User:alice"
+    assert old_librdkafka_login(mechanism, "alice-secret", "").principal == "User:alice"  # RFC 5802's own form
+    with pytest.raises(SaslAuthenticationFailed):
+        old_librdkafka_login(mechanism, "wrong", "rdkafkaclientnonce")
+
+
+def test_a_final_nonce_without_the_servers_nonce_at_its_end_fails():
+    server = ScramExchange("SCRAM-SHA-256", STORE)
+    server.step(b"n,,n=alice,r=clientnonce")
+    with pytest.raises(SaslAuthenticationFailed):
+        server.step(b"c=biws,r=clientnonce-forged,p=" + base64.b64encode(b"x" * 32))
