@@ -154,7 +154,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     from .chaos import runner  # imported lazily: only this command needs confluent-kafka
 
     return runner.main(duration=args.duration, nemesis_faults=args.nemesis, seed=args.seed, data_dir=args.data_dir,
-                       security=args.security)
+                       controllers=args.controllers, security=args.security)
 
 
 def cmd_crash_loop(args: argparse.Namespace) -> int:
@@ -370,8 +370,12 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="A Jepsen-style run on a local three-broker cluster; exit 1 on any "
                                 "anomaly (docs/fault-testing.md).")
     chaos.add_argument("--duration", type=float, default=60.0, help="seconds of faults and load (default 60)")
-    chaos.add_argument("--nemesis", default="kill,pause,partition,controller", metavar="FAULT[,FAULT...]",
-                       help="faults to inject: kill, pause, partition, controller (default: all)")
+    chaos.add_argument("--nemesis", metavar="FAULT[,FAULT...]",
+                       help="faults to inject: kill, pause, partition, controller, and with --controllers 3 or "
+                       "more controller-kill, controller-pause, controller-partition, controller-and-broker "
+                       "(default: all that apply)")
+    chaos.add_argument("--controllers", type=int, default=1, metavar="N",
+                       help="controllers: 1 in this process (default), or N > 1 processes forming a Raft quorum")
     chaos.add_argument("--seed", type=int, help="seed of the fault schedule (default: random, printed)")
     chaos.add_argument("--data-dir", type=Path, help="cluster directory, kept (default: a temporary one, "
                        "removed unless the run fails)")

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from replog.client import acl_admin
 from replog.client.admin import Admin
+from replog.client.security import load_command_config
 from replog.security.acls import (
     CLUSTER_NAME,
     WILDCARD_HOST,
@@ -112,7 +113,7 @@ def format_bindings(bindings: Sequence[AclBinding]) -> str:
 
 
 async def _acls(args: argparse.Namespace) -> int:
-    async with Admin(args.bootstrap_server) as admin:
+    async with Admin(args.bootstrap_server, security=load_command_config(args.command_config)) as admin:
         if args.add:
             bindings = bindings_to_add(args)
             print("Adding ACLs for resource(s):")

@@ -88,6 +88,11 @@ class ChaosReport:
                      f"pauses, {self.count(nemesis.CUT_NETWORK)} network cuts, "
                      f"{self.count(nemesis.RESTART_CONTROLLER)} controller restarts, "
                      f"{self.count(nemesis.STOP_CONTROLLER)} controller downtimes")
+        if set(self.faults) & set(nemesis.QUORUM_FAULTS):
+            lines.append(f"quorum: {self.count(nemesis.KILL_CONTROLLER)} controller kills, "
+                         f"{self.count(nemesis.PAUSE_CONTROLLER)} controller pauses, "
+                         f"{self.count(nemesis.ISOLATE_CONTROLLER)} controller isolations, "
+                         f"{self.count(nemesis.KILL_CONTROLLER_AND_BROKER)} active controller and broker kills")
         if self.isr_waits:
             lines.append(f"waits for whole ISRs before faults: max {max(self.isr_waits):.1f}s, total "
                          f"{sum(self.isr_waits):.1f}s over {len(self.isr_waits)} faults")

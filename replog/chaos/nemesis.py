@@ -14,6 +14,14 @@ A network cut (LocalCluster.partition) takes one of four shapes: a broker isolat
 isolated from everyone (brokers, controller and clients: a zombie leader can neither replicate nor be told);
 cut from the controller alone; or one link between two brokers cut while both still see the third. Each
 cut either refuses connections or blackholes them (bytes held, sockets open; see replog/harness/tcp_proxy.py).
+
+With a controller quorum (`replog chaos --controllers 3`, controller processes) four more faults hit one
+controller, the active one or a standby as the seed draws (which one is active is known only when the fault
+begins): SIGKILL and restart on its metadata log (controller-kill), SIGSTOP and SIGCONT (controller-pause),
+isolation from the other controllers and the brokers in both directions, refused or blackholed
+(controller-partition), and the active controller SIGKILLed together with a broker, both restarted later
+(controller-and-broker: the control plane and a partition leader lost at once). A quorum of three keeps a
+majority through any one of them, so the brokers must keep their sessions and leaders must keep moving.
 """
 
 import random
@@ -26,7 +34,12 @@ KILL = "kill"
 PAUSE = "pause"
 PARTITION = "partition"
 CONTROLLER = "controller"
+CONTROLLER_KILL = "controller-kill"
+CONTROLLER_PAUSE = "controller-pause"
+CONTROLLER_PARTITION = "controller-partition"
+CONTROLLER_AND_BROKER = "controller-and-broker"
 FAULTS = (KILL, PAUSE, PARTITION, CONTROLLER)
+QUORUM_FAULTS = (CONTROLLER_KILL, CONTROLLER_PAUSE, CONTROLLER_PARTITION, CONTROLLER_AND_BROKER)  # need a quorum
 
 # Actions: each fault's start, and the end that heals it.
 KILL_BROKER = "kill"
@@ -38,8 +51,23 @@ HEAL_NETWORK = "heal"
 STOP_CONTROLLER = "stop-controller"
 START_CONTROLLER = "start-controller"
 RESTART_CONTROLLER = "restart-controller"  # instantaneous: needs no heal
+KILL_CONTROLLER = "kill-controller"
+START_KILLED_CONTROLLER = "start-killed-controller"
+PAUSE_CONTROLLER = "pause-controller"
+RESUME_CONTROLLER = "resume-controller"
+ISOLATE_CONTROLLER = "isolate-controller"
+HEAL_CONTROLLER = "heal-controller"
+KILL_CONTROLLER_AND_BROKER = "kill-controller-and-broker"
+START_CONTROLLER_AND_BROKER = "start-controller-and-broker"
 HEALS = {KILL_BROKER: START_BROKER, PAUSE_BROKER: RESUME_BROKER, CUT_NETWORK: HEAL_NETWORK,
-         STOP_CONTROLLER: START_CONTROLLER}
+         STOP_CONTROLLER: START_CONTROLLER, KILL_CONTROLLER: START_KILLED_CONTROLLER,
+         PAUSE_CONTROLLER: RESUME_CONTROLLER, ISOLATE_CONTROLLER: HEAL_CONTROLLER,
+         KILL_CONTROLLER_AND_BROKER: START_CONTROLLER_AND_BROKER}
+QUORUM_FAULT_STARTS = {CONTROLLER_KILL: KILL_CONTROLLER, CONTROLLER_PAUSE: PAUSE_CONTROLLER,
+                       CONTROLLER_PARTITION: ISOLATE_CONTROLLER, CONTROLLER_AND_BROKER: KILL_CONTROLLER_AND_BROKER}
+# Which controller a quorum fault hits: resolved through DescribeQuorum when the fault begins.
+ACTIVE = "active"
+STANDBY = "standby"
 
 # The shapes of a network cut, as described above.
 ISOLATE_FROM_BROKERS = "isolate from brokers"
@@ -54,6 +82,9 @@ KILL_DOWN_S = (0.5, 4.0)  # a killed broker is started again after this long
 PAUSE_DOWN_S = (1.0, 6.0)  # spans the 3 s session timeout: some paused brokers get fenced
 CUT_DOWN_S = (1.0, 8.0)  # spans the session timeout and replica.lag.time.max.ms (2 s)
 CONTROLLER_DOWN_S = (0.5, 5.0)  # spans the session timeout: brokers cannot heartbeat meanwhile
+# A quorum fault spans the election timeout (1 s), the fetch timeout (2 s) that makes followers stand and an
+# isolated leader resign, and the brokers' 3 s session timeout.
+QUORUM_FAULT_DOWN_S = (0.5, 6.0)
 
 
 @dataclass(frozen=True)
@@ -76,10 +107,13 @@ class Action:
     op: str
     broker: int | None = None  # None for the controller
     cut: Cut | None = None  # for CUT_NETWORK and HEAL_NETWORK
+    controller: str | None = None  # ACTIVE or STANDBY, for a quorum fault's start
+    mode: str | None = None  # how ISOLATE_CONTROLLER cuts
 
     def __str__(self) -> str:
-        return (f"{self.at:6.2f}s {self.op}" + ("" if self.broker is None else f" broker {self.broker}")
-                + ("" if self.cut is None else f" {self.cut}"))
+        return (f"{self.at:6.2f}s {self.op}" + ("" if self.controller is None else f" ({self.controller})")
+                + ("" if self.broker is None else f" broker {self.broker}")
+                + ("" if self.cut is None else f" {self.cut}") + ("" if self.mode is None else f" ({self.mode})"))
 
     @property
     def starts_fault(self) -> bool:
@@ -89,10 +123,17 @@ class Action:
 def parse_faults(text: str) -> tuple[str, ...]:
     """`kill,pause,controller` -> the faults, validated; raises ValueError on an unknown one."""
     faults = tuple(f.strip() for f in text.split(",") if f.strip())
-    unknown = sorted(set(faults) - set(FAULTS))
+    unknown = sorted(set(faults) - set(FAULTS) - set(QUORUM_FAULTS))
     if unknown or not faults:
-        raise ValueError(f"unknown nemesis {unknown or text!r}: choose from {','.join(FAULTS)}")
+        raise ValueError(f"unknown nemesis {unknown or text!r}: choose from {','.join(FAULTS + QUORUM_FAULTS)}")
     return faults
+
+
+def check_quorum_faults(faults: Collection[str], controllers: int) -> None:
+    """The quorum faults need a quorum that keeps a majority through one of them: three controllers or more."""
+    wanted = sorted(set(faults) & set(QUORUM_FAULTS))
+    if wanted and controllers < 3:
+        raise ValueError(f"nemesis {','.join(wanted)} needs --controllers 3 or more (got {controllers})")
 
 
 def draw_cut(rng: random.Random, broker: int, brokers: Sequence[int]) -> Cut:
@@ -126,6 +167,17 @@ def schedule(seed: int, duration: float, faults: Collection[str], brokers: Seque
             actions.append(Action(round(t, 2), STOP_CONTROLLER))
             t += down
             actions.append(Action(round(t, 2), START_CONTROLLER))
+        elif fault in QUORUM_FAULTS:
+            down = rng.uniform(*QUORUM_FAULT_DOWN_S)
+            if t + down > duration:
+                break
+            start = QUORUM_FAULT_STARTS[fault]
+            target = ACTIVE if fault == CONTROLLER_AND_BROKER else rng.choice((ACTIVE, STANDBY))
+            broker = rng.choice(brokers) if fault == CONTROLLER_AND_BROKER else None
+            mode = rng.choice(CUT_MODES) if fault == CONTROLLER_PARTITION else None
+            actions.append(Action(round(t, 2), start, broker, controller=target, mode=mode))
+            t += down
+            actions.append(Action(round(t, 2), HEALS[start], broker))
         else:
             down = rng.uniform(*{KILL: KILL_DOWN_S, PAUSE: PAUSE_DOWN_S, PARTITION: CUT_DOWN_S}[fault])
             if t + down > duration:

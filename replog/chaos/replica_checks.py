@@ -17,14 +17,14 @@ from .chaos_run_config import ASSIGNMENT, FILE_POLL_INTERVAL_S, HW_CATCH_UP_BOUN
 def isrs_whole(cluster: LocalCluster, topic: str = TOPIC, assignment: dict[int, list[int]] = ASSIGNMENT) -> bool:
     """Whether every partition of the topic has all its replicas in its ISR, led by one of them."""
     for partition, replicas in assignment.items():
-        registration = cluster.controller.registration(topic, partition)
+        registration = cluster.registration(topic, partition)
         if set(registration.isr) != set(replicas) or registration.leader not in replicas:
             return False
     return True
 
 
 def describe_partitions(cluster: LocalCluster) -> str:
-    registrations = [cluster.controller.registration(TOPIC, p) for p in ASSIGNMENT]
+    registrations = [cluster.registration(TOPIC, p) for p in ASSIGNMENT]
     return (f"active brokers {sorted(cluster.active_brokers())}; " + "; ".join(
         f"partition {r.partition} leader {r.leader} epoch {r.leader_epoch} ISR {list(r.isr)}" for r in registrations))
 

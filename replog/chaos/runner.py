@@ -6,6 +6,9 @@ enable.idempotence=true) write unique values `p<i>-<n>` round-robin over the par
 plays its seeded schedule (replog/chaos/nemesis.py): SIGKILL and restart brokers, SIGSTOP and SIGCONT
 them, cut network links around a broker (refused or blackholed, through the proxies LocalCluster puts in
 front of every broker and of the controller) and heal them, restart the controller or stop it for a while.
+With `controllers` > 1 the controllers are a Raft quorum of processes (LocalCluster(controller_processes=True)),
+and the quorum faults (SIGKILL, SIGSTOP, isolation of the active controller or a standby, and the active
+controller killed together with a broker) join the schedule; the checks are the same.
 Before each fault the run waits (bounded by ISR_WHOLE_TIMEOUT_S) until every ISR holds every replica again,
 so faults never pile up beyond what min.insync.replicas=2 survives; the wait shifts the rest of the schedule
 and is reported. A reader consumes every partition (read_committed, up to the HW) while the faults go on.
@@ -48,22 +51,28 @@ from .chaos_run_config import (
 )
 from .checker import History, check
 from .load import LiveReader, LoadProducer
+from .quorum_faults import QUORUM_ACTIONS, FaultTarget, perform_quorum_action
 from .read_back import read_all
 from .replica_checks import compare_replicas, describe_partitions, isrs_whole, measure_catch_up
 
 
 async def run_chaos(root: Path, *, duration: float, faults: tuple[str, ...], seed: int,
-                    security: str = "plaintext") -> ChaosReport:
+                    controllers: int = 1, security: str = "plaintext") -> ChaosReport:
     """Run one chaos test with its cluster under root; every process it starts is stopped when it returns.
     The history and the report are written to root/history.json and root/report.json. security: plaintext,
-    or sasl_ssl (every link of the cluster over TLS, the clients logging in with SCRAM-SHA-512)."""
+    or sasl_ssl (every link of the cluster over TLS, the clients logging in with SCRAM-SHA-512; one
+    in-process controller only)."""
+    nemesis.check_quorum_faults(faults, controllers)
     started = time.monotonic()
     secured = None
     if security == "sasl_ssl":
+        if controllers > 1:
+            raise ValueError("--security sasl_ssl runs with one controller only")
         secured = sasl_ssl_cluster(root / "tls", [CLIENT_HOST, *(broker_host(b) for b in BROKERS)])
     elif security != "plaintext":
         raise ValueError(f"--security {security}: expected plaintext or sasl_ssl")
     cluster = LocalCluster(root, broker_proxies=True, overrides=secured.broker_overrides if secured else None,
+                           controllers=controllers, controller_processes=controllers > 1,
                            controller_options=secured.controller_options if secured else None)
     client_security = secured.client_config if secured else {}
     report = ChaosReport(seed, duration, faults, nemesis.schedule(seed, duration, faults, BROKERS))
@@ -74,7 +83,8 @@ async def run_chaos(root: Path, *, duration: float, faults: tuple[str, ...], see
     history: History | None = None
     try:
         await cluster.start()
-        await cluster.controller.create_topic(TOPIC, ASSIGNMENT, TOPIC_CONFIGS)
+        await cluster.create_topic(TOPIC, ASSIGNMENT, TOPIC_CONFIGS)
+        await cluster.wait_for(lambda: isrs_whole(cluster), ISR_WHOLE_TIMEOUT_S, "the topic's ISRs")
         producers += [LoadProducer(f"p{i}", cluster.bootstrap, stop_producing,
                                    config={**PRODUCER_CONFIG, **client_security}) for i in range(PRODUCERS)]
         reader = LiveReader(cluster.bootstrap, stop_reading, client_security)
@@ -124,6 +134,7 @@ async def play(cluster: LocalCluster, report: ChaosReport, started: float) -> No
     is unfenced), then the rest of the duration. Before a fault, wait until every ISR is whole; the wait
     postpones the rest of the schedule, so each fault still lasts as long as the seed says."""
     postponed = 0.0
+    hit = FaultTarget()
     for action in report.schedule:
         await asyncio.sleep(max(0.0, started + postponed + action.at - time.monotonic()))
         if action.starts_fault:
@@ -133,7 +144,7 @@ async def play(cluster: LocalCluster, report: ChaosReport, started: float) -> No
         report.performed_at.append(time.monotonic() - started)
         print(f"nemesis: {action}", flush=True)
         try:
-            await perform(cluster, action)
+            await perform(cluster, action, hit)
         except (AssertionError, RuntimeError, TimeoutError, OSError) as e:  # heal() brings the broker back
             report.nemesis_errors.append(f"{action}: {e}")
     # The load runs the whole duration, postponements included.
@@ -150,8 +161,10 @@ async def wait_for_whole_isrs(cluster: LocalCluster, report: ChaosReport, action
     return time.monotonic() - began
 
 
-async def perform(cluster: LocalCluster, action: nemesis.Action) -> None:
-    if action.op == nemesis.KILL_BROKER:
+async def perform(cluster: LocalCluster, action: nemesis.Action, hit: FaultTarget) -> None:
+    if action.op in QUORUM_ACTIONS:
+        await perform_quorum_action(cluster, action, hit)
+    elif action.op == nemesis.KILL_BROKER:
         await cluster.kill(action.broker)
     elif action.op == nemesis.START_BROKER:
         await cluster.restart(action.broker)
@@ -168,9 +181,10 @@ async def perform(cluster: LocalCluster, action: nemesis.Action) -> None:
     elif action.op == nemesis.RESTART_CONTROLLER:
         await cluster.restart_controller()
     elif action.op == nemesis.STOP_CONTROLLER:
-        await cluster.stop_controller()
+        hit.controller_id = await cluster.active_controller_id()
+        await cluster.stop_controller(hit.controller_id)
     elif action.op == nemesis.START_CONTROLLER:
-        await cluster.start_controller()
+        await cluster.start_controller(hit.controller_id)
     else:
         raise ValueError(f"unknown nemesis action {action}")
 
@@ -178,13 +192,23 @@ async def perform(cluster: LocalCluster, action: nemesis.Action) -> None:
 def resume_all(cluster: LocalCluster) -> None:
     for broker in cluster.brokers.values():
         broker.resume()
+    if cluster.quorum_processes is not None:
+        for controller in cluster.quorum_processes.processes.values():
+            controller.resume()
 
 
 async def heal(cluster: LocalCluster, report: ChaosReport) -> None:
     """The schedule heals its own faults; this covers an action that failed half-way."""
     resume_all(cluster)
     cluster.heal_network()
-    if not cluster.controller_running:
+    if cluster.quorum_processes is not None:
+        for controller_id, controller in cluster.quorum_processes.processes.items():
+            if not controller.running:
+                try:
+                    await cluster.start_controller(controller_id)
+                except (RuntimeError, TimeoutError, OSError) as e:
+                    report.nemesis_errors.append(f"heal: start controller {controller_id}: {e}")
+    elif not cluster.controller_running:
         try:
             await cluster.start_controller()
         except OSError as e:
@@ -197,12 +221,20 @@ async def heal(cluster: LocalCluster, report: ChaosReport) -> None:
                 report.nemesis_errors.append(f"heal: start broker {node_id}: {e}")
 
 
-def main(*, duration: float, nemesis_faults: str, seed: int | None, data_dir: Path | None,
-         security: str = "plaintext") -> int:
-    """The `replog chaos` command: run, print the report, exit 0 only if the run found nothing wrong."""
-    faults = nemesis.parse_faults(nemesis_faults)
+def main(*, duration: float, nemesis_faults: str | None, seed: int | None, data_dir: Path | None,
+         controllers: int = 1, security: str = "plaintext") -> int:
+    """The `replog chaos` command: run, print the report, exit 0 only if the run found nothing wrong.
+    Without nemesis_faults: every fault, the quorum faults too with three controllers or more."""
+    if controllers < 1:
+        raise ValueError(f"--controllers must be at least 1 (got {controllers})")
+    if nemesis_faults is None:
+        faults = nemesis.FAULTS + (nemesis.QUORUM_FAULTS if controllers >= 3 else ())
+    else:
+        faults = nemesis.parse_faults(nemesis_faults)
+    nemesis.check_quorum_faults(faults, controllers)
     if seed is None:
         seed = int.from_bytes(os.urandom(4), "big")  # printed with the report, so the run can be repeated
     root = data_dir or Path(tempfile.mkdtemp(prefix="replog-chaos-"))
-    report = asyncio.run(run_chaos(root, duration=duration, faults=faults, seed=seed, security=security))
+    report = asyncio.run(run_chaos(root, duration=duration, faults=faults, seed=seed, controllers=controllers,
+                                   security=security))
     return print_and_clean_up(report, root, keep=data_dir is not None)

@@ -19,6 +19,9 @@ class NewTopic:
     num_partitions: int = 1
     replication_factor: int = 1
     configs: dict[str, str] = field(default_factory=dict)
+    # partition -> its replicas, leader first; when given, the partition count and replication factor go as
+    # -1, as Kafka's CreateTopics requires of a request with an assignment
+    replica_assignment: dict[int, list[int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,9 +113,10 @@ class Admin:
             "topics": [
                 {
                     "name": t.name,
-                    "num_partitions": t.num_partitions,
-                    "replication_factor": t.replication_factor,
-                    "assignments": [],
+                    "num_partitions": -1 if t.replica_assignment else t.num_partitions,
+                    "replication_factor": -1 if t.replica_assignment else t.replication_factor,
+                    "assignments": [{"partition_index": p, "broker_ids": list(replicas)}
+                                    for p, replicas in sorted(t.replica_assignment.items())],
                     "configs": [{"name": k, "value": v} for k, v in t.configs.items()],
                 }
                 for t in topics

@@ -2,7 +2,7 @@
 
 Keys (Kafka's names where Kafka has one): node.id (the controller id, default 3000), listeners
 (PLAINTEXT://host:port), metadata.log.dir (required: the append-only metadata log), inter.broker.secret
-(required), cluster.id, broker.session.timeout.ms, unclean.leader.election.enable, num.partitions,
+(required), inter.broker.bind.host, cluster.id, broker.session.timeout.ms, unclean.leader.election.enable, num.partitions,
 default.replication.factor, metadata.log.max.record.bytes.between.snapshots (KIP-630, 20 MiB),
 bootstrap.scram.credentials (the cluster's first SCRAM users, written into the metadata log on its first start,
 as `kafka-storage format --add-scram`: SCRAM-SHA-512=[name=admin,salt=<b64>,saltedpassword=<b64>,iterations=N]
@@ -52,6 +52,8 @@ _KEYS = {
     "cluster.id": ("cluster_id", str),
     "metadata.log.dir": ("metadata_log_dir", Path),
     "inter.broker.secret": ("inter_broker_secret", str),
+    # The local address of its connections to the other voters and to brokers (a broker's key of that name).
+    "inter.broker.bind.host": ("inter_broker_bind_host", str),
     "broker.session.timeout.ms": ("broker_session_timeout_ms", int),
     "unclean.leader.election.enable": ("unclean_leader_election_enable", parse_bool),
     "auto.leader.rebalance.enable": ("auto_leader_rebalance_enable", parse_bool),

@@ -44,6 +44,7 @@ class BrokerProcess:
         self._listener = listening_socket()  # handed down by the first launch, then closed
         self.port = self._listener.getsockname()[1]
         self.ready: Ready | None = None  # the running broker's report: its pid and ports
+        self.paused = False  # SIGSTOPped by pause() and not resumed yet
 
     @property
     def bootstrap(self) -> str:
@@ -68,6 +69,7 @@ class BrokerProcess:
         assert not self.running, "broker already running"
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.ready = None
+        self.paused = False
         command = [
             sys.executable, "-m", "replog", "broker", "start",
             "--override", f"listeners=PLAINTEXT://{HOST}:{self.port}",
@@ -115,11 +117,13 @@ class BrokerProcess:
         """SIGSTOP: the broker stays, silent, as on a stalled machine, until resume()."""
         assert self.running, "broker not running"
         SpawnedProcess(self.proc).signal(signal.SIGSTOP)
+        self.paused = True
 
     def resume(self) -> None:
         """SIGCONT, if the process exists: harmless to one that was not paused."""
         if self.proc is not None:
             SpawnedProcess(self.proc).signal(signal.SIGCONT)
+        self.paused = False
 
     def restart(self, timeout: float = READY_TIMEOUT_S) -> None:
         """Stop (gracefully) and start again on the same port and log directory."""

@@ -95,9 +95,11 @@ class FileRaftLog:
         if valid_end < len(data):
             log.warning("%s: torn tail of %d bytes after offset %d truncated", self.path, len(data) - valid_end,
                         start_offset + len(entries))
-            with open(self.path, "r+b") as f:
-                f.truncate(valid_end)
-                os.fsync(f.fileno())
+        with open(self.path, "r+b") as f:
+            f.truncate(valid_end)
+            # What a crashed process left may be in the page cache only: fsynced, it is as durable as the log
+            # takes it to be from here on (vote requests advertise the flushed log).
+            os.fsync(f.fileno())
         self._load(OffsetAndEpoch(start_offset, start_epoch), entries, positions, valid_end)
         snapshot = self._snapshot
         if snapshot is not None and snapshot.offset > self._memory.start_offset:
@@ -139,6 +141,9 @@ class FileRaftLog:
 
     def last_offset_and_epoch(self) -> OffsetAndEpoch:
         return self._memory.last_offset_and_epoch()
+
+    def last_flushed_offset_and_epoch(self) -> OffsetAndEpoch:
+        return self._memory.last_flushed_offset_and_epoch()
 
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
         return self._memory.end_offset_for_epoch(epoch)

@@ -451,7 +451,11 @@ class RaftNode:
         assert isinstance(state, Candidate | Prospective)
         if isinstance(state, Candidate) and state.backoff_until_ms is not None:
             return
-        last = self.log.last_offset_and_epoch()
+        # Ask for votes with what is durable, not with the log's end: a leader's appends linger unflushed, and
+        # so does a restarted process's tail still in the page cache. Votes won on a tail that a power loss then
+        # takes away would make a leader without entries its predecessor committed (simulation seed 27216).
+        # Kafka flushes right after each append, so its log end is always durable.
+        last = self.log.last_flushed_offset_and_epoch()
         pre_vote = isinstance(state, Prospective)
         epoch = state.epoch + 1 if pre_vote else state.epoch
         for voter in sorted(self.voters - state.granted - state.rejected):

@@ -27,6 +27,8 @@ class RaftLog(Protocol):
 
     def last_offset_and_epoch(self) -> OffsetAndEpoch: ...
 
+    def last_flushed_offset_and_epoch(self) -> OffsetAndEpoch: ...
+
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch: ...
 
     def append(self, entries: tuple[LogEntry, ...] | list[LogEntry]) -> None: ...
@@ -127,6 +129,11 @@ class MemoryRaftLog:
     def last_offset_and_epoch(self) -> OffsetAndEpoch:
         epoch = self._entries[-1].epoch if self._entries else self._start_epoch
         return OffsetAndEpoch(self.end_offset, epoch)
+
+    def last_flushed_offset_and_epoch(self) -> OffsetAndEpoch:
+        """The end of what a power loss leaves, and the epoch of its last entry."""
+        end = max(self._flushed_end, self._start)
+        return OffsetAndEpoch(end, self.epoch_at(end - 1) if end > self._start else self._start_epoch)
 
     def epoch_at(self, offset: int) -> int:
         assert self._start <= offset < self.end_offset

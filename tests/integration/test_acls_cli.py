@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from replog.protocol.apis import ApiKey
-from tests.acl_cluster import PRODUCE_VERSION, acl_cluster, error_codes, produce_request
+from tests.acl_cluster import PRODUCE_VERSION, USERS, acl_cluster, error_codes, produce_request
 
 CLI = [sys.executable, "-m", "replog"]
 TOPIC_AUTHORIZATION_FAILED = 29
@@ -64,3 +64,17 @@ async def test_acls_without_an_authorizer_say_security_is_disabled(tmp_path):
     async with acl_cluster(tmp_path, with_controller=False, **{"authorizer.class.name": ""}) as cluster:
         listed = await asyncio.to_thread(run, "acls", "--bootstrap-server", cluster.broker.bootstrap, "--list")
         assert listed.returncode != 0 and "No Authorizer is configured" in listed.stderr
+
+
+async def test_command_config_logs_the_acls_command_in_as_its_user(tmp_path):
+    async with acl_cluster(tmp_path, with_controller=False) as cluster:
+        admin_config = tmp_path / "admin.properties"
+        admin_config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                                f"sasl.username=admin\nsasl.password={USERS['admin']}\n")
+        added = await asyncio.to_thread(run, "acls", "--bootstrap-server", cluster.bootstrap, "--command-config",
+                                        str(admin_config), "--add", "--allow-principal", "User:alice",
+                                        "--operation", "Write", "--topic", "orders")
+        assert added.returncode == 0, added.stderr
+        listed = await asyncio.to_thread(run, "acls", "--bootstrap-server", cluster.bootstrap, "--command-config",
+                                         str(admin_config), "--list", "--topic", "orders")
+        assert "(principal=User:alice, host=*, operation=WRITE, permissionType=ALLOW)" in listed.stdout

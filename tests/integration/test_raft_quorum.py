@@ -220,3 +220,43 @@ async def test_a_vote_from_outside_the_voter_set_is_refused_and_never_counts(tmp
     finally:
         connection.close()
         await member.stop()
+
+
+async def test_a_controller_started_with_other_voters_is_refused_loudly_and_disturbs_nothing(tmp_path, caplog):
+    members = await _start_quorum(tmp_path, 3)
+    leader = await _wait_for_leader(members)
+    epoch = leader.shell.node.epoch
+    # 3003 believes the voters are 3000, 3001 and itself: a controller.quorum.voters that differs from the
+    # quorum's. Its votes reach real voters, which refuse them (INCONSISTENT_VOTER_SET) without counting them
+    # or moving to its epoch, and it says why in an error naming its voter set.
+    voters = members[0].shell.config.voters
+    [intruder_port] = free_ports(1)
+    intruder_config = QuorumConfig(voters={3000: voters[3000], 3001: voters[3001], 3003: (HOST, intruder_port)},
+                                   **FAST)
+    intruder = QuorumMember(3003, intruder_config, tmp_path / "3003")
+    await intruder.start()
+    def refusals() -> list:
+        return [r for r in caplog.records if r.getMessage().startswith("quorum node 3003:")
+                and "controller.quorum.voters differ from ours" in r.getMessage()]
+
+    try:
+        await wait_until(lambda: len(refusals()) >= 2, "the intruder to be refused twice")
+        assert refusals()[0].levelname == "ERROR" and "[3000, 3001, 3003]" in refusals()[0].getMessage()
+        assert not intruder.shell.is_leader
+        assert _leader(members) is leader and leader.shell.node.epoch == epoch
+        await _append(members, b"after the intruder")
+        await wait_until(lambda: all(m.applied == [b"after the intruder"] for m in members), "every voter applied")
+        # It learnt the leader from the refusals and may fetch, as KafkaRaftClient does; the leader counts it
+        # as an observer, never among the voters whose fetches make the high watermark.
+        port = voters[leader.node_id][1]
+        connection = await _connect(HOST, port)
+        try:
+            described = await _send_raw(port, m.DescribeQuorumRequest(), connection)
+        finally:
+            connection.close()
+        assert [v.replica_id for v in described.current_voters] == [3000, 3001, 3002]
+        assert {o.replica_id for o in described.observers} <= {3003}
+    finally:
+        await intruder.stop()
+        for member in members:
+            await member.stop()

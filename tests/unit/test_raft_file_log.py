@@ -1,5 +1,7 @@
 """FileRaftLog: what a controller's metadata log keeps across restarts, torn tails and snapshots."""
 
+import os
+
 import pytest
 
 from replog.raft.file_log import LOG_FILE, CorruptRaftLogError, FileRaftLog
@@ -29,6 +31,17 @@ def test_entries_and_epochs_survive_a_reopen(tmp_path):
     assert reopened.read(0, 10) == tuple(_entries([1, 1, 2, 4]))
     assert reopened.end_offset_for_epoch(3) == OffsetAndEpoch(3, 2)
     assert reopened.flushed_end_offset == 4
+
+
+def test_what_a_crashed_process_left_unflushed_is_fsynced_before_it_counts_as_flushed(tmp_path, monkeypatch):
+    log = FileRaftLog(tmp_path)
+    log.append(_entries([1, 1]))  # written, never fsynced: in the page cache when the process dies
+    fsynced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (fsynced.append(os.readlink(f"/proc/self/fd/{fd}")), real_fsync(fd)))
+    reopened = FileRaftLog(tmp_path)
+    assert reopened.flushed_end_offset == 2
+    assert str(tmp_path / LOG_FILE) in fsynced
 
 
 def test_flush_makes_the_appended_tail_durable(tmp_path):

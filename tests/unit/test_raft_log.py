@@ -114,3 +114,15 @@ def test_install_snapshot_replaces_the_log():
     assert log.last_offset_and_epoch() == OffsetAndEpoch(10, 3)
     log.lose_unflushed()
     assert log.end_offset == 10
+
+
+def test_the_last_flushed_offset_and_epoch_is_what_a_power_loss_leaves():
+    log = MemoryRaftLog()
+    assert log.last_flushed_offset_and_epoch() == OffsetAndEpoch(0, 0)
+    log.append([LogEntry(1, b"a"), LogEntry(2, b"b")])
+    assert log.last_flushed_offset_and_epoch() == OffsetAndEpoch(0, 0)
+    log.flush()
+    log.append([LogEntry(3, b"c")])
+    assert log.last_flushed_offset_and_epoch() == OffsetAndEpoch(2, 2)
+    log.lose_unflushed()
+    assert log.last_offset_and_epoch() == log.last_flushed_offset_and_epoch() == OffsetAndEpoch(2, 2)

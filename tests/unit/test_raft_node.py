@@ -154,6 +154,33 @@ def test_refused_vote_requests(source, request_, error):
     assert (node.role, node.epoch) == (Role.FOLLOWER, 1)
 
 
+@pytest.mark.parametrize(
+    ("source", "request_"),
+    [
+        (7, m.BeginQuorumEpochRequest(CLUSTER, 7, 5)),  # a node outside the voter set claims an epoch
+        (3, m.BeginQuorumEpochRequest(CLUSTER, 2, 5)),  # a voter claims it for another
+        (7, m.EndQuorumEpochRequest(CLUSTER, 7, 5, (1,))),  # a node outside the voter set resigns
+    ],
+)
+def test_quorum_epoch_requests_from_outside_the_voter_set_are_refused_and_change_nothing(source, request_):
+    node = _node()
+    _deliver(node, 2, m.BeginQuorumEpochRequest(CLUSTER, 2, 1), 0)
+    deadline = node.next_deadline_ms()
+    answer = _deliver(node, source, request_, 5)[-1].message
+    assert (answer.error_code, answer.leader_id, answer.leader_epoch) == (ErrorCode.inconsistent_voter_set, 2, 1)
+    assert (node.role, node.epoch, node.leader_id, node.next_deadline_ms()) == (Role.FOLLOWER, 1, 2, deadline)
+
+
+def test_votes_are_asked_for_the_durable_log_not_its_unflushed_tail():
+    log = MemoryRaftLog()
+    log.append([LogEntry(1, b"a"), LogEntry(1, b"b")])
+    log.flush()
+    log.append([LogEntry(2, b"lingering")])  # a former leader's append, not flushed yet
+    node = _node(log=log, now=0)
+    pre_votes = node.tick(node.next_deadline_ms())
+    assert {(r.message.last_offset, r.message.last_offset_epoch) for r in pre_votes} == {(2, 1)}
+
+
 def test_a_stale_log_gets_no_vote():
     log = MemoryRaftLog()
     log.append([LogEntry(2, b"x"), LogEntry(2, b"y")])

@@ -12,6 +12,7 @@ import pytest
 from replog.raft import follower as follower_module
 from replog.raft import leader as leader_module
 from replog.raft import node as node_module
+from replog.raft import raft_log as raft_log_module
 from replog.raft import states
 from replog.raft.quorum_state_file import ElectionState
 from replog.raft.raft_log import DivergingFetch, ValidFetch
@@ -51,6 +52,10 @@ def _vote_not_saved(state, local_id, voters):
     return election_state(state, local_id, voters)
 
 
+def _votes_on_the_unflushed_tail(log):
+    return log.last_offset_and_epoch()
+
+
 @pytest.mark.parametrize(
     ("module", "name", "buggy", "seed"),
     [
@@ -60,9 +65,11 @@ def _vote_not_saved(state, local_id, voters):
         (leader_module, "validate_fetch", _no_diverging_epoch, 5),
         (follower_module, "truncation_offset", lambda log, diverging_epoch: log.end_offset, 7),
         (node_module.s, "election_state", _vote_not_saved, 70),
+        # A real bug, not an injected one: found by the long run of issue 19 (seeds 1000-27216), then fixed.
+        (raft_log_module.MemoryRaftLog, "last_flushed_offset_and_epoch", _votes_on_the_unflushed_tail, 27216),
     ],
     ids=["two-votes-per-epoch", "commit-before-own-epoch", "observers-count-for-hw", "leader-skips-diverging-epoch",
-         "follower-skips-truncation", "vote-not-saved"],
+         "follower-skips-truncation", "vote-not-saved", "votes-on-the-unflushed-tail"],
 )
 def test_injected_bug_is_caught(monkeypatch, module, name, buggy, seed):
     run_seed(seed)  # passes without the bug
