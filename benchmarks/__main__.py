@@ -26,6 +26,7 @@ from . import (
     partition_scaling,
     peers,
     produce_throughput,
+    reassignment,
     replicated_latency,
     replicated_produce,
     startup,
@@ -36,7 +37,7 @@ from .plots import draw_plots
 BENCHMARKS = {
     m.NAME: m for m in (codec_kio_vs_handwritten, baselines, produce_throughput, consume_catchup,
                         replicated_produce, replicated_latency, follower_catchup, partition_scaling, failover,
-                        controller_failover, startup, analyze, peers, log_cleaning, consumer_groups)
+                        controller_failover, startup, analyze, peers, log_cleaning, consumer_groups, reassignment)
 }  # fmt: skip
 
 

@@ -1,5 +1,6 @@
 """The `replog` command line: the parser, and the commands that run servers, clusters, benchmarks and tools;
-the client commands are in cli_clients.py and the admin ones in cli_admin.py. Kafka's flag names throughout."""
+the client commands are in cli_clients.py, the admin ones in cli_admin.py and cli_reassign.py. Kafka's flag
+names throughout."""
 
 import argparse
 import asyncio
@@ -14,6 +15,7 @@ from .analytics import job as analyze_job
 from .cli_acls import add_acls_command
 from .cli_admin import add_admin_commands
 from .cli_clients import EXIT_ERROR, EXIT_OK, properties
+from .cli_reassign import add_reassign_command
 from .cli_reset_offsets import add_reset_arguments
 from .client.errors import KafkaError
 from .client.quorum_admin import describe_controller_cluster, describe_quorum, parse_controllers
@@ -346,6 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
     describe.set_defaults(func=lambda a: asyncio.run(_metadata_quorum(a)))
 
     add_admin_commands(commands, _bootstrap)
+    add_reassign_command(commands, _bootstrap)
     add_acls_command(commands, _bootstrap)
 
     analyze = commands.add_parser("analyze", help="analyse metrics dumps with PySpark: tables, plots, report",

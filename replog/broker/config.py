@@ -87,6 +87,8 @@ _KEYS: dict[str, tuple[str, object]] = {
     "replica.fetch.max.bytes": ("replica_fetch_max_bytes", int),
     "replica.fetch.response.max.bytes": ("replica_fetch_response_max_bytes", int),
     "replica.fetch.backoff.ms": ("replica_fetch_backoff_ms", int),
+    "replication.quota.window.num": ("replication_quota_window_num", int),
+    "replication.quota.window.size.seconds": ("replication_quota_window_size_seconds", int),
     "replica.socket.timeout.ms": ("replica_socket_timeout_ms", int),
     "inter.broker.bind.host": ("inter_broker_bind_host", str),
     "authorizer.class.name": ("authorizer_class_name", str),
@@ -153,6 +155,9 @@ class BrokerConfig:
     replica_fetch_max_bytes: int = 1_048_576
     replica_fetch_response_max_bytes: int = 10_485_760
     replica_fetch_backoff_ms: int = 1000
+    # The replication throttles' rate measurement (KIP-73): samples kept, and each one's span.
+    replication_quota_window_num: int = 11
+    replication_quota_window_size_seconds: int = 1
     replica_socket_timeout_ms: int = 30_000
     # replog's own key (Kafka has none): the local address of this broker's connections to other brokers and
     # to the controller, e.g. the host of its listener on a multi-homed machine, so peers and firewalls see
@@ -243,6 +248,9 @@ class BrokerConfig:
         self.cleaner_config()
         if self.replica_lag_time_max_ms <= 0 or self.num_replica_fetchers <= 0:
             raise ValueError("replica.lag.time.max.ms and num.replica.fetchers must be positive")
+        if self.replication_quota_window_num < 2 or self.replication_quota_window_size_seconds <= 0:
+            raise ValueError("replication.quota.window.num must be at least 2 and replication.quota.window.size."
+                             "seconds positive")
         if self.controller_bootstrap_servers is not None:
             items = [part.strip() for part in self.controller_bootstrap_servers.split(",") if part.strip()]
             for item in items:

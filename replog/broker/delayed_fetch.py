@@ -69,7 +69,10 @@ class DelayedFetch(DelayedOperation):
             diverges=self._diverges(partition, p),
             fetch_offset=fetch_offset,
             end_offset=partition.end_offset_metadata_for_fetch(self._params.from_follower),
-            max_bytes=p.max_bytes,
+            # Bytes the leader throttle holds back do not count towards min_bytes (Kafka's DelayedFetch),
+            # or a throttled follower's fetch would answer empty at once, over and over.
+            max_bytes=0 if self._params.from_follower and self._replica_manager.holds_back(
+                partition, self._params.replica_id) else p.max_bytes,
         )
 
     @staticmethod

@@ -7,6 +7,7 @@ default, else the broker's static (server.properties) value, else Kafka's defaul
 
 from collections.abc import Mapping
 
+from replog.fetcher.replication_quota import parse_rate
 from replog.log.config import LogConfig
 from replog.log.dynamic_configs import TOPIC_CONFIGS
 
@@ -28,6 +29,18 @@ def topic_defaults_of(broker_overrides: Mapping[str, str]) -> dict[str, str]:
             if key.broker_synonym in broker_overrides}
 
 
+def configure_replication_quotas(replicas: ReplicaManager, image: MetadataImage, node_id: int) -> None:
+    """The throttled rates from this broker's dynamic configs, the throttled partitions from the topics'."""
+    overrides = dynamic_broker_overrides(image.broker_configs, node_id)
+    topic_configs = {name: topic.configs for name, topic in image.topics.items()}
+    for quota, rate_key, replicas_key in (
+            (replicas.leader_quota, "leader.replication.throttled.rate", "leader.replication.throttled.replicas"),
+            (replicas.follower_quota, "follower.replication.throttled.rate",
+             "follower.replication.throttled.replicas")):
+        if quota is not None:
+            quota.configure(parse_rate(overrides, rate_key), topic_configs, replicas_key, node_id)
+
+
 def apply_dynamic_configs(replicas: ReplicaManager, image: MetadataImage, static: BrokerConfig) -> int:
     """Bring every hosted partition's log config and min.insync.replicas to the image's configs; returns how
     many partitions changed. Retention, rolls and appends read the log's config, so the change is immediate.
@@ -37,6 +50,7 @@ def apply_dynamic_configs(replicas: ReplicaManager, image: MetadataImage, static
     default_min_isr = int(defaults.get("min.insync.replicas", static.min_insync_replicas))
     replicas.base_log_config = base
     replicas.default_min_insync_replicas = default_min_isr
+    configure_replication_quotas(replicas, image, static.node_id)
     per_topic: dict[str, tuple[LogConfig, int]] = {}
     changed = 0
     for key, partition in replicas.partitions.items():

@@ -17,6 +17,7 @@ from pathlib import Path
 from kio.schema.errors import ErrorCode
 
 from replog.fetcher.manager import InitialFetchState, LeaderInfo, ReplicaFetcherManager
+from replog.fetcher.replication_quota import ReplicationQuota
 from replog.log.config import LogConfig
 from replog.log.errors import LogError, OffsetOutOfRangeError, StorageError
 from replog.log.log_manager import LogManager
@@ -95,6 +96,9 @@ class ReplicaManager:
         self._alter_isr = alter_isr or _no_followers_without_controller
         self.metrics = metrics or BrokerMetrics(node_id)
         self.controller_epoch = -1
+        # Replication throttles (KIP-73), configured from the dynamic configs; the follower's is the fetchers'.
+        self.leader_quota: ReplicationQuota | None = None
+        self.follower_quota: ReplicationQuota | None = None
         # Told (partition, leader epoch) when this broker becomes a partition's leader, (partition, None) when
         # it stops leading one: the group coordinator loads and unloads __consumer_offsets partitions by it.
         self.leadership_listener: Callable[[TopicPartition, int | None], None] | None = None
@@ -406,8 +410,9 @@ class ReplicaManager:
             if diverging is not None:
                 return PartitionReadResult(ErrorCode.none, None, partition.high_watermark, log_.log_start_offset,
                                            diverging_epoch=diverging)
-            result = partition.read(fetch_offset, max_bytes=max_bytes, from_follower=fetcher.is_follower,
-                                    min_one_batch=min_one_batch)
+            held_back = fetcher.is_follower and self.holds_back(partition, fetcher.replica_id)  # its progress counts
+            result = partition.read(fetch_offset, max_bytes=0 if held_back else max_bytes,
+                                    from_follower=fetcher.is_follower, min_one_batch=min_one_batch and not held_back)
         except OffsetOutOfRangeError:
             return PartitionReadResult(ErrorCode.offset_out_of_range, high_watermark=partition.high_watermark,
                                        log_start_offset=log_.log_start_offset)
@@ -425,7 +430,14 @@ class ReplicaManager:
             if hw_moved:
                 self._wake(partition.key, hw_moved=True)
             self.delete_records_purgatory.check_and_complete(partition.key)  # its log start may have moved
+            if result.slice is not None and self.leader_quota is not None:
+                self.leader_quota.record_if_throttled(topic, index, result.slice.length)
         return PartitionReadResult(ErrorCode.none, result, partition.high_watermark, log_.log_start_offset)
+
+    def holds_back(self, partition: Partition, replica_id: int) -> bool:
+        """Whether the leader throttle keeps a follower's fetch of `partition` empty now (no data, KIP-73)."""
+        return self.leader_quota is not None and self.leader_quota.throttles(
+            partition.topic, partition.index, in_sync=replica_id in partition.state.isr)
 
     def _report_leadership(self, key: TopicPartition, leader_epoch: int | None) -> None:
         if self.leadership_listener is not None:

@@ -20,6 +20,7 @@ from replog.client.connection import Connection
 from replog.client.errors import KafkaError
 from replog.fetcher.leader_endpoint import RemoteLeaderEndpoint
 from replog.fetcher.manager import FetcherConfig, LeaderInfo, ReplicaFetcherManager
+from replog.fetcher.replication_quota import ReplicationQuota
 from replog.log.dynamic_configs import ConfigResource
 from replog.log.log_cleaner import LogCleaner
 from replog.log.log_manager import LogManager
@@ -52,6 +53,7 @@ from .local_controller import LocalController, TopicCreationError
 from .metadata import BrokerEndpoint, MetadataImage, TopicMetadata
 from .metrics import BrokerCollector, BrokerMetrics, broker_snapshot
 from .replica_manager import ReplicaManager
+from .stray_logs import delete_stray_logs
 
 log = logging.getLogger(__name__)
 
@@ -199,6 +201,8 @@ class Broker:
         """The controller's UpdateMetadata for the registration with `broker_epoch` has been applied."""
         if (own := self.image.brokers.get(self.config.node_id)) is not None:
             own.listeners = self.advertised_listeners  # the controller knows only our inter-broker address
+        if broker_epoch != self._metadata_broker_epoch:  # the first metadata of this registration
+            delete_stray_logs(self.replica_manager, self.image)
         self._metadata_broker_epoch = broker_epoch
         self.has_metadata.set()
         apply_dynamic_configs(self.replica_manager, self.image, self.config)
@@ -259,8 +263,10 @@ class Broker:
                     lambda: self.connect_to_node(leader.host, leader.port, client_id, to_broker=True), config.node_id,
                     fetcher_config)
 
+            follower_quota = self._replication_quota()
             fetcher_manager = ReplicaFetcherManager(fetcher_config, leader_endpoint, clock_ms,
-                                                    on_fetched=self.metrics.record_follower_fetch)
+                                                    on_fetched=self.metrics.record_follower_fetch,
+                                                    quota=follower_quota)
             assert self._controllers is not None
             self.alter_partition_manager = AlterPartitionManager(
                 config.node_id, self._controllers.connector(f"alter-partition-{config.node_id}"),
@@ -268,12 +274,20 @@ class Broker:
                 broker_epoch=lambda: -1 if self.lifecycle is None else self.lifecycle.broker_epoch)
             self.alter_partition_manager.on_controller_lost = self._controllers.lost
             alter_isr = self.alter_partition_manager.submit
-        return ReplicaManager(
+        replica_manager = ReplicaManager(
             config.node_id, self.log_manager, config.log_config(), config.min_insync_replicas,
             clock_ms=clock_ms, replica_lag_time_max_ms=config.replica_lag_time_max_ms,
             fetch_purgatory_size=config.fetch_purgatory_max_size,
             produce_purgatory_size=config.producer_purgatory_max_size,
             fetcher_manager=fetcher_manager, alter_isr=alter_isr, metrics=self.metrics)
+        if self.in_cluster:  # replication throttles (KIP-73), configured by apply_dynamic_configs
+            replica_manager.leader_quota = self._replication_quota()
+            replica_manager.follower_quota = follower_quota
+        return replica_manager
+
+    def _replication_quota(self) -> ReplicationQuota:
+        return ReplicationQuota(clock_ms, windows=self.config.replication_quota_window_num,
+                                window_ms=self.config.replication_quota_window_size_seconds * 1000)
 
     async def connect_to_node(self, host: str, port: int, client_id: str, *, to_broker: bool = False):
         """An authenticated inter-broker connection: to a leader (to_broker: its inter-broker listener, with

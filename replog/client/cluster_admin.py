@@ -1,6 +1,6 @@
-"""Configs, partitions, records and leader elections: the admin calls behind `replog configs`, `replog topics
-alter`, `replog delete-records` and `replog leader-election` (Kafka's kafka-configs, kafka-topics --alter,
-kafka-delete-records and kafka-leader-election)."""
+"""Configs, partitions, records, leader elections and reassignments: the admin calls behind `replog configs`,
+`replog topics alter`, `replog delete-records`, `replog leader-election` and `replog reassign` (Kafka's
+kafka-configs, kafka-topics --alter, kafka-delete-records, kafka-leader-election, kafka-reassign-partitions)."""
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -106,3 +106,42 @@ async def elect_leaders(admin: Admin, election_type: int,
     _check(int(response.error_code), "ElectLeaders", None)
     return {(t.topic, p.partition_id): (int(p.error_code), p.error_message)
             for t in response.replica_election_results for p in t.partition_result}
+
+
+@dataclass(frozen=True, slots=True)
+class OngoingReassignment:
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+
+
+async def alter_partition_reassignments(admin: Admin, targets: Mapping[tuple[str, int], Sequence[int] | None]
+                                        ) -> dict[tuple[str, int], tuple[int, str | None]]:
+    """AlterPartitionReassignments (KIP-455): a target replica list per partition, None to cancel; the
+    (error code, message) per partition. A request-wide error raises."""
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, partition), replicas in targets.items():
+        by_topic.setdefault(topic, []).append(
+            {"partition_index": partition, "replicas": None if replicas is None else list(replicas)})
+    request = {"timeout": admin.request_timeout_ms,
+               "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+    response = await admin._controller_send(ApiKey.ALTER_PARTITION_REASSIGNMENTS, request, admin.request_timeout_ms)
+    _check(int(response.error_code), "AlterPartitionReassignments", response.error_message)
+    return {(t.name, p.partition_index): (int(p.error_code), p.error_message)
+            for t in response.responses for p in t.partitions}
+
+
+async def list_partition_reassignments(admin: Admin, partitions: Sequence[tuple[str, int]] | None = None
+                                       ) -> dict[tuple[str, int], OngoingReassignment]:
+    """The reassignments in progress, of every partition or of those asked about."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in partitions or ():
+        by_topic.setdefault(topic, []).append(partition)
+    request = {"timeout": admin.request_timeout_ms,
+               "topics": None if partitions is None else [{"name": t, "partition_indexes": ps}
+                                                          for t, ps in by_topic.items()]}
+    response = await admin._controller_send(ApiKey.LIST_PARTITION_REASSIGNMENTS, request, admin.request_timeout_ms)
+    _check(int(response.error_code), "ListPartitionReassignments", response.error_message)
+    return {(t.name, p.partition_index): OngoingReassignment(tuple(p.replicas), tuple(p.adding_replicas),
+                                                             tuple(p.removing_replicas))
+            for t in response.topics for p in t.partitions}

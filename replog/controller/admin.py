@@ -28,6 +28,7 @@ from .assignment import assign_replicas
 from .cluster import MAX_PARTITIONS_PER_TOPIC, ClusterMetadata, ControllerError
 from .elections import Answer, ElectionType, decide_elections
 from .propagation import PropagationError, Propagator
+from .reassignment import target_replicas
 from .registry import MAX_REPLICATION_FACTOR, is_valid_replica_list, new_partition
 from .state_machines import ClusterStates
 
@@ -136,7 +137,8 @@ def decide_new_partitions(metadata: ClusterMetadata, topic_name: str, count: int
     if count > MAX_PARTITIONS_PER_TOPIC:
         raise ControllerError(ErrorCode.invalid_partitions, f"Number of partitions: {count} larger than "
                               f"{MAX_PARTITIONS_PER_TOPIC}.")
-    replication_factor = len(topic.partitions[0].replicas)
+    # A partition being reassigned lists its leaving replicas too (KIP-455): its target sets the factor.
+    replication_factor = len(target_replicas(topic.partitions[0]))
     added = count - current
     if assignment is None:
         active = metadata.active_broker_ids()

@@ -1,7 +1,8 @@
 """The controller's handlers for the admin requests brokers forward (KIP-590): AlterConfigs (33) v0-2,
 IncrementalAlterConfigs (44) v0-1, CreatePartitions (37) v0-3, ElectLeaders (43) v0-2,
-AlterUserScramCredentials (51) v0. Like CreateTopics, only the inter-broker
-principal may send them; the broker relays the answer to its client unchanged."""
+AlterPartitionReassignments (45) v0, ListPartitionReassignments (46) v0 and AlterUserScramCredentials (51) v0.
+Like CreateTopics, only the inter-broker principal may send them; the broker relays the answer to its client
+unchanged."""
 
 import logging
 from collections import Counter
@@ -14,7 +15,7 @@ from replog.protocol.messages import decode_request, encode_response
 from replog.server.dispatch import RequestContext
 from replog.server.scram_credentials import Deletion, Upsertion
 
-from . import admin, scram
+from . import admin, reassignment_ops, scram
 from .cluster import ControllerError
 from .elections import ElectionType
 from .propagation import PropagationError
@@ -22,7 +23,8 @@ from .propagation import PropagationError
 log = logging.getLogger(__name__)
 
 ADMIN_APIS = frozenset({ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.CREATE_PARTITIONS,
-                        ApiKey.ELECT_LEADERS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS})
+                        ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+                        ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS})
 
 
 def config_responses(resources, outcomes) -> list[dict]:
@@ -101,6 +103,50 @@ def election_response(error: ErrorCode, answers: dict) -> dict:
                                                "error_message": message})
     return {"throttle_time": 0, "error_code": error, "replica_election_results": [
         {"topic": topic, "partition_result": results} for topic, results in by_topic.items()]}
+
+
+async def handle_alter_partition_reassignments(ctx: RequestContext, target: admin.AdminTarget) -> list:
+    """A request-wide refusal goes in the top-level error with every partition echoing it, as Kafka's
+    ControllerApis does."""
+    request = decode_request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, ctx.api_version, ctx.frame, ctx.body_offset)
+    requested = [(t.name, p.partition_index, None if p.replicas is None else list(p.replicas))
+                 for t in request.topics for p in t.partitions]
+    error, message = ErrorCode.none, None
+    if not ctx.session.cluster_action:
+        error, message = ErrorCode.cluster_authorization_failed, "not a broker"
+    elif not target.active:
+        error, message = ErrorCode.not_controller, "not the active controller"
+    if error != ErrorCode.none:
+        outcomes = [admin.Outcome(error, message)] * len(requested)
+    else:
+        outcomes = await reassignment_ops.alter_partition_reassignments(target, requested)
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, partition, _), outcome in zip(requested, outcomes, strict=True):
+        by_topic.setdefault(topic, []).append({"partition_index": partition, "error_code": outcome.error_code,
+                                               "error_message": outcome.message})
+    body = {"throttle_time": 0, "error_code": error, "error_message": message,
+            "responses": [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]}
+    return [encode_response(ApiKey.ALTER_PARTITION_REASSIGNMENTS, ctx.api_version, body)]
+
+
+async def handle_list_partition_reassignments(ctx: RequestContext, target: admin.AdminTarget) -> list:
+    request = decode_request(ApiKey.LIST_PARTITION_REASSIGNMENTS, ctx.api_version, ctx.frame, ctx.body_offset)
+    error, message, ongoing = ErrorCode.none, None, []
+    if not ctx.session.cluster_action:
+        error, message = ErrorCode.cluster_authorization_failed, "not a broker"
+    elif not target.active:
+        error, message = ErrorCode.not_controller, "not the active controller"
+    else:
+        requested = None if request.topics is None else [(t.name, list(t.partition_indexes)) for t in request.topics]
+        ongoing = reassignment_ops.list_partition_reassignments(target.metadata, requested)
+    by_topic: dict[str, list[dict]] = {}
+    for p in ongoing:
+        by_topic.setdefault(p.topic, []).append({
+            "partition_index": p.partition, "replicas": list(p.replicas),
+            "adding_replicas": list(p.adding_replicas), "removing_replicas": list(p.removing_replicas)})
+    body = {"throttle_time": 0, "error_code": error, "error_message": message,
+            "topics": [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]}
+    return [encode_response(ApiKey.LIST_PARTITION_REASSIGNMENTS, ctx.api_version, body)]
 
 
 async def handle_alter_user_scram_credentials(ctx: RequestContext, target: admin.AdminTarget) -> list:

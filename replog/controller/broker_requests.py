@@ -56,7 +56,8 @@ def leader_and_isr_request(controller_id: int, controller_epoch: int, broker: Br
         state = topic_states.setdefault(p.topic, LeaderAndIsrTopicState(p.topic, p.topic_id, [], dict(topic.configs)))
         state.partition_states.append(LeaderAndIsrPartitionState(
             p.topic, p.partition, controller_epoch, p.leader, p.leader_epoch, list(p.isr), p.partition_epoch,
-            list(p.replicas), is_new=is_new, leader_recovery_state=int(p.leader_recovery_state)))
+            list(p.replicas), list(p.adding_replicas), list(p.removing_replicas), is_new=is_new,
+            leader_recovery_state=int(p.leader_recovery_state)))
     leader_ids = {s.leader for t in topic_states.values() for s in t.partition_states}
     # Kafka sends only the leaders that are alive; a follower of a dead leader waits for the next election.
     live = metadata.live_broker_ids()
@@ -108,6 +109,16 @@ def stop_replica_request(controller_id: int, controller_epoch: int, broker: Brok
     assert states, (broker, topic.name)
     return StopReplicaRequest(controller_id, controller_epoch, broker.epoch,
                               [StopReplicaTopicState(topic.name, states)])
+
+
+def stop_partition_request(controller_id: int, controller_epoch: int, broker: BrokerRegistration,
+                           partition: PartitionRegistration, *, delete: bool) -> StopReplicaRequest:
+    """Stop `broker`'s replica of one partition, which a reassignment removed from it (so it is no longer in
+    partition.replicas); the partition's current leader epoch fences an older StopReplica."""
+    assert broker.broker_id not in partition.replicas, (broker, partition)
+    states = [StopReplicaPartitionState(partition.partition, partition.leader_epoch, delete)]
+    return StopReplicaRequest(controller_id, controller_epoch, broker.epoch,
+                              [StopReplicaTopicState(partition.topic, states)])
 
 
 # ------------------------------------------------------------------------------------------- responses

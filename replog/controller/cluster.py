@@ -20,6 +20,7 @@ from replog.protocol.topics import topic_name_error
 from replog.security.authorizer import AclIndex
 from replog.server.scram_credentials import ScramCredentialTable
 
+from . import reassignment
 from .registry import (
     MAX_REPLICATION_FACTOR,
     PartitionRegistration,
@@ -277,7 +278,6 @@ class ClusterMetadata:
             current = topic.partitions.get(registration.partition)  # None while replaying a new topic
             assert registration.topic_id == topic.topic_id, (registration, topic.topic_id)
             if current is not None:
-                assert registration.replicas == current.replicas, (registration, current)
                 assert registration.partition_epoch > current.partition_epoch, (registration, current)
                 assert registration.leader_epoch >= current.leader_epoch, (registration, current)
             topic.partitions[registration.partition] = registration
@@ -324,6 +324,12 @@ class ClusterMetadata:
         if error != ErrorCode.none:
             return _partition_error(data.partition_index, error)
         changed = apply_isr_change(current, new_isr, leader_recovery_state=data.leader_recovery_state)
+        # KIP-455: the ISR change that brings the last adding replica in completes a reassignment, in the
+        # same record (Kafka's PartitionChangeBuilder). A leader that is removed by it sees a newer leader
+        # epoch in the answer and waits for its LeaderAndIsr.
+        completed = reassignment.maybe_complete(changed, self.active_broker_ids())
+        if completed is not None:
+            changed = completed.registration
         if changed is not current:
             decided[key] = changed
         return {"partition_index": data.partition_index, "error_code": ErrorCode.none,

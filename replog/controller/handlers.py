@@ -30,9 +30,11 @@ from .acl_handlers import ACL_APIS, handle_create_acls, handle_delete_acls
 from .admin_handlers import (
     ADMIN_APIS,
     handle_alter_configs,
+    handle_alter_partition_reassignments,
     handle_alter_user_scram_credentials,
     handle_create_partitions,
     handle_elect_leaders,
+    handle_list_partition_reassignments,
 )
 from .cluster import ClusterMetadata, ControllerError, TopicRegistration, alter_partition_error
 from .describe_cluster import handle_describe_cluster
@@ -214,6 +216,10 @@ def build_handlers(controller: ControllerApis, inter_broker_secret: str,
         ApiKey.INCREMENTAL_ALTER_CONFIGS: functools.partial(handle_alter_configs, target=controller),
         ApiKey.CREATE_PARTITIONS: functools.partial(handle_create_partitions, target=controller),
         ApiKey.ELECT_LEADERS: functools.partial(handle_elect_leaders, target=controller),
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: functools.partial(handle_alter_partition_reassignments,
+                                                                target=controller),
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: functools.partial(handle_list_partition_reassignments,
+                                                               target=controller),
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS: functools.partial(handle_alter_user_scram_credentials,
                                                                target=controller),
         ApiKey.CREATE_ACLS: functools.partial(handle_create_acls, target=controller),

@@ -114,6 +114,19 @@ class Propagator:
                                          encode_stop_replica_request(request), broker_requests.stop_replica_errors))
         return deliveries
 
+    def stop_removed_replicas(self, partition: PartitionRegistration, broker_ids: Iterable[int], *,
+                              delete: bool) -> list[Delivery]:
+        """A StopReplica for `partition` to each of broker_ids (replicas a reassignment removed) that the
+        controller talks to; one away now deletes its log as stray when it returns (broker/stray_logs.py)."""
+        deliveries = []
+        for broker_id in sorted(set(broker_ids) & set(self._channel.broker_ids)):
+            request = broker_requests.stop_partition_request(
+                self._controller_id, self._controller_epoch(), self._metadata.brokers[broker_id], partition,
+                delete=delete)
+            deliveries.append(self._send(broker_id, ApiKey.STOP_REPLICA, STOP_REPLICA_VERSION,
+                                         encode_stop_replica_request(request), broker_requests.stop_replica_errors))
+        return deliveries
+
     def _send(self, broker_id: int, api_key: ApiKey, version: int, body: bytes,
               errors_of: Callable[[bytearray], ResponseErrors]) -> Delivery:
         try:

@@ -42,7 +42,8 @@ def topic_record(t: TopicRegistration) -> Record:
 def partition_record(p: PartitionRegistration) -> Record:
     return {"type": "partition", "topic": p.topic, "topic_id": str(p.topic_id), "partition": p.partition,
             "replicas": list(p.replicas), "isr": list(p.isr), "leader": p.leader, "leader_epoch": p.leader_epoch,
-            "partition_epoch": p.partition_epoch, "leader_recovery_state": int(p.leader_recovery_state)}
+            "partition_epoch": p.partition_epoch, "leader_recovery_state": int(p.leader_recovery_state),
+            "adding_replicas": list(p.adding_replicas), "removing_replicas": list(p.removing_replicas)}
 
 
 def remove_topic_record(name: str) -> Record:
@@ -161,4 +162,6 @@ def _broker(r: Record) -> BrokerRegistration:
 def _partition(r: Record) -> PartitionRegistration:
     return PartitionRegistration(r["topic"], uuid.UUID(r["topic_id"]), int(r["partition"]), tuple(r["replicas"]),
                                  tuple(r["isr"]), int(r["leader"]), int(r["leader_epoch"]), int(r["partition_epoch"]),
-                                 LeaderRecoveryState(r["leader_recovery_state"]))
+                                 LeaderRecoveryState(r["leader_recovery_state"]),
+                                 # absent from records written before reassignments (KIP-455) existed
+                                 tuple(r.get("adding_replicas", ())), tuple(r.get("removing_replicas", ())))

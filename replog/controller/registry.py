@@ -42,6 +42,10 @@ class PartitionRegistration:
     leader_epoch: int
     partition_epoch: int
     leader_recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
+    # KIP-455, while a reassignment moves the partition: replicas = target + removing (the target's order
+    # first), adding = target replicas not in the original set, removing = original replicas not in the target.
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         assert self.partition >= 0, self
@@ -54,6 +58,9 @@ class PartitionRegistration:
         assert self.leader == NO_LEADER or self.leader in self.isr, self
         assert self.leader_epoch >= 0, self
         assert self.partition_epoch >= self.leader_epoch, self  # every leader change is a partition change
+        assert set(self.adding_replicas) <= set(self.replicas), self
+        assert set(self.removing_replicas) <= set(self.replicas), self
+        assert not set(self.adding_replicas) & set(self.removing_replicas), self
 
     @property
     def preferred_leader(self) -> int:
@@ -62,6 +69,10 @@ class PartitionRegistration:
     @property
     def has_leader(self) -> bool:
         return self.leader != NO_LEADER
+
+    @property
+    def is_reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
 
 
 def new_partition(topic: str, topic_id: uuid.UUID, partition: int, replicas: Sequence[int]) -> PartitionRegistration:

@@ -19,6 +19,7 @@ from .cluster import ControllerError, TopicRegistration, alter_partition_error
 from .context import ControllerContext
 from .leadership import preferred_leader_elections
 from .propagation import Delivery, PropagationError
+from .reassignment_ops import send_moves
 from .registry import PartitionRegistration
 from .state_machines import PartitionReplica, ReplicaState
 
@@ -142,8 +143,13 @@ class ReplicationControl:
             return alter_partition_error(ErrorCode.not_controller)
         decision = c.metadata.decide_alter_partition(request, version)
         if decision.changes:
+            before = [c.metadata.registration(p.topic, p.partition) for p in decision.changes]
             c.metadata_log.append([records.partition_record(p) for p in decision.changes])
             c.metadata.apply(decision.changes)
+            # The changes that completed a reassignment (KIP-455) move replicas and maybe the leader.
+            moves = [(b, a) for b, a in zip(before, decision.changes, strict=True) if b.is_reassigning]
+            if moves:
+                c.spawn(send_moves(c.metadata, c.states, c.propagator, moves))
             c.request_metadata_push()
         return decision.response
 

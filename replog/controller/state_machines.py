@@ -192,6 +192,35 @@ class ClusterStates:
         self.replicas.transition([r for r in replicas if r.replica in failed_brokers], ReplicaState.DELETION_INELIGIBLE)
         self.partitions.transition([_key(p) for p in partitions], PartitionState.NON_EXISTENT)
 
+    def replicas_added(self, partition: PartitionRegistration, brokers: Iterable[int], live: Collection[int]) -> None:
+        """A reassignment adds replicas (seed 000's reassignment step 4): NewReplica, then Online or Offline by
+        their broker. A replica whose earlier deletion failed (DeletionIneligible) comes back directly."""
+        for broker_id in brokers:
+            key = PartitionReplica(_key(partition), broker_id)
+            if self.replicas.state(key) is ReplicaState.NON_EXISTENT:
+                self.replicas.transition([key], ReplicaState.NEW)
+            self.replicas.transition([key], ReplicaState.ONLINE if broker_id in live else ReplicaState.OFFLINE)
+
+    def replicas_removal_started(self, partition: PartitionRegistration, brokers: Iterable[int]) -> None:
+        """Reassignment steps 8-10: replicas leaving the assignment go Offline, then DeletionStarted as they
+        are sent StopReplica with delete."""
+        keys = [PartitionReplica(_key(partition), b) for b in brokers]
+        self.replicas.transition(keys, ReplicaState.OFFLINE)
+        self.replicas.transition(keys, ReplicaState.DELETION_STARTED)
+
+    def replicas_removal_finished(self, partition: TopicPartition, deleted: Iterable[int],
+                                  failed: Iterable[int]) -> None:
+        """The brokers answered: NonExistent for those that deleted, DeletionIneligible for the others. A
+        replica added back meanwhile (a newer reassignment) is left as it is now."""
+        def started(brokers: Iterable[int]) -> list[PartitionReplica]:
+            keys = [PartitionReplica(partition, b) for b in brokers]
+            return [k for k in keys if self.replicas.state(k) is ReplicaState.DELETION_STARTED]
+
+        done = started(deleted)
+        self.replicas.transition(done, ReplicaState.DELETION_SUCCESSFUL)
+        self.replicas.transition(done, ReplicaState.NON_EXISTENT)
+        self.replicas.transition(started(failed), ReplicaState.DELETION_INELIGIBLE)
+
 
 def _key(p: PartitionRegistration) -> TopicPartition:
     return TopicPartition(p.topic, p.partition)

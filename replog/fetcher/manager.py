@@ -21,6 +21,7 @@ from replog.fetcher.config import FetcherConfig, FetchObserver, InitialFetchStat
 from replog.fetcher.fetch_state import PartitionFetchState
 from replog.fetcher.leader_endpoint import LeaderEndpoint
 from replog.fetcher.replica_fetcher import ReplicaFetcher
+from replog.fetcher.replication_quota import ReplicationQuota
 from replog.log.partition_log import TopicPartition
 
 __all__ = [
@@ -46,8 +47,11 @@ class ReplicaFetcherManager:
         endpoint_factory: EndpointFactory,
         clock_ms: Callable[[], int],
         on_fetched: FetchObserver | None = None,
+        quota: ReplicationQuota | None = None,
     ) -> None:
+        """quota: the follower-side replication throttle every fetcher applies (None: no throttle)."""
         self._config = config
+        self._quota = quota
         self._on_fetched = on_fetched
         self._endpoint_factory = endpoint_factory
         self._clock_ms = clock_ms
@@ -149,6 +153,7 @@ class ReplicaFetcherManager:
             self._config,
             self._clock_ms,
             self._on_fetched,
+            self._quota,
         )
         self._fetchers[key] = fetcher
         self._fetcher_leaders[key] = leader

@@ -26,6 +26,7 @@ from replog.fetcher.leader_endpoint import (
     LeaderEndpoint,
     LeaderEndpointError,
 )
+from replog.fetcher.replication_quota import ReplicationQuota
 from replog.log.errors import LogError
 from replog.log.partition_log import PartitionLog, TopicPartition
 from replog.protocol.fetch import FetchPartitionResult
@@ -44,6 +45,9 @@ _BAD_DATA = (CorruptRecordError, InvalidRecordError)
 class _Followed:
     state: PartitionFetchState
     log: PartitionLog
+    # Reached the leader's HW at the last fetch (Kafka's PartitionFetchState.isReplicaInSync, lag <= 0): the
+    # follower throttle never holds back a replica that keeps up.
+    in_sync: bool = False
 
 
 class ReplicaFetcher:
@@ -55,6 +59,7 @@ class ReplicaFetcher:
         config: FetcherConfig,
         clock_ms: Callable[[], int],
         on_fetched: FetchObserver | None = None,
+        quota: ReplicationQuota | None = None,
     ) -> None:
         assert 0 <= fetcher_id < config.num_fetchers
         self.leader_id = leader_id
@@ -63,6 +68,7 @@ class ReplicaFetcher:
         self._config = config
         self._clock_ms = clock_ms
         self._on_fetched = on_fetched
+        self._quota = quota  # the follower-side replication throttle (None: none)
         self._partitions: dict[TopicPartition, _Followed] = {}
         self._failed: set[TopicPartition] = set()
         self._generations = itertools.count()
@@ -238,7 +244,13 @@ class ReplicaFetcher:
     async def _fetch_round(self) -> bool:
         """Kafka's maybeFetch + processFetchRequest. Returns whether a fetch was sent."""
         now = self._clock_ms()
-        sent = {tp: f.state for tp, f in self._partitions.items() if f.state.is_ready_to_fetch(now)}
+        ready = {tp: f for tp, f in self._partitions.items() if f.state.is_ready_to_fetch(now)}
+        for tp in [tp for tp, f in ready.items() if self._throttled_out(tp, f)]:
+            # Kafka leaves it out and waits replica.fetch.backoff.ms; here no longer than until the rate is
+            # back under the bound, or a partition alone in its fetcher replicates well below the rate.
+            followed = ready.pop(tp)
+            followed.state = followed.state.delayed(now, min(self._config.backoff_ms, self._quota.ms_until_under()))
+        sent = {tp: f.state for tp, f in ready.items()}
         if not sent:
             return False
         request = {
@@ -272,6 +284,9 @@ class ReplicaFetcher:
         for tp, sent_state in out_of_range:
             await self._resolve_out_of_range(tp, sent_state)
         return True
+
+    def _throttled_out(self, tp: TopicPartition, followed: _Followed) -> bool:
+        return self._quota is not None and self._quota.throttles(*tp, in_sync=followed.in_sync)
 
     def _decide_fetch_result(
         self, tp: TopicPartition, sent: PartitionFetchState, result: FetchPartitionResult
@@ -413,6 +428,9 @@ class ReplicaFetcher:
             return
         if self._on_fetched is not None:
             self._on_fetched(tp, 0 if info is None else info.num_bytes, action.leader_high_watermark)
+        followed.in_sync = log.log_end_offset >= action.leader_high_watermark
+        if info is not None and self._quota is not None:
+            self._quota.record_if_throttled(*tp, info.num_bytes)
         if info is None:
             return
         assert log.log_end_offset == info.last_offset + 1

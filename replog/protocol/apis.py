@@ -37,6 +37,8 @@ class ApiKey(enum.IntEnum):
     CREATE_PARTITIONS = 37
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
     SASL_AUTHENTICATE = 36
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
@@ -104,6 +106,8 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.CREATE_PARTITIONS, 0, 3, 2),
         ApiSpec(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, 1),
         ApiSpec(ApiKey.ELECT_LEADERS, 0, 2, 2),
+        ApiSpec(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0, 0),  # KIP-455; v1 adds allowReplicationFactorChange
+        ApiSpec(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0, 0),
         ApiSpec(ApiKey.DESCRIBE_CLUSTER, 0, 1, 0),
         ApiSpec(ApiKey.DELETE_RECORDS, 0, 2, 2),
         ApiSpec(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, 2),  # no v0 schema in kio either

@@ -120,6 +120,11 @@ ROWS = [
     Row("elect leaders", ApiKey.ELECT_LEADERS, 2, {"election_type": 0, "topic_partitions": [
         {"topic": T, "partitions": [0]}], "timeout": 5000},
         allow(CLUSTER, CLUSTER_NAME, OP.ALTER), CLUSTER_AUTHORIZATION_FAILED),
+    Row("alter partition reassignments", ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, {"timeout": 5000, "topics": [
+        {"name": T, "partitions": [{"partition_index": 0, "replicas": None}]}]},  # a cancel: nothing to cancel
+        allow(CLUSTER, CLUSTER_NAME, OP.ALTER), CLUSTER_AUTHORIZATION_FAILED),
+    Row("list partition reassignments", ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, {"timeout": 5000, "topics": None},
+        allow(CLUSTER, CLUSTER_NAME, OP.DESCRIBE), CLUSTER_AUTHORIZATION_FAILED),
     Row("describe acls", ApiKey.DESCRIBE_ACLS, 3, {
         "resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
         "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1},

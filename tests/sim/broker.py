@@ -46,7 +46,12 @@ from replog.log.config import LogConfig
 from replog.log.log_manager import LogManager
 from replog.log.partition_log import PartitionLog, TopicPartition
 from replog.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
-from replog.protocol.control import LeaderAndIsrPartitionState
+from replog.protocol.control import (
+    LeaderAndIsrPartitionState,
+    StopReplicaPartitionState,
+    StopReplicaRequest,
+    StopReplicaTopicState,
+)
 
 if TYPE_CHECKING:
     from .simulation import World
@@ -294,6 +299,21 @@ class SimBroker:
             if partition.state.leader >= 0:
                 self._follow(tp, partition)
         return error
+
+    def stop_replica(self, registration: PartitionRegistration, broker_epoch: int,
+                     reply: Callable[[ErrorCode], None]) -> None:
+        """StopReplica with delete for a replica a reassignment removed (handlers/stop_replica.handle): stop
+        fetching, then ReplicaManager deletes the partition and its log."""
+        if self.broker_epoch < 0 or self.is_stale_broker_epoch(broker_epoch):
+            reply(ErrorCode.stale_broker_epoch)
+            return
+        tp = TopicPartition(registration.topic, registration.partition)
+        request = StopReplicaRequest(0, 0, broker_epoch, [StopReplicaTopicState(tp.topic, [
+            StopReplicaPartitionState(tp.partition, registration.leader_epoch, True)])])
+        self._unfollow(tp)
+        error, per_partition = self.replica_manager._stop_replicas(request)
+        self.world.note(f"broker {self.broker_id} stopped and deleted {tp}")
+        reply(per_partition.get(tp, error))
 
     # ------------------------------------------------------------ follower side
 

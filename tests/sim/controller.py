@@ -5,8 +5,9 @@ BrokerSessions (registration, heartbeats, fencing on silence), the leadership fu
 preferred elections, removal of a fenced broker from ISRs) and ClusterStates (the state machines, which raise
 on an illegal transition). ClusterController itself is asyncio and sockets, so its glue is restated here,
 method for method (register_broker, broker_heartbeat, fence_expired_brokers, _fence, _unfence,
-_commit_partition_changes, alter_partition, rebalance_leaders), with its channel as an in-order, retried
-queue of LeaderAndIsr per broker, as ControllerChannel's RequestSendThread is. Not modelled: controller
+_commit_partition_changes, alter_partition, rebalance_leaders, and reassignment_ops' start, completion and
+cancel of reassignments over the pure rules of replog.controller.reassignment), with its channel as an
+in-order, retried queue of LeaderAndIsr and StopReplica per broker, as ControllerChannel's RequestSendThread is. Not modelled: controller
 failover (one controller that never crashes), controlled shutdown, UpdateMetadata (clients and followers
 here learn leaders from LeaderAndIsr or from the controller directly).
 """
@@ -22,11 +23,13 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
+from replog.controller import reassignment
 from replog.controller.cluster import BrokerRegistration, ClusterMetadata, ControllerError, TopicRegistration
 from replog.controller.heartbeats import BrokerSessions, BrokerState
 from replog.controller.leadership import elect_offline_partitions, preferred_leader_elections, without_broker
 from replog.controller.registry import PartitionRegistration
 from replog.controller.state_machines import ClusterStates
+from replog.log.partition_log import TopicPartition
 
 if TYPE_CHECKING:
     from .simulation import World
@@ -41,6 +44,7 @@ IMBALANCE_PERCENTAGE = 10
 class _Delivery:
     registration: PartitionRegistration
     broker_epoch: int  # the target's registered epoch when queued: a restarted broker refuses stale ones
+    stop: bool = False  # a StopReplica with delete (a reassignment removed the replica), not a LeaderAndIsr
 
 
 class SimController:
@@ -172,11 +176,61 @@ class SimController:
                 new_isr=request["new_isr"], leader_recovery_state=0, partition_epoch=request["partition_epoch"])])])
         decision = self.metadata.decide_alter_partition(decoded, 2)
         if decision.changes:
+            before = [self.metadata.registration(p.topic, p.partition) for p in decision.changes]
             self.metadata.apply(decision.changes)
             for p in decision.changes:
                 self.world.note(f"controller: AlterPartition from {request['broker_id']}: partition {p.partition} "
                                 f"isr {list(p.isr)} partition epoch {p.partition_epoch}")
+            # An ISR change that completes a reassignment moves replicas (and maybe the leader).
+            self._send_moves([(b, a) for b, a in zip(before, decision.changes, strict=True) if b.is_reassigning])
         reply(decision.response)
+
+    # ---------------------------------------------------------- reassignment
+
+    def reassign(self, partition: int, target: tuple[int, ...] | None) -> None:
+        """AlterPartitionReassignments for one partition (reassignment_ops.alter_partition_reassignments): start
+        a reassignment to `target`, or cancel the one in progress (None)."""
+        current = self.topic.partitions[partition]
+        live = self.metadata.active_broker_ids()
+        try:
+            if target is None:
+                step = reassignment.cancel(current, live)
+            else:
+                step = reassignment.start(current, target, is_registered=self.metadata.brokers.__contains__,
+                                          live=live)
+        except reassignment.ReassignmentRefused as refused:
+            self.world.note(f"controller: reassignment of {partition} to {target} refused: {refused}")
+            return
+        if step.registration is current:
+            return
+        self.metadata.apply([step.registration])
+        self.world.note(f"controller: reassigning {partition} to {target}: replicas {list(current.replicas)} -> "
+                        f"{list(step.registration.replicas)}")
+        self._send_moves([(current, step.registration)])
+
+    def _send_moves(self, moves: list[tuple[PartitionRegistration, PartitionRegistration]]) -> None:
+        """reassignment_ops.send_moves: LeaderAndIsr to the replicas, StopReplica (delete) to removed ones."""
+        if not moves:
+            return
+        live = set(self.metadata.active_broker_ids())
+        self.states.partitions_changed(after for _, after in moves)
+        for before, after in moves:
+            self.world.checker.reassignment_step(before, after)
+            added = [b for b in after.replicas if b not in before.replicas]
+            removed = [b for b in before.replicas if b not in after.replicas]
+            self.states.replicas_added(after, added, live)
+            self._send_leader_and_isr([after])
+            if removed:
+                self.states.replicas_removal_started(after, removed)
+                # Done once queued: the sim's channel retries a request until the broker answers it.
+                self.states.replicas_removal_finished(TopicPartition(after.topic, after.partition), removed, ())
+                for broker_id in removed:
+                    if broker_id in self._channels:
+                        self._channels[broker_id].append(_Delivery(after, self.broker_epoch_of(broker_id), stop=True))
+                        self._pump(broker_id)
+            self.world.note(f"controller: partition {after.partition} replicas {list(after.replicas)} adding "
+                            f"{list(after.adding_replicas)} removing {list(after.removing_replicas)} leader "
+                            f"{after.leader} epoch {after.leader_epoch} isr {list(after.isr)}")
 
     # --------------------------------------------------------------- channel
 
@@ -203,7 +257,11 @@ class SimController:
         topic = self.topic
 
         def handle(reply: Callable[[ErrorCode], None]) -> None:
-            broker.leader_and_isr(delivery.registration, topic.topic_id, topic.configs, delivery.broker_epoch, reply)
+            if delivery.stop:
+                broker.stop_replica(delivery.registration, delivery.broker_epoch, reply)
+            else:
+                broker.leader_and_isr(delivery.registration, topic.topic_id, topic.configs, delivery.broker_epoch,
+                                      reply)
 
         self.world.rpc(self.node, broker.node, handle, lambda _: self._answered(broker_id, delivery))
         self.world.events.after(CHANNEL_RETRY_MS, lambda: self._transmit(broker_id, delivery))

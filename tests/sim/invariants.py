@@ -110,6 +110,20 @@ class InvariantChecker:
             self._check_acknowledged_on_leader(tp)
             self._check_isr_holds_hw(tp)
 
+    def reassignment_step(self, before, after) -> None:
+        """A reassignment changed a partition's replicas (KIP-455): the ISR stays a non-empty subset of the
+        replicas, and a reassignment completes (its removing replicas leave) only once every replica it was
+        adding is in the ISR, so the replica set never drops the replicas holding the committed records
+        before the target holds them."""
+        tp = TopicPartition(after.topic, after.partition)
+        if not after.isr or not set(after.isr) <= set(after.replicas):
+            self.fail(f"{tp}: reassignment left ISR {after.isr} outside replicas {after.replicas}")
+        target = [r for r in before.replicas if r not in before.removing_replicas]
+        completed = before.is_reassigning and not after.is_reassigning and list(after.replicas) == target
+        if completed and not set(before.adding_replicas) <= set(after.isr):
+            self.fail(f"{tp}: reassignment to {target} completed with adding replicas {before.adding_replicas} "
+                      f"outside the ISR {after.isr}")
+
     def _check_replica(self, broker_id: int, tp: TopicPartition, log: PartitionLog) -> None:
         if not log.high_watermark <= log.log_end_offset:
             self.fail(f"broker {broker_id} {tp}: HW {log.high_watermark} > LEO {log.log_end_offset}")
@@ -192,6 +206,8 @@ class InvariantChecker:
             registration = self.world.controller.metadata.registration(tp.topic, tp.partition)
             if registration.leader < 0:
                 return f"{tp} has no leader"
+            if registration.is_reassigning:
+                return f"{tp}: reassignment to {registration.replicas} in progress"
             if sorted(registration.isr) != sorted(registration.replicas):
                 return f"{tp}: ISR {registration.isr} lacks replicas of {registration.replicas}"
             logs = {}
@@ -212,7 +228,9 @@ class InvariantChecker:
 
     def check_acknowledged_everywhere(self) -> None:
         for tp in self.world.topic_partitions:
-            for broker in self.world.brokers.values():
+            # Every replica; a broker a reassignment removed has deleted its copy.
+            replicas = self.world.controller.metadata.registration(tp.topic, tp.partition).replicas
+            for broker in (self.world.brokers[b] for b in replicas):
                 missing = missing_acknowledged(broker.log_of(tp), self.world.acknowledged[tp])
                 if missing:
                     self.world.acknowledged_records_missing(broker, tp, missing)

@@ -1,5 +1,6 @@
 """Running a simulation over many seeds, for the test_seeds of both simulations (replication and the
-controller quorum): `--sim-seed N` replays one, `--sim-seeds N` runs 0..N-1, else CI_SEEDS of them."""
+controller quorum): `--sim-seed N` replays one, `--sim-seeds N` runs 0..N-1, else CI_SEEDS of them (or the
+test's own number)."""
 
 import concurrent.futures
 import contextlib
@@ -22,12 +23,12 @@ def _run_or_describe(run_seed: Callable, failure: type[AssertionError], seed: in
 
 
 def run_seeds(request: pytest.FixtureRequest, run_seed: Callable, failure: type[AssertionError], *,
-              chunksize: int) -> tuple[list, int | None, int]:
+              chunksize: int, ci_seeds: int = CI_SEEDS) -> tuple[list, int | None, int]:
     """Run the seeds the options name; the first failing one (a `failure`) fails the test with its message.
     Seeds are independent, so they spread over up to SIM_WORKERS processes; each still runs alone, in order.
     Returns the outcomes, the one seed asked for (or None) and the number of processes used."""
     only = request.config.getoption("--sim-seed")
-    count = request.config.getoption("--sim-seeds") or CI_SEEDS
+    count = request.config.getoption("--sim-seeds") or ci_seeds
     seeds = [only] if only is not None else list(range(count))
     run = functools.partial(_run_or_describe, run_seed, failure)
     workers = min(SIM_WORKERS, len(seeds))

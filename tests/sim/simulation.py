@@ -62,16 +62,18 @@ SIM_ROOT = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
 
 
 class SimulationFailure(AssertionError):
-    def __init__(self, seed: int, step: int, time_ms: int, message: str, trace: list[str]) -> None:
+    def __init__(self, seed: int, step: int, time_ms: int, message: str, trace: list[str], *,
+                 reassignments: bool = False) -> None:
         tail = "\n".join(trace[-25:])
         super().__init__(f"seed {seed} failed at step {step} (t={time_ms} ms): {message}\n"
-                         f"replay: {replay_command(seed)}\nlast trace lines:\n{tail}")
+                         f"replay: {replay_command(seed, reassignments=reassignments)}\nlast trace lines:\n{tail}")
         self.seed = seed
         self.step = step
 
 
-def replay_command(seed: int) -> str:
-    return f".venv/bin/python -m pytest -q tests/sim/test_simulation.py -k test_seeds --sim-seed {seed}"
+def replay_command(seed: int, *, reassignments: bool = False) -> str:
+    test = "test_seeds_with_reassignments" if reassignments else "'test_seeds and not reassignments'"
+    return f".venv/bin/python -m pytest -q tests/sim/test_simulation.py -k {test} --sim-seed {seed}"
 
 
 @dataclass(slots=True)
@@ -83,6 +85,7 @@ class Outcome:
     power_losses: int = 0
     process_kills: int = 0
     link_cuts: int = 0
+    reassignments: int = 0
     leader_epochs: int = 0
     heal_ms: int = 0
     durability_excluded: str | None = None
@@ -91,8 +94,10 @@ class Outcome:
 
 
 class World:
-    def __init__(self, seed: int, root: Path) -> None:
+    def __init__(self, seed: int, root: Path, *, reassignments: bool = False) -> None:
+        """reassignments: partitions are also reassigned (and reassignments cancelled) as the faults happen."""
         self.seed = seed
+        self.reassignments = reassignments
         self.rng = random.Random(seed)
         self.clock = SimClock()
         self.events = EventQueue(self.clock)
@@ -182,7 +187,7 @@ class World:
         """Every replica's leadership, ISR, offsets and epoch cache ends, the controller's leaders, and the
         number of acknowledged records: the inputs of the step invariants and of parked produces."""
         summary: list = [len(a) for a in self.acknowledged.values()]
-        summary += [(p.leader, p.leader_epoch, p.isr) for p in self.controller.topic.partitions.values()]
+        summary += [(p.leader, p.leader_epoch, p.isr, p.replicas) for p in self.controller.topic.partitions.values()]
         for broker in self.brokers.values():
             if not broker.up:
                 summary.append(None)
@@ -201,7 +206,8 @@ class World:
             self._fail(str(violation))
 
     def _fail(self, message: str) -> None:
-        raise SimulationFailure(self.seed, self.step, self.clock(), message, self.outcome.trace)
+        raise SimulationFailure(self.seed, self.step, self.clock(), message, self.outcome.trace,
+                                reassignments=self.reassignments)
 
     # ----------------------------------------------------------------- client
 
@@ -255,11 +261,26 @@ class World:
         if not self.faulty:
             return
         self.events.after(self.rng.randint(20, 150), self._inject_fault)
-        kind = self.rng.choice(["cut", "cut", "crash", "crash", "none"])
-        if kind == "cut":
+        kind = self.rng.choice(["cut", "cut", "crash", "crash", "none"] + ["reassign"] * 2 * self.reassignments)
+        if kind == "reassign":
+            self._reassign()
+        elif kind == "cut":
             self._cut_link()
         elif kind == "crash" and all(broker.up for broker in self.brokers.values()):
             self._crash(self.brokers[self.rng.choice(BROKER_IDS)])
+
+    def _reassign(self) -> None:
+        """Move a partition to two or three of the brokers in a random order, or cancel a move in progress
+        (two replicas at least: min.insync.replicas is 2)."""
+        tp = self.rng.choice(self.topic_partitions)
+        registration = self.controller.metadata.registration(tp.topic, tp.partition)
+        if registration.is_reassigning and self.rng.random() < 0.3:
+            target = None
+        else:
+            target = tuple(self.rng.sample(BROKER_IDS, self.rng.choice([2, 3])))
+        self.outcome.reassignments += 1
+        self.note(f"reassign {tp.partition} to {target}")
+        self.controller.reassign(tp.partition, target)
 
     def _cut_link(self) -> None:
         nodes = [self.controller.node] + [broker.node for broker in self.brokers.values()]
@@ -327,10 +348,10 @@ class World:
         self.note("healed")
 
 
-def run_seed(seed: int) -> Outcome:
+def run_seed(seed: int, *, reassignments: bool = False) -> Outcome:
     """Run one seed in a fresh directory (on /dev/shm when there is one), always removed afterwards."""
     root = Path(tempfile.mkdtemp(prefix=f"replog-sim-{seed}-", dir=SIM_ROOT))
-    world = World(seed, root)
+    world = World(seed, root, reassignments=reassignments)
     try:
         return world.run()
     finally:

@@ -3,6 +3,7 @@
     .venv/bin/python -m pytest -q tests/sim                          # CI: seeds 0..999
     .venv/bin/python -m pytest -q tests/sim -k test_seeds --sim-seeds 20000   # more seeds
     .venv/bin/python -m pytest -q tests/sim -k test_seeds --sim-seed 4242     # replay one seed
+    .venv/bin/python -m pytest -q tests/sim -k test_seeds_with_reassignments --sim-seed 7  # with moves
 
 Seeds run on up to two worker processes; each seed is independent and runs alone, start to end. A failing
 seed fails test_seeds with the seed, the step and simulated time, the broken invariant, the last lines of
@@ -10,6 +11,7 @@ the run's trace and the one-line replay command above. A replay is exact: every 
 seed, and test_replay_is_identical checks it. test_regressions.py holds the seeds that found bugs.
 """
 
+import functools
 import resource
 import time
 import types
@@ -50,6 +52,23 @@ def test_seeds(request):
         # The faults must actually happen, or every invariant holds trivially.
         assert sum(o.power_losses for o in outcomes) > len(outcomes) // 2
         assert sum(o.leader_epochs for o in outcomes) > 2 * len(outcomes)
+
+
+REASSIGNMENT_CI_SEEDS = 300
+
+
+def test_seeds_with_reassignments(request):
+    """The same faults, and partitions moved between the brokers meanwhile (KIP-455: replicas added, caught
+    up, the removed ones deleted; moves cancelled): every invariant holds, and the checker's reassignment
+    rule (reassignment_step) sees every step."""
+    outcomes, only, _ = run_seeds(request, functools.partial(run_seed, reassignments=True), SimulationFailure,
+                                  chunksize=25, ci_seeds=REASSIGNMENT_CI_SEEDS)
+    excluded = [o for o in outcomes if o.durability_excluded is not None]
+    print(f"\n{len(outcomes)} seeds with reassignments: {sum(o.reassignments for o in outcomes)} reassignments, "
+          f"{sum(o.acknowledged for o in outcomes)} acknowledged records, {len(excluded)} excluded from durability")
+    if only is None:
+        assert len(excluded) <= MAX_EXCLUDED_SHARE * len(outcomes), [o.seed for o in excluded]
+        assert sum(o.reassignments for o in outcomes) > len(outcomes)
 
 
 def test_replay_is_identical():
