@@ -8,6 +8,7 @@ import types
 import pytest
 
 from replog import cli
+from replog.broker.access import Access
 from replog.broker.handlers import metadata as metadata_handler
 from replog.broker.handlers.context import TopicAdmin, TopicDefaults
 from replog.broker.metadata import MetadataImage, PartitionMetadata, TopicMetadata
@@ -23,6 +24,7 @@ from replog.log.partition_log import PartitionLog
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_response, encode_request
 from replog.protocol.records import build_batch
+from replog.security.authorizer import NO_AUTHORIZER, Authorizer
 from replog.server.dispatch import is_awaitable
 from tests.conditions import wait_until
 
@@ -120,7 +122,8 @@ async def test_a_restarted_broker_answers_metadata_only_once_it_has_the_controll
     and refused new ones ("Unknown topic")."""
     image = MetadataImage("cluster", 0)
     topics = TopicAdmin(image, TopicDefaults(1, 1, LogConfig(), auto_create=False), _not_in_this_test,
-                        _not_in_this_test, forward_to_controller=_not_in_this_test, has_metadata=asyncio.Event())
+                        _not_in_this_test, forward_to_controller=_not_in_this_test, has_metadata=asyncio.Event(),
+                        access=Access(Authorizer(NO_AUTHORIZER)))
     answer = metadata_handler.handle(_metadata_request("crash"), topics)
     assert is_awaitable(answer), "answered at once, before the broker knew any topic"
     pending = asyncio.ensure_future(answer)
