@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..protocol.apis import ApiKey
 from .errors import KafkaError
+from .properties_file import parse_properties
 
 SASL_HANDSHAKE_VERSION = 1
 SASL_AUTHENTICATE_VERSION = 2
@@ -82,20 +83,6 @@ MAX_COMMAND_CONFIG_BYTES = 1024 * 1024  # a properties file of a few keys; refus
 _JAAS_OPTION = re.compile(r'\b(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
-def parse_client_properties(text: str) -> dict[str, str]:
-    """Java .properties lines as Kafka's tools read them: key=value or key:value, # and ! comments."""
-    props = {}
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if sep <= 0:
-            raise ValueError(f"line {lineno}: expected key=value, got {raw!r}")
-        props[line[:sep].strip()] = line[sep + 1:].strip()
-    return props
-
-
 def client_security(props: dict[str, str]) -> ClientSecurity | None:
     """The ClientSecurity a client properties mapping asks for; None for PLAINTEXT. ValueError names a bad key."""
     protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
@@ -117,7 +104,7 @@ def load_command_config(path: str | Path | None) -> ClientSecurity | None:
     if len(data) > MAX_COMMAND_CONFIG_BYTES:
         raise ValueError(f"{path}: larger than {MAX_COMMAND_CONFIG_BYTES} bytes, not a client properties file")
     try:
-        return client_security(parse_client_properties(data.decode()))
+        return client_security(parse_properties(data.decode()))
     except (ValueError, ssl.SSLError) as e:
         raise ValueError(f"{path}: {e}") from e
 

@@ -5,6 +5,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from replog.client.properties_file import parse_properties
+
 
 @dataclass(frozen=True)
 class Listener:
@@ -37,20 +39,6 @@ def parse_bool(value: str) -> bool:
     if lowered not in ("true", "false"):
         raise ValueError(f"expected true or false, got {value!r}")
     return lowered == "true"
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Java .properties subset: key=value or key:value lines, # and ! comments."""
-    props = {}
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if sep <= 0:
-            raise ValueError(f"line {lineno}: expected key=value, got {raw!r}")
-        props[line[:sep].strip()] = line[sep + 1 :].strip()
-    return props
 
 
 def read_properties(path: str | Path | None, overrides: list[str]) -> dict[str, str]:

@@ -5,11 +5,11 @@ import ssl
 import pytest
 import trustme
 
+from replog.client.properties_file import parse_properties
 from replog.client.security import (
     SaslCredentials,
     client_security,
     load_command_config,
-    parse_client_properties,
 )
 
 
@@ -27,12 +27,12 @@ def pem_files(tmp_path_factory):
 
 def test_properties_lines_comments_and_separators():
     text = "# a comment\n! another\nsecurity.protocol = SASL_SSL\nsasl.password:p=a:ss\n\n"
-    assert parse_client_properties(text) == {"security.protocol": "SASL_SSL", "sasl.password": "p=a:ss"}
+    assert parse_properties(text) == {"security.protocol": "SASL_SSL", "sasl.password": "p=a:ss"}
 
 
 def test_a_line_without_a_separator_is_refused_with_its_number():
     with pytest.raises(ValueError, match="line 2"):
-        parse_client_properties("a=b\nnonsense\n")
+        parse_properties("a=b\nnonsense\n")
 
 
 def test_plaintext_means_no_security():
