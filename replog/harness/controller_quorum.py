@@ -18,8 +18,9 @@ from pathlib import Path
 from replog.client.errors import KafkaError
 from replog.client.quorum_admin import QuorumInfo, describe_quorum
 
-from .controller_process import READY_TIMEOUT_S, ControllerProcess
+from .controller_process import ControllerProcess
 from .metrics_layout import metrics_properties
+from .node_process import READY_TIMEOUT_S
 from .processes import HOST
 from .tcp_proxy import REFUSE, TcpProxy
 
