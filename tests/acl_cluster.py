@@ -16,6 +16,7 @@ from replog.harness.broker_process import BrokerProcess
 from replog.harness.local_cluster import FAST_REPLICATION
 from replog.protocol.apis import ApiKey
 from replog.protocol.records import build_batch
+from tests.conditions import wait_until
 
 HOST = "127.0.0.1"
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
@@ -59,7 +60,7 @@ class AclCluster:
         await self.controller.stop()
         self.controller = ClusterController(config)
         await self.controller.start()
-        await wait_until(lambda: set(self.controller.metadata.active_broker_ids()) == {1}, "the broker to register")
+        await wait_until(lambda: set(self.controller.metadata.active_broker_ids()) == {1}, "the broker to register", DEADLINE_S)
 
 
 PRODUCE_VERSION = 9
@@ -86,13 +87,6 @@ def error_codes(entity) -> set[int]:
         for item in entity:
             found |= error_codes(item)
     return found
-
-
-async def wait_until(predicate, what: str, timeout: float = DEADLINE_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
 
 
 async def _until_the_broker_lists_itself(cluster: AclCluster) -> None:
@@ -137,7 +131,7 @@ async def acl_cluster(root: Path, *, with_controller: bool = True, **broker_over
     try:
         await asyncio.to_thread(broker.start)
         if controller is not None:
-            await wait_until(lambda: set(controller.metadata.active_broker_ids()) == {1}, "the broker to register")
+            await wait_until(lambda: set(controller.metadata.active_broker_ids()) == {1}, "the broker to register", DEADLINE_S)
         await _until_the_broker_lists_itself(cluster)
         yield cluster
     finally:

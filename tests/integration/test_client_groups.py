@@ -9,16 +9,10 @@ import pytest
 
 from replog.cli import EXIT_OK, main
 from replog.client.consumer import Consumer
+from tests.conditions import wait_until
 from tests.interop.test_consumer_groups import committed_offsets, create_topic_with_records, produce
 
 FAST_HEARTBEATS = {"heartbeat_interval_ms": 200, "session_timeout_ms": 6_000}
-
-
-async def wait_until(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.02)
 
 
 def test_members_split_partitions_rebalance_on_leave_and_commit(group_broker):
@@ -39,7 +33,7 @@ def test_members_split_partitions_rebalance_on_leave_and_commit(group_broker):
 
         tasks = [asyncio.create_task(poll(i)) for i in range(2)]
         first, second = members
-        await wait_until(lambda: first.assignment() and second.assignment() and len(read) >= 300, 30, "a split")
+        await wait_until(lambda: first.assignment() and second.assignment() and len(read) >= 300, "a split", 30)
         assert not first.assignment() & second.assignment()
         assert first.assignment() | second.assignment() == {("shared", p) for p in range(3)}
         running[1] = False
@@ -47,7 +41,7 @@ def test_members_split_partitions_rebalance_on_leave_and_commit(group_broker):
         started = time.monotonic()
         await second.close()  # commits, then leaves: the other member rebalances without a session timeout
         assert time.monotonic() - started < 1.0
-        await wait_until(lambda: len(first.assignment()) == 3, 5, "the survivor to take every partition")
+        await wait_until(lambda: len(first.assignment()) == 3, "the survivor to take every partition", 5)
         running[0] = False
         await tasks[0]
         await first.close()

@@ -10,7 +10,8 @@ import pytest
 from replog.client import group_admin
 from replog.client.consumer import Consumer
 from replog.client.rebalance_listener import ConsumerRebalanceListener
-from tests.integration.test_client_groups import FAST_HEARTBEATS, wait_until
+from tests.conditions import wait_until
+from tests.integration.test_client_groups import FAST_HEARTBEATS
 from tests.interop.test_consumer_groups import create_topic_with_records
 
 TOPIC = "rebalanced"
@@ -52,16 +53,16 @@ def test_a_member_joining_and_leaving_revokes_then_assigns_and_a_commit_in_revok
 
         first.subscribe([TOPIC], listener=listener)
         first_task = asyncio.create_task(poll("first", first))
-        await wait_until(lambda: read_by["first"] == RECORDS, 30, "the first member to read everything")
+        await wait_until(lambda: read_by["first"] == RECORDS, "the first member to read everything", 30)
 
         second.subscribe([TOPIC])
         second_task = asyncio.create_task(poll("second", second))
-        await wait_until(lambda: second.assignment() and len(listener.events) == 3, 30, "a split")
+        await wait_until(lambda: second.assignment() and len(listener.events) == 3, "a split", 30)
         share = first.assignment()
         polling["second"] = False
         await second_task
         await second.close()  # leaves: the first member takes every partition back
-        await wait_until(lambda: len(listener.events) == 5, 10, "the rebalance after the leave")
+        await wait_until(lambda: len(listener.events) == 5, "the rebalance after the leave", 10)
         polling["first"] = False
         await first_task
         committed = await group_admin.committed_offsets(first.cluster, GROUP)
