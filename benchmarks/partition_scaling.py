@@ -19,13 +19,13 @@ import resource
 import sys
 from pathlib import Path
 
-from .harness import MiB, Result, Stats, cpu_seconds, replicated_cluster
+from .harness import MiB, Result, Stats, replicated_cluster, thread_cpu_seconds
 from .replicated_produce import VALUE_BYTES, produce
 
 NAME = "partition-scaling"
 TOPIC = "scaling"
 IDLE_S = 5.0
-QUICK_IDLE_S = 2.0  # enough ticks to see the idle cost grow from 1 to 100 partitions
+QUICK_IDLE_S = 2.0  # long enough to see the idle cost grow from 1 to 100 partitions
 SETTLE_S = 2.0  # after the LeaderAndIsr is applied: fetchers start and the ISR settles before the idle window
 # The segment's log file and its two index files, each index mapped (Python's mmap keeps a second descriptor).
 FDS_PER_PARTITION = 5
@@ -55,10 +55,10 @@ async def scaling_round(root: Path, partitions: int, value: bytes, count: int,
         created_s = loop.time() - started
         await asyncio.sleep(SETTLE_S)
         pids = [broker.proc.pid for broker in cluster.brokers.values()]
-        before = cpu_seconds(pids)
+        before = thread_cpu_seconds(pids)
         idle_started = loop.time()
         await asyncio.sleep(idle_s)
-        idle = (cpu_seconds(pids) - before) / (loop.time() - idle_started) / len(pids)
+        idle = (thread_cpu_seconds(pids) - before) / (loop.time() - idle_started) / len(pids)
         # Producing blocks, and the controller in this loop must keep answering the brokers meanwhile.
         seconds = await asyncio.to_thread(produce, cluster.bootstrap, TOPIC, value, count, partitions)
     return count * len(value) / seconds, idle, created_s

@@ -5,7 +5,7 @@ import os
 import time
 
 from benchmarks.baselines import echo_server, loopback_round_trips
-from benchmarks.harness import cpu_seconds, percentile
+from benchmarks.harness import cpu_seconds, percentile, thread_cpu_seconds
 from benchmarks.replicated_latency import WINDOWS, window_percentiles
 
 
@@ -31,6 +31,14 @@ def test_cpu_seconds_counts_this_process_busy_time():
     while time.process_time() < deadline:
         pass
     assert cpu_seconds([os.getpid()]) - before >= 0.03  # clock ticks are 10 ms
+
+
+def test_thread_cpu_seconds_sees_a_millisecond_that_clock_ticks_round_away():
+    before = thread_cpu_seconds([os.getpid()])
+    deadline = time.thread_time() + 0.002
+    while time.thread_time() < deadline:
+        pass
+    assert 0.002 <= thread_cpu_seconds([os.getpid()]) - before < 1.0
 
 
 def test_loopback_round_trips_echo_every_message():
