@@ -54,8 +54,8 @@ class DelayedFetch(DelayedOperation):
 
     def try_complete(self) -> bool:
         # Cached state only (see delayed_fetch_rules): a wake-up from an append cannot fail on the disk.
-        parked = [self._parked(p, fetch_offset) for p, fetch_offset in zip(self._params.partitions,
-                                                                           self._fetch_offsets, strict=True)]
+        parked = (self._parked(p, fetch_offset) for p, fetch_offset in zip(self._params.partitions,
+                                                                           self._fetch_offsets, strict=True))
         return delayed_fetch_can_complete(parked, self._params.min_bytes) and self.force_complete()
 
     def _parked(self, p: FetchPartitionParams, fetch_offset: LogOffsetMetadata) -> ParkedPartition:

@@ -51,7 +51,8 @@ def bytes_available(fetch_offset: LogOffsetMetadata, end_offset: LogOffsetMetada
 
 def delayed_fetch_can_complete(partitions: Iterable[ParkedPartition], min_bytes: int) -> bool:
     """Whether the parked fetch answers now: any partition that must (cases A-F, H), or min_bytes of data
-    over all partitions (case G)."""
+    over all partitions (case G). Stops at the first partition that decides it, so a caller passing them
+    lazily checks a woken fetch's partitions only up to the one with the data."""
     accumulated = 0
     for partition in partitions:
         if not partition.leads or not partition.epoch_matches or partition.diverges:
@@ -60,4 +61,6 @@ def delayed_fetch_can_complete(partitions: Iterable[ParkedPartition], min_bytes:
         if available is None:
             return True
         accumulated += available
+        if accumulated >= min_bytes > 0:
+            return True
     return accumulated >= min_bytes

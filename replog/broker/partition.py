@@ -196,8 +196,8 @@ class Partition:
     def maybe_increment_high_watermark(self) -> bool:
         """Move the HW up to what the maximal ISR and the caught-up followers hold; returns whether it moved.
         Held still while the committed ISR is below min.insync.replicas."""
-        if not self.is_leader or self.is_under_min_isr():
-            return False
+        if not self.is_leader or self.log.high_watermark == self.log.log_end_offset or self.is_under_min_isr():
+            return False  # the HW never passes the LEO: at the LEO, no follower's fetch can move it
         new_hw = rules.leader_high_watermark(
             self.followers.values(), maximal_isr=self.maximal_isr, leader_log_end_offset=self.log.log_end_offset,
             now_ms=self._clock_ms(), replica_lag_time_max_ms=self.replica_lag_time_max_ms)

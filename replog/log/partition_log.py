@@ -357,8 +357,11 @@ class PartitionLog(LogTruncation):
         consumers and the LEO for followers.
         """
         assert max_bytes >= 0
-        self._check_in_range(offset)
         self._convert_high_watermark_metadata()
+        if offset == self.log_end_offset:
+            # Nothing to read (an idle follower's fetch): the LEO's position is known, no lookup needed.
+            return self._read_result(None, self._log_end_offset_metadata)
+        self._check_in_range(offset)
         upper_bound = min(upper_bound, self.log_end_offset)
         for segment in self._segments.from_offset(offset) if offset < upper_bound else ():
             if segment.base_offset >= upper_bound:

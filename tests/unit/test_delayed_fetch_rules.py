@@ -55,3 +55,16 @@ CAN_COMPLETE_CASES = [
                          ids=[case[0] for case in CAN_COMPLETE_CASES])
 def test_delayed_fetch_completes_on_kafkas_cases_only(case, partitions, min_bytes, expected):
     assert delayed_fetch_can_complete(partitions, min_bytes) is expected
+
+
+def test_delayed_fetch_stops_checking_partitions_once_min_bytes_is_reached():
+    # A wake-up by an append must not look at every partition of a 1,000-partition fetch.
+    checked = []
+
+    def lazily(partitions):
+        for partition in partitions:
+            checked.append(partition)
+            yield partition
+
+    assert delayed_fetch_can_complete(lazily([parked(), WITH_DATA, parked(), parked()]), 1) is True
+    assert len(checked) == 2

@@ -79,6 +79,18 @@ def test_read_in_middle_of_batch_and_at_leo(tmp_path):
     assert end.log_end_offset == 12
 
 
+def test_read_at_leo_after_rolls_starts_where_a_lookup_would(tmp_path):
+    # The read at the LEO answers from the LEO's known position: it must be the one the index gives.
+    log = _open(tmp_path)
+    _fill(log, 30)
+    assert len(log.segments) > 5
+    end = log.read(log.log_end_offset, max_bytes=10_000, upper_bound=log.log_end_offset)
+    assert end.slice is None
+    assert end.fetch_offset_metadata == log.offset_metadata_of(log.log_end_offset)
+    assert end.fetch_offset_metadata.segment_base_offset == log.active_segment.base_offset
+    assert log.size_in_bytes == sum(segment.size for segment in log.segments)
+
+
 def test_upper_bound_respected(tmp_path):
     log = _open(tmp_path)
     _fill(log, 5, count=2)
