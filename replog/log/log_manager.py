@@ -72,6 +72,8 @@ class LogManager:
         self._logs_per_dir: Counter[Path] = Counter()
         self._locks: list[DirectoryLock] = []
         self._removal_listeners: list[Callable[[TopicPartition], None]] = []
+        # What each checkpoint file of each dir last received from this process, to skip unchanged rewrites.
+        self._last_checkpoints: dict[tuple[str, Path], dict[TopicPartition, int]] = {}
         try:
             for log_dir in self.log_dirs:
                 try:
@@ -216,13 +218,24 @@ class LogManager:
 
     def _write_checkpoint(self, name: str, value: Callable[[PartitionLog], int]) -> None:
         """Per online dir; a dir whose write fails goes offline and the others are still written (Kafka's
-        checkpointLogRecoveryOffsetsInDir)."""
-        for log_dir in self.online_dirs:
-            offsets = {tp: value(log) for tp, log in self._logs.items() if self._dir_of[tp] == log_dir}
+        checkpointLogRecoveryOffsetsInDir). A dir whose offsets are those it last wrote is left alone: an
+        idle broker's HW checkpoint every 5 s would otherwise rewrite and fsync the same file each time."""
+        online = self.online_dirs
+        offsets_by_dir: dict[Path, dict[TopicPartition, int]] = {log_dir: {} for log_dir in online}
+        for tp, log in self._logs.items():
+            offsets = offsets_by_dir.get(self._dir_of[tp])
+            if offsets is not None:
+                offsets[tp] = value(log)
+        for log_dir in online:
+            offsets = offsets_by_dir[log_dir]
+            if self._last_checkpoints.get((name, log_dir)) == offsets:
+                continue
             try:
                 OffsetCheckpointFile(log_dir / name).write(offsets)
             except OSError as exc:
                 self.failure_channel.report(log_dir, exc)
+            else:
+                self._last_checkpoints[(name, log_dir)] = offsets
 
     def checkpoint_high_watermarks(self) -> None:
         self._write_checkpoint(HIGH_WATERMARK_CHECKPOINT, lambda log: log.high_watermark)

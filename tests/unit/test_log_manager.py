@@ -127,3 +127,20 @@ def test_second_manager_on_a_locked_dir_refuses_naming_dir_and_holder(tmp_path):
     second_c.shutdown()
     first.shutdown()
     _manager([tmp_path / "a", tmp_path / "b"]).shutdown()  # a clean shutdown released a and b
+
+
+def test_checkpoint_is_rewritten_only_when_an_offset_changed(tmp_path):
+    manager = _manager([tmp_path])
+    log = manager.get_or_create_log("t", 0, CONFIG)
+    for i in range(3):
+        log.append_as_leader(_batch(i), leader_epoch=0)
+    checkpoint = tmp_path / "replication-offset-checkpoint"
+    manager.checkpoint_high_watermarks()
+    written = checkpoint.stat().st_ino  # each write renames a new file into place
+    manager.checkpoint_high_watermarks()
+    assert checkpoint.stat().st_ino == written
+    log.maybe_increment_high_watermark(4)
+    manager.checkpoint_high_watermarks()
+    assert checkpoint.stat().st_ino != written
+    assert checkpoint.read_text().splitlines()[2:] == ["t 0 4"]
+    manager.release_locks()
