@@ -58,6 +58,17 @@ class DelayedFetch(DelayedOperation):
                                                                            self._fetch_offsets, strict=True))
         return delayed_fetch_can_complete(parked, self._params.min_bytes) and self.force_complete()
 
+    def try_complete_for(self, key) -> bool:
+        # An append wakes the fetches parked on its partition: that partition alone usually decides (it
+        # has the min_bytes, or it must answer), and every case only adds up, so a yes from it is a yes
+        # for the fetch. Else the whole check, as try_complete.
+        woken = (self._parked(p, fetch_offset)
+                 for p, fetch_offset in zip(self._params.partitions, self._fetch_offsets, strict=True)
+                 if (p.topic, p.partition) == key)
+        if delayed_fetch_can_complete(woken, self._params.min_bytes):
+            return self.force_complete()
+        return self.try_complete()
+
     def _parked(self, p: FetchPartitionParams, fetch_offset: LogOffsetMetadata) -> ParkedPartition:
         partition = self._replica_manager.get_partition(p.topic, p.partition)
         if partition is None:  # deleted: the fresh read answers UNKNOWN_TOPIC_OR_PARTITION

@@ -6,7 +6,6 @@ time, not by offsets alone, so a follower that fetches constantly under heavy pr
 even though it never reaches the moving LEO exactly (KAFKA-4485).
 """
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Self
 
@@ -46,10 +45,12 @@ class FollowerState:
             last_caught_up_time_ms = max(last_caught_up_time_ms, fetch_time_ms)
         elif fetch_offset >= self.last_fetch_leader_log_end_offset:
             last_caught_up_time_ms = max(last_caught_up_time_ms, self.last_fetch_time_ms)
-        return dataclasses.replace(
-            self, log_end_offset=fetch_offset, log_start_offset=log_start_offset, last_fetch_time_ms=fetch_time_ms,
-            last_fetch_leader_log_end_offset=leader_log_end_offset, last_caught_up_time_ms=last_caught_up_time_ms,
-            fetch_position=fetch_position)
+        # Every field is given: the constructor, not dataclasses.replace, which costs nearly twice as much
+        # on a path run per partition per follower fetch.
+        return type(self)(
+            self.broker_id, log_end_offset=fetch_offset, log_start_offset=log_start_offset,
+            last_fetch_time_ms=fetch_time_ms, last_fetch_leader_log_end_offset=leader_log_end_offset,
+            last_caught_up_time_ms=last_caught_up_time_ms, fetch_position=fetch_position)
 
     def is_caught_up(self, leader_log_end_offset: int, now_ms: int, replica_lag_time_max_ms: int) -> bool:
         return (self.log_end_offset == leader_log_end_offset

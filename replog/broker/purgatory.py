@@ -31,6 +31,11 @@ class DelayedOperation:
         """Check the completion condition; if it holds, call force_complete and return True."""
         raise NotImplementedError
 
+    def try_complete_for(self, key: Hashable) -> bool:
+        """try_complete after a change to `key`, one of its keys: an operation over many keys may look at
+        that one first."""
+        return self.try_complete()
+
     def on_complete(self) -> None:
         """Produce the result; runs exactly once, whatever completed the operation."""
         raise NotImplementedError
@@ -95,7 +100,7 @@ class Purgatory:
         watchers = self._watchers.get(key)
         if not watchers:
             return 0
-        return sum(1 for op in list(watchers) if not op.completed and op.try_complete())
+        return sum(1 for op in list(watchers) if not op.completed and op.try_complete_for(key))
 
     def complete_all(self) -> None:
         """Shutdown: answer everything that is waiting; this also cancels the loop timer."""

@@ -195,3 +195,21 @@ async def test_acks_all_produce_answers_not_leader_when_leadership_moves(replica
     assert not replicas.produce_purgatory.try_complete_else_watch(op, [("t", 0)])
     await lead(replicas, leader_epoch=4, isr=[FOLLOWER], leader=FOLLOWER)
     assert op.future.result()[("t", 0)].error_code == ErrorCode.not_leader_or_follower
+
+
+async def test_a_fetch_over_two_partitions_adds_their_bytes_when_the_woken_one_alone_falls_short(tmp_path):
+    # The woken partition is checked first; short of min_bytes alone, the others' bytes still count.
+    manager = await leading_replica_manager(tmp_path)
+    state = LeaderAndIsrPartitionState("u", 0, 1, LOCAL, 3, [LOCAL, FOLLOWER], 3, [LOCAL, FOLLOWER])
+    error, _ = await manager.become_leader_or_follower(
+        LeaderAndIsrRequest(9, 1, -1, [LeaderAndIsrTopicState("u", uuid.uuid4(), [state])], []))
+    assert error == ErrorCode.none
+    partitions = [FetchPartitionParams(topic, 0, 0, 3, -1, 0, 1 << 20) for topic in ("t", "u")]
+    offsets = [manager.get_partition(topic, 0).log.offset_metadata_of(0) for topic in ("t", "u")]
+    op = DelayedFetch(manager, FetchParams(FOLLOWER, PARKED_MS, 200, 1 << 20, partitions), offsets)
+    assert not manager.fetch_purgatory.try_complete_else_watch(op, [("t", 0), ("u", 0)])
+    append(manager)  # ~130 bytes on t-0
+    assert not op.future.done()
+    u_records = memoryview(bytearray(build_batch([(None, b"x" * 100, [], 1000)])))
+    assert manager.append_to_partition("u", 0, u_records, 1).error_code == ErrorCode.none  # ~130 on u-0 alone
+    assert [result.error_code for result in op.future.result()] == [ErrorCode.none, ErrorCode.none]

@@ -253,3 +253,24 @@ async def test_full_purgatory_completes_instead_of_growing():
 def test_constructed_outside_a_running_loop():
     # ReplicaManager builds its purgatories before the loop may be running.
     assert Purgatory("p", 1).size == 0
+
+
+class RecordsWokenKey(Counter):
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self.woken_by = []
+
+    def try_complete_for(self, key) -> bool:
+        self.woken_by.append(key)
+        return super().try_complete_for(key)
+
+
+async def test_check_and_complete_tells_the_operation_which_key_changed():
+    purgatory = Purgatory("test", 10)
+    source = {"value": 0}
+    op = RecordsWokenKey(60_000, 1, source)
+    assert not purgatory.try_complete_else_watch(op, ["a", "b"])
+    purgatory.check_and_complete("b")
+    source["value"] = 1
+    purgatory.check_and_complete("a")
+    assert op.woken_by == ["b", "a"] and op.completions == 1
