@@ -21,16 +21,27 @@ class DelayedProduce(DelayedOperation):
         self.future = asyncio.get_running_loop().create_future()
 
     def try_complete(self) -> bool:
-        for key, required_offset in list(self._pending.items()):
-            partition = self._replica_manager.get_partition(*key)
-            if partition is None:
-                done, error = True, ErrorCode.unknown_topic_or_partition
-            else:
-                done, error = partition.check_enough_replicas_reach_offset(required_offset)
-            if done:
-                self._results[key].error_code = error
-                del self._pending[key]
+        for key in list(self._pending):
+            self._check(key)
         return not self._pending and self.force_complete()
+
+    def try_complete_for(self, key) -> bool:
+        # Whatever can finish a partition (its HW, leadership, log dir, deletion) wakes its key, so the
+        # others are as they were at the last check: re-checking them on every HW move made a produce to
+        # 1,000 partitions cost a million checks.
+        if key in self._pending:
+            self._check(key)
+        return not self._pending and self.force_complete()
+
+    def _check(self, key) -> None:
+        partition = self._replica_manager.get_partition(*key)
+        if partition is None:
+            done, error = True, ErrorCode.unknown_topic_or_partition
+        else:
+            done, error = partition.check_enough_replicas_reach_offset(self._pending[key])
+        if done:
+            self._results[key].error_code = error
+            del self._pending[key]
 
     def on_complete(self) -> None:
         if not self.future.done():

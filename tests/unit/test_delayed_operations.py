@@ -200,16 +200,47 @@ async def test_acks_all_produce_answers_not_leader_when_leadership_moves(replica
 async def test_a_fetch_over_two_partitions_adds_their_bytes_when_the_woken_one_alone_falls_short(tmp_path):
     # The woken partition is checked first; short of min_bytes alone, the others' bytes still count.
     manager = await leading_replica_manager(tmp_path)
-    state = LeaderAndIsrPartitionState("u", 0, 1, LOCAL, 3, [LOCAL, FOLLOWER], 3, [LOCAL, FOLLOWER])
-    error, _ = await manager.become_leader_or_follower(
-        LeaderAndIsrRequest(9, 1, -1, [LeaderAndIsrTopicState("u", uuid.uuid4(), [state])], []))
-    assert error == ErrorCode.none
+    await lead_topic_u(manager)
     partitions = [FetchPartitionParams(topic, 0, 0, 3, -1, 0, 1 << 20) for topic in ("t", "u")]
     offsets = [manager.get_partition(topic, 0).log.offset_metadata_of(0) for topic in ("t", "u")]
     op = DelayedFetch(manager, FetchParams(FOLLOWER, PARKED_MS, 200, 1 << 20, partitions), offsets)
     assert not manager.fetch_purgatory.try_complete_else_watch(op, [("t", 0), ("u", 0)])
     append(manager)  # ~130 bytes on t-0
     assert not op.future.done()
-    u_records = memoryview(bytearray(build_batch([(None, b"x" * 100, [], 1000)])))
-    assert manager.append_to_partition("u", 0, u_records, 1).error_code == ErrorCode.none  # ~130 on u-0 alone
+    append_to_u(manager, acks=1)  # ~130 bytes on u-0 alone
     assert [result.error_code for result in op.future.result()] == [ErrorCode.none, ErrorCode.none]
+
+
+async def lead_topic_u(manager: ReplicaManager) -> None:
+    """A second partition, u-0, led here with the same replicas as t-0."""
+    state = LeaderAndIsrPartitionState("u", 0, 1, LOCAL, 3, [LOCAL, FOLLOWER], 3, [LOCAL, FOLLOWER])
+    error, _ = await manager.become_leader_or_follower(
+        LeaderAndIsrRequest(9, 1, -1, [LeaderAndIsrTopicState("u", uuid.uuid4(), [state])], []))
+    assert error == ErrorCode.none
+
+
+def append_to_u(manager: ReplicaManager, acks: int):
+    result = manager.append_to_partition("u", 0, memoryview(bytearray(build_batch([(None, b"x" * 100, [], 1000)]))),
+                                         acks)
+    assert result.error_code == ErrorCode.none
+    return result
+
+
+async def test_acks_all_produce_over_two_partitions_checks_only_the_partition_whose_hw_moved(tmp_path, monkeypatch):
+    manager = await leading_replica_manager(tmp_path)
+    await lead_topic_u(manager)
+    results = {("t", 0): append(manager, 1, acks=-1), ("u", 0): append_to_u(manager, acks=-1)}
+    op = DelayedProduce(manager, PARKED_MS, results, dict(results))
+    assert not manager.produce_purgatory.try_complete_else_watch(op, list(results))
+    looked_up = []
+    get_partition = manager.get_partition
+    monkeypatch.setattr(manager, "get_partition", lambda *key: looked_up.append(key) or get_partition(*key))
+    follower = FollowerFetch(FOLLOWER, 0)
+    manager.read_partition("t", 0, 1, current_leader_epoch=3, last_fetched_epoch=-1, max_bytes=1 << 20,
+                           fetcher=follower, min_one_batch=True)  # t-0's HW passes its record
+    assert not op.future.done()
+    assert looked_up == [("t", 0)]
+    manager.read_partition("u", 0, 1, current_leader_epoch=3, last_fetched_epoch=-1, max_bytes=1 << 20,
+                           fetcher=follower, min_one_batch=True)
+    assert {key: r.error_code for key, r in op.future.result().items()} == {("t", 0): ErrorCode.none,
+                                                                             ("u", 0): ErrorCode.none}
