@@ -9,7 +9,7 @@ from replog.log.errors import OffsetOutOfRangeError
 from replog.log.offset_metadata import LogOffsetMetadata
 from replog.protocol.fetch import FetchPartitionResult
 
-from .delayed_fetch_rules import ParkedPartition, delayed_fetch_can_complete
+from .delayed_fetch_rules import ParkedPartition, delayed_fetch_can_complete, parked_partition_bytes
 from .fetch_params import FetchParams, FetchPartitionParams
 from .purgatory import DelayedOperation
 
@@ -50,24 +50,40 @@ class DelayedFetch(DelayedOperation):
         self._replica_manager = replica_manager
         self._params = params
         self._fetch_offsets = fetch_offsets
+        self._shares: list[int] | None = None  # each partition's bytes at its last check (case G)
+        self._accumulated = 0
+        self._positions: dict[tuple[str, int], list[int]] | None = None  # built at the first wake-up
         self.future = asyncio.get_running_loop().create_future()
 
     def try_complete(self) -> bool:
         # Cached state only (see delayed_fetch_rules): a wake-up from an append cannot fail on the disk.
-        parked = (self._parked(p, fetch_offset) for p, fetch_offset in zip(self._params.partitions,
-                                                                           self._fetch_offsets, strict=True))
-        return delayed_fetch_can_complete(parked, self._params.min_bytes) and self.force_complete()
+        # Each partition's bytes are kept, so a later wake-up re-counts only the partition it is for.
+        parked = [self._parked(p, fetch_offset)
+                  for p, fetch_offset in zip(self._params.partitions, self._fetch_offsets, strict=True)]
+        if delayed_fetch_can_complete(parked, self._params.min_bytes):
+            return self.force_complete()
+        self._shares = [parked_partition_bytes(partition) for partition in parked]  # none must answer now
+        self._accumulated = sum(self._shares)
+        return False
 
     def try_complete_for(self, key) -> bool:
-        # An append wakes the fetches parked on its partition: that partition alone usually decides (it
-        # has the min_bytes, or it must answer), and every case only adds up, so a yes from it is a yes
-        # for the fetch. Else the whole check, as try_complete.
-        woken = (self._parked(p, fetch_offset)
-                 for p, fetch_offset in zip(self._params.partitions, self._fetch_offsets, strict=True)
-                 if (p.topic, p.partition) == key)
-        if delayed_fetch_can_complete(woken, self._params.min_bytes):
-            return self.force_complete()
-        return self.try_complete()
+        # Whatever changes a partition's share (an append, a HW move, a roll, leadership, a new epoch)
+        # wakes its key, so the other partitions' shares stand: a HW move on each of 1,000 partitions
+        # no longer re-checks all 1,000 each time. (A leader throttle lifting wakes nothing: a held-back
+        # partition counts again at its next append, or the fetch answers at its max wait.)
+        if self._shares is None:
+            return self.try_complete()
+        if self._positions is None:
+            self._positions = {}
+            for i, p in enumerate(self._params.partitions):
+                self._positions.setdefault((p.topic, p.partition), []).append(i)
+        for i in self._positions.get(key, ()):
+            available = parked_partition_bytes(self._parked(self._params.partitions[i], self._fetch_offsets[i]))
+            if available is None:
+                return self.force_complete()
+            self._accumulated += available - self._shares[i]
+            self._shares[i] = available
+        return self._accumulated >= self._params.min_bytes and self.force_complete()
 
     def _parked(self, p: FetchPartitionParams, fetch_offset: LogOffsetMetadata) -> ParkedPartition:
         partition = self._replica_manager.get_partition(p.topic, p.partition)

@@ -49,15 +49,20 @@ def bytes_available(fetch_offset: LogOffsetMetadata, end_offset: LogOffsetMetada
     return min(end_offset.position_diff(fetch_offset), max_bytes)
 
 
+def parked_partition_bytes(partition: ParkedPartition) -> int | None:
+    """One partition's share of case G, or None when it makes the fetch answer at once (cases A-F, H)."""
+    if not partition.leads or not partition.epoch_matches or partition.diverges:
+        return None
+    return bytes_available(partition.fetch_offset, partition.end_offset, partition.max_bytes)
+
+
 def delayed_fetch_can_complete(partitions: Iterable[ParkedPartition], min_bytes: int) -> bool:
     """Whether the parked fetch answers now: any partition that must (cases A-F, H), or min_bytes of data
     over all partitions (case G). Stops at the first partition that decides it, so a caller passing them
-    lazily checks a woken fetch's partitions only up to the one with the data."""
+    lazily looks only at those up to the one that does."""
     accumulated = 0
     for partition in partitions:
-        if not partition.leads or not partition.epoch_matches or partition.diverges:
-            return True
-        available = bytes_available(partition.fetch_offset, partition.end_offset, partition.max_bytes)
+        available = parked_partition_bytes(partition)
         if available is None:
             return True
         accumulated += available

@@ -244,3 +244,20 @@ async def test_acks_all_produce_over_two_partitions_checks_only_the_partition_wh
                            fetcher=follower, min_one_batch=True)
     assert {key: r.error_code for key, r in op.future.result().items()} == {("t", 0): ErrorCode.none,
                                                                              ("u", 0): ErrorCode.none}
+
+
+async def test_a_wake_up_re_counts_only_its_own_partition_of_a_parked_fetch(tmp_path, monkeypatch):
+    manager = await leading_replica_manager(tmp_path)
+    await lead_topic_u(manager)
+    partitions = [FetchPartitionParams(topic, 0, 0, 3, -1, 0, 1 << 20) for topic in ("t", "u")]
+    offsets = [manager.get_partition(topic, 0).log.offset_metadata_of(0) for topic in ("t", "u")]
+    op = DelayedFetch(manager, FetchParams(FOLLOWER, PARKED_MS, 1, 1 << 20, partitions), offsets)
+    assert not manager.fetch_purgatory.try_complete_else_watch(op, [("t", 0), ("u", 0)])
+    looked_up = []
+    get_partition = manager.get_partition
+    monkeypatch.setattr(manager, "get_partition", lambda *key: looked_up.append(key) or get_partition(*key))
+    manager.fetch_purgatory.check_and_complete(("t", 0))  # e.g. t-0's HW moved: nothing new to read
+    assert not op.future.done()
+    assert looked_up == [("t", 0)]
+    append_to_u(manager, acks=1)
+    assert op.future.done()
