@@ -10,6 +10,7 @@ from pathlib import Path
 
 from replog.coordinator.config import GroupCoordinatorConfig
 from replog.log.config import CleanerConfig, LogConfig, parse_cleanup_policy
+from replog.log.file_budget import MIN_OPEN_FILES, FileBudget, default_max_open_files
 from replog.metrics.config import MetricsConfig, split_metrics_config
 from replog.security.authorizer import AuthorizerConfig
 from replog.server.listener_config import (
@@ -58,6 +59,7 @@ _KEYS: dict[str, tuple[str, object]] = {
     "log.cleanup.policy": ("log_cleanup_policy", parse_cleanup_policy),
     "log.cleaner.enable": ("log_cleaner_enable", parse_bool),
     "log.cleaner.threads": ("log_cleaner_threads", int),
+    "log.open.files.max": ("log_open_files_max", int),
     "log.cleaner.dedupe.buffer.size": ("log_cleaner_dedupe_buffer_size", int),
     "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", int),
     "log.cleaner.min.cleanable.ratio": ("log_cleaner_min_cleanable_ratio", float),
@@ -125,6 +127,7 @@ class BrokerConfig:
     log_cleanup_policy: str = "delete"
     log_cleaner_enable: bool = True
     log_cleaner_threads: int = 1
+    log_open_files_max: int = -1  # replog's own: -1 is half of the soft RLIMIT_NOFILE (file_budget.py)
     log_cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024
     log_cleaner_backoff_ms: int = 15_000
     log_cleaner_min_cleanable_ratio: float = 0.5
@@ -206,6 +209,11 @@ class BrokerConfig:
         spec = self.inter_broker_listener
         return Listener(spec.name, spec.advertised_host, spec.advertised_port)
 
+    def file_budget(self) -> FileBudget:
+        """The broker's budget of open segment files (log.open.files.max, replog's own key)."""
+        limit = self.log_open_files_max
+        return FileBudget(default_max_open_files() if limit == -1 else limit)
+
     def log_config(self) -> LogConfig:
         return LogConfig(
             segment_bytes=self.log_segment_bytes,
@@ -232,6 +240,8 @@ class BrokerConfig:
                              backoff_ms=self.log_cleaner_backoff_ms)
 
     def validate(self) -> None:
+        if self.log_open_files_max != -1 and self.log_open_files_max < MIN_OPEN_FILES:
+            raise ValueError(f"log.open.files.max must be -1 or at least {MIN_OPEN_FILES}")
         if self.socket_request_max_bytes <= 0:
             raise ValueError("socket.request.max.bytes must be positive")
         if self.num_partitions <= 0 or self.default_replication_factor <= 0:

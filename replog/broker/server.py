@@ -101,7 +101,8 @@ class Broker:
         config = self.config
         for directory in config.log_dirs:
             directory.mkdir(parents=True, exist_ok=True)
-        self.log_manager = LogManager(config.log_dirs, config.log_config(), clock_ms=clock_ms)
+        self.log_manager = LogManager(config.log_dirs, config.log_config(), clock_ms=clock_ms,
+                                      file_budget=config.file_budget())
         # In a cluster, producer ids come from a range of this broker's own so brokers never hand out the same.
         self.controller = LocalController(config.log_dirs[0], self.image, config.node_id,
                                           manages_topics=not self.in_cluster,
