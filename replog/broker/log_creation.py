@@ -64,11 +64,19 @@ async def create_missing_logs(log_manager: LogManager, base_log_config: LogConfi
 
 
 def _open_logs(log_manager: LogManager, planned: list[NewLog]) -> list[tuple[NewLog, PartitionLog | Exception]]:
-    """Runs in a worker thread: each new log, or the error that kept it from being created."""
+    """Runs in a worker thread: each new log, or the error that kept it from being created. The logs are
+    made durable together at the end (one file system sync, not two fsyncs a log), before any is adopted."""
     opened: list[tuple[NewLog, PartitionLog | Exception]] = []
     for new in planned:
         try:
-            opened.append((new, log_manager.open_new_log(new)))
+            opened.append((new, log_manager.open_new_log(new, sync=False)))
         except (OSError, LogError) as e:
             opened.append((new, e))
+    try:
+        log_manager.sync_new_logs(new for new, result in opened if not isinstance(result, Exception))
+    except OSError as e:
+        for _, result in opened:
+            if not isinstance(result, Exception):
+                result.close()
+        return [(new, e) for new, _ in opened]
     return opened

@@ -12,7 +12,9 @@ sanity check raises CorruptIndexError and the segment rebuilds it.
 
 An index may give back its descriptors (release, for the broker's file budget) and reopens them on its next
 use: the entry count and the mapped size are kept, so a reopen maps the file again and reads nothing.
-Resizing a released index truncates the file by path, without opening it.
+Resizing a released index truncates the file by path, without opening it. The index of a new, empty
+segment may be created lazily (as Kafka's LazyIndex): no file until the first entry or lookup needs one,
+so thousands of new partitions cost no index files.
 """
 
 from __future__ import annotations
@@ -42,13 +44,13 @@ class _MmapIndex(abc.ABC):
     ENTRY: struct.Struct
     ENTRY_CODES: str
 
-    def __init__(self, path: Path, base_offset: int, max_bytes: int) -> None:
+    def __init__(self, path: Path, base_offset: int, max_bytes: int, *, create_lazily: bool = False) -> None:
+        """`create_lazily`: when the file does not exist, create it only once it is used."""
         assert base_offset >= 0
         assert max_bytes >= self.ENTRY.size
         self.path = Path(path)
         self.base_offset = base_offset
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        self._file: io.FileIO | None = SharedFile(fd, "r+")
+        self._file: io.FileIO | None = None
         self._mm: mmap.mmap | None = None
         self._size = 0  # the file's (and the mapping's) length, known while released too
         self._entries = 0
@@ -57,6 +59,11 @@ class _MmapIndex(abc.ABC):
         self._deleted = False
         # Told the descriptors a reopen took (the segment charges them to the broker's file budget).
         self.on_open: Callable[[int], None] | None = None
+        self._created = not create_lazily or self.path.exists()
+        if not self._created:
+            self._size = self._round(max_bytes)
+            return
+        self._file = SharedFile(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644), "r+")
         try:
             self._open(max_bytes)
         except BaseException:
@@ -84,7 +91,8 @@ class _MmapIndex(abc.ABC):
         # Blocks of a file that existed before may be sparse too: only the entries are known to be written.
         self._allocated = min(self._allocated, size)
         if self._file is None:
-            os.truncate(self.path, size)  # released: stays released
+            if self._created:
+                os.truncate(self.path, size)  # released: stays released
             return
         if self._mm is not None:
             self._mm.close()
@@ -96,7 +104,10 @@ class _MmapIndex(abc.ABC):
     def _open_file(self) -> io.FileIO:
         """The file, reopened and mapped again if it was released."""
         if self._file is None:
-            file = SharedFile(os.open(self.path, os.O_RDWR), "r+")
+            file = SharedFile(os.open(self.path, os.O_RDWR if self._created else os.O_RDWR | os.O_CREAT, 0o644), "r+")
+            if not self._created:
+                os.ftruncate(file.fileno(), self._size)  # preallocated, as a new index is
+                self._created = True
             if self._size > 0:
                 self._mm = mmap.mmap(file.fileno(), self._size)
             self._file = file

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from replog.log.checkpoint import OffsetCheckpointFile, fsync_directory, write_atomically
+from replog.log.checkpoint import OffsetCheckpointFile, fsync_directory, sync_filesystem, write_atomically
 from replog.log.config import LogConfig
 from replog.log.dir_failure import LogDirFailureChannel
 from replog.log.dir_lock import DirectoryLock
@@ -182,16 +182,24 @@ class LogManager:
             planned.append(NewLog(tp, log_dir / f"{tp.topic}-{tp.partition}", config, topic_id))
         return planned
 
-    def open_new_log(self, new: NewLog) -> PartitionLog:
-        """Create the log's files. Reads no mutable LogManager state, so it may run in a worker thread."""
+    def open_new_log(self, new: NewLog, *, sync: bool = True) -> PartitionLog:
+        """Create the log's files. Reads no mutable LogManager state, so it may run in a worker thread. With
+        `sync=False` nothing is fsynced: call sync_new_logs for a batch of them before adopting any."""
         log = PartitionLog.open(new.directory, new.config, clock_ms=self._clock_ms, clean_shutdown=True,
                                 topic_id=new.topic_id, failure_channel=self.failure_channel,
-                                file_ops=self._file_ops)
+                                file_ops=self._file_ops, sync_metadata=sync)
         if self.file_budget is not None:
             # Thousands may be created before any is adopted (a LeaderAndIsr for a whole new topic): each
             # waits with no descriptor, and reopens its files on its first append.
             log.release_file_handles()
         return log
+
+    @staticmethod
+    def sync_new_logs(planned: Iterable[NewLog]) -> None:
+        """Make logs opened with sync=False durable (their directories, entries in the log dir, metadata
+        files): one file system sync per log dir; may run in a worker thread."""
+        for log_dir in {new.directory.parent for new in planned}:
+            sync_filesystem(log_dir)
 
     def adopt_new_log(self, new: NewLog, log: PartitionLog) -> None:
         """Register a log that open_new_log created; runs on the event loop."""

@@ -126,10 +126,13 @@ class PartitionLog(LogTruncation):
         log_start_offset: int = 0,
         failure_channel: LogDirFailureChannel | None = None,
         file_ops: SegmentFileOps = OS_FILE_OPS,
+        sync_metadata: bool = True,
     ) -> PartitionLog:
+        """`sync_metadata=False`: a new log's partition.metadata is not fsynced; the caller syncs the file
+        system before the log is used (LogManager.sync_new_logs)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        topic_id = PartitionMetadataFile(directory).reconcile(topic_id)
+        topic_id = PartitionMetadataFile(directory).reconcile(topic_id, durable=sync_metadata)
         log = cls(directory, config, clock_ms, topic_id, failure_channel, file_ops)
         for segment in load_segments(directory, log._open_segment, max_message_bytes=config.max_message_bytes,
                                      file_ops=file_ops):

@@ -176,8 +176,12 @@ class LogSegment:
         path = self.directory / segment_file_name(self.base_offset, suffix + self.file_suffix)
         if not path.exists() and self._size > 0:
             self.needs_recovery = True
+        # A new, empty segment of the log creates its index files on first use (the first append reserves
+        # index space before writing): a data file never lacks its indexes. The cleaner's output is exempt,
+        # as the swap renames its files.
+        lazily = self._size == 0 and not self.file_suffix
         try:
-            return kind(path, self.base_offset, max_bytes)
+            return kind(path, self.base_offset, max_bytes, create_lazily=lazily)
         except CorruptIndexError:
             self.needs_recovery = True
             path.unlink()
