@@ -119,10 +119,11 @@ def write_json(name: str, results: list[Result], settings: dict, results_dir: Pa
 
 
 @asynccontextmanager
-async def replicated_cluster(root: Path) -> AsyncIterator[LocalCluster]:
-    """Three broker processes with Kafka's replication defaults and a controller in this event loop."""
+async def replicated_cluster(root: Path, controller_options: dict | None = None) -> AsyncIterator[LocalCluster]:
+    """Three broker processes with Kafka's replication defaults and a controller in this event loop
+    (`controller_options`: more ControllerConfig fields)."""
     cluster = LocalCluster(root, brokers=3, overrides=KAFKA_REPLICATION_DEFAULTS,
-                           session_timeout_ms=KAFKA_SESSION_TIMEOUT_MS)
+                           session_timeout_ms=KAFKA_SESSION_TIMEOUT_MS, controller_options=controller_options)
     try:
         await cluster.start()
         yield cluster

@@ -77,13 +77,13 @@ class CheckpointFile:
         self.path = Path(path)
         self.fields_per_entry = fields_per_entry
 
-    def write_entries(self, entries: Sequence[Sequence[object]]) -> None:
+    def write_entries(self, entries: Sequence[Sequence[object]], *, durable: bool = True) -> None:
         assert len(entries) <= MAX_CHECKPOINT_ENTRIES
         lines = [str(CHECKPOINT_VERSION), str(len(entries))]
         for entry in entries:
             assert len(entry) == self.fields_per_entry
             lines.append(" ".join(str(field) for field in entry))
-        write_atomically(self.path, ("\n".join(lines) + "\n").encode())
+        write_atomically(self.path, ("\n".join(lines) + "\n").encode(), durable=durable)
 
     def read_entries(self) -> list[list[str]]:
         """Entries as lists of strings; [] if the file does not exist."""
@@ -143,8 +143,8 @@ class LeaderEpochCheckpointFile:
     def path(self) -> Path:
         return self._file.path
 
-    def write(self, entries: Sequence[tuple[int, int]]) -> None:
-        self._file.write_entries(entries)
+    def write(self, entries: Sequence[tuple[int, int]], *, durable: bool = True) -> None:
+        self._file.write_entries(entries, durable=durable)
 
     def read(self) -> list[tuple[int, int]]:
         return [
