@@ -34,6 +34,11 @@ SETTLE_S = 2.0  # after the LeaderAndIsr is applied: fetchers start and the ISR 
 # The segment's log file and its two index files, each index mapped (Python's mmap keeps a second descriptor).
 FDS_PER_OPEN_SEGMENT = 5
 FD_HEADROOM = 1_000  # sockets, the controller's and clients' connections, checkpoints being written
+# Each broker creates every partition's log (RF=3 on 3 brokers) before it answers the LeaderAndIsr: at
+# 10,000 that is a directory and three small files each, longer on a 2-vCPU VM than Kafka's 30 s
+# controller.socket.timeout.ms. The controller waits longer for such a count rather than resend it.
+LARGE_COUNT = 10_000
+LARGE_COUNT_CONTROLLER_OPTIONS = {"request_timeout_ms": 300_000, "propagation_timeout_ms": 300_000}
 
 
 def fits_open_file_limit(partitions: int, limit: int | None = None, budget: int | None = None) -> bool:
@@ -60,7 +65,8 @@ async def scaling_round(root: Path, partitions: int, value: bytes, count: int,
     """(value bytes per second produced, mean idle CPU fraction per broker, seconds to create the topic,
     the most files a broker holds open after the produce)."""
     loop = asyncio.get_running_loop()
-    async with replicated_cluster(root) as cluster:
+    options = LARGE_COUNT_CONTROLLER_OPTIONS if partitions >= LARGE_COUNT else None
+    async with replicated_cluster(root, options) as cluster:
         started = loop.time()
         await cluster.controller.create_topic(TOPIC, round_robin_assignment(partitions),
                                               {"min.insync.replicas": "2"})
