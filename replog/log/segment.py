@@ -279,16 +279,31 @@ class LogSegment:
             headers.append((start + position, header))
             position += header.size_in_bytes
         assert position == len(batches)
-        # Index space first (each batch adds at most one entry to each index): a full disk fails the
-        # append before any byte is written, never between the log write and its index entries.
-        self.offset_index.reserve(len(headers))
-        self.time_index.reserve(len(headers))
+        # Index space first: a full disk fails the append before any byte is written, never between the log
+        # write and its index entries. Only for the entries this append will write (a batch gets one in
+        # each index once index_interval_bytes have passed), so that small appends to a new segment do not
+        # create its lazily created index files before they hold anything.
+        entries = self._index_entries_for(headers)
+        if entries:
+            self.offset_index.reserve(entries)
+            self.time_index.reserve(entries)
         self._write_all(batches)
         for header_position, header in headers:
             self._index_batch(header, header_position)
         assert self._next_offset == largest_offset + 1
         assert self._max_timestamp >= max_timestamp
         assert offset_of_max_timestamp <= largest_offset
+
+    def _index_entries_for(self, headers: list[tuple[int, BatchHeader]]) -> int:
+        """How many entries _index_batch will add to each index for these batches."""
+        since_index = self._bytes_since_index
+        entries = 0
+        for _, header in headers:
+            if since_index > self.index_interval_bytes:
+                entries += 1
+                since_index = 0
+            since_index += header.size_in_bytes
+        return entries
 
     def _write_all(self, data: memoryview) -> None:
         """Write all of `data` or none of it: a failed write (a full disk takes part of it, then ENOSPC)
