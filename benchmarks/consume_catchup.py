@@ -169,7 +169,8 @@ def confluent_catchup(bootstrap: str, count: int) -> float:
         received = value_bytes = 0
         deadline = started + 300
         while received < count and time.perf_counter() < deadline:
-            for message in consumer.consume(10_000, 1.0):
+            # Never ask for more than is left: consume() waits out its timeout while short of num_messages.
+            for message in consumer.consume(min(10_000, count - received), 1.0):
                 if message.error():
                     raise RuntimeError(f"consumer error: {message.error()}")
                 value_bytes += len(message.value())
