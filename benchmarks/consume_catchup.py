@@ -67,6 +67,13 @@ def warm_and_check(log_dir: Path) -> str:
     files = segment_files(log_dir)
     for path in files:
         warm(path)
+    return page_cache_residency(files)
+
+
+def page_cache_residency(files: list[Path]) -> str:
+    """How much of the files the page cache holds now, from fincore (or a note if it is missing)."""
+    if not files:
+        return "no segment files"
     if not shutil.which("fincore"):
         return "fincore not available"
     out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES,SIZE", *map(str, files)],

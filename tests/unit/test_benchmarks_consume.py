@@ -53,3 +53,14 @@ def test_confluent_catchup_never_asks_for_more_records_than_remain(fake_consumer
     assert fake_consumer.asked == [10_000, 10_000, 5_001]
     assert fake_consumer.available == 0
     assert rate > 0
+
+
+def test_page_cache_residency_reports_a_file_just_written_as_resident(tmp_path):
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(b"x" * (1 << 20))
+    summary = consume_catchup.page_cache_residency([path])
+    assert summary == "100.0% of 1 MiB resident" or summary == "fincore not available"
+
+
+def test_page_cache_residency_of_no_files_says_so():
+    assert consume_catchup.page_cache_residency([]) == "no segment files"
