@@ -25,6 +25,7 @@ from replog.log.dynamic_configs import ConfigResource
 from replog.log.log_cleaner import LogCleaner
 from replog.log.log_manager import LogManager
 from replog.metrics.service import MetricsService
+from replog.process_startup import end_quiet_start
 from replog.protocol.apis import ApiKey, response_header_version
 from replog.protocol.headers import decode_response_header
 from replog.protocol.messages import decode_response, encode_request
@@ -472,6 +473,7 @@ async def serve(config: BrokerConfig) -> None:
     await broker.start()
     write_ready_file(port=broker.port, metrics_port=broker.metrics_service.port,
                      listener_ports=broker.listener_ports)
+    end_quiet_start()
     stop = broker.stop_requested
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
