@@ -32,7 +32,7 @@ EXIT_INTERRUPTED = 130
 
 
 def cmd_broker_start(args: argparse.Namespace) -> int:
-    from .broker.server import run_broker  # imported lazily: client commands should not load the broker
+    from .broker.process import run_broker  # imported lazily: client commands should not load the broker
 
     return _refusing_a_used_directory("broker", run_broker, args)
 
