@@ -110,9 +110,10 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 async def _metadata_quorum(args: argparse.Namespace) -> int:
     controllers = parse_controllers(args.bootstrap_controller)
-    quorum = await describe_quorum(controllers, security=load_command_config(args.command_config))
+    security = load_command_config(args.command_config)
+    quorum = await describe_quorum(controllers, security=security)
     if args.status:
-        cluster_id, _ = await describe_controller_cluster(controllers)
+        cluster_id, _ = await describe_controller_cluster(controllers, security=security)
         print(format_quorum_status(quorum, cluster_id))
     else:
         print(format_quorum_replication(quorum, int(time.time() * 1000) if args.human_readable else None))
