@@ -123,9 +123,11 @@ def _cluster_members(props: dict[str, str]) -> ClusterMembers:
                           restricted=authorizer.enabled or bool(props.get("inter.broker.secret")))
 
 
-def _node_security(props: dict[str, str], values: dict[str, object]) -> None:
-    """The listener's TLS and SASL, who may act for the cluster, and how this controller logs in to the brokers
-    and the other voters (server/inter_broker.py); ValueError names what is wrong."""
+def controller_security_fields(props: dict[str, str]) -> dict[str, object]:
+    """The ControllerConfig fields of its security from its properties: the listener's TLS and SASL, who may
+    act for the cluster, and how it logs in to the brokers and the other voters (server/inter_broker.py).
+    ValueError names what is wrong."""
+    values: dict[str, object] = {}
     listener = _controller_listener(props)
     members = _cluster_members(props)
     values["members"] = members
@@ -150,6 +152,7 @@ def _node_security(props: dict[str, str], values: dict[str, object]) -> None:
     values["broker_link"] = node_link_security(
         _broker_protocol(props), identity, parse_node_mechanism(props, INTER_BROKER_MECHANISM_KEY),
         _broker_ssl_context(props), link=f"the brokers' listener ({INTER_BROKER_PROTOCOL_KEY})")
+    return values
 
 
 def controller_config(props: dict[str, str]) -> ControllerConfig:
@@ -167,7 +170,7 @@ def controller_config(props: dict[str, str]) -> ControllerConfig:
             values["host"], values["port"] = listener.host, listener.port
         elif (key in _LISTENER_KEYS or key in _MEMBER_KEYS or key in NODE_LOGIN_KEYS or key.startswith("ssl.")
               or is_listener_key(key)):
-            continue  # read by _node_security
+            continue  # read by controller_security_fields
         elif key == INTER_BROKER_PROTOCOL_KEY:
             values["broker_ssl_context"] = _broker_ssl_context(rest)
         elif key in _KEYS:
@@ -180,7 +183,7 @@ def controller_config(props: dict[str, str]) -> ControllerConfig:
             print(f"replog: unknown controller config key {key!r} ignored", file=sys.stderr)
     if not props.get("metadata.log.dir"):
         raise ValueError("metadata.log.dir is required")
-    _node_security(rest, values)
+    values |= controller_security_fields(rest)
     if int(values.get("leader_imbalance_check_interval_ms", 1)) <= 0:
         raise ValueError("leader.imbalance.check.interval.seconds must be positive")
     if not 0 <= int(values.get("leader_imbalance_per_broker_percentage", 10)) <= 100:
