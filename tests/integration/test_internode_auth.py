@@ -5,7 +5,7 @@ the controllers with PLAIN over TLS; the node principals are super users) replic
 controller alike; a broker started with a wrong inter-broker password is refused with a clean error in its log
 and keeps running while the others serve; PLAIN with any "shared secret" gets nobody in, and a SCRAM user who
 is not a node may not perform cluster actions. An mTLS cluster refuses a broker whose certificate its CA did not
-sign. Every cluster is brought down whatever fails."""
+sign. `cluster add-broker` grows the secured cluster. Every cluster is brought down whatever fails."""
 
 import asyncio
 import subprocess
@@ -19,7 +19,7 @@ import pytest
 from replog.client.connection import Connection
 from replog.client.errors import KafkaError
 from replog.client.security import ClientSecurity, SaslCredentials, load_command_config
-from replog.cluster_control import cluster_status, cluster_up, kill_node, start_node
+from replog.cluster_control import add_broker, cluster_status, cluster_up, kill_node, start_node
 from replog.cluster_nodes.manifest import load_manifest
 from replog.harness.processes import HOST
 from replog.harness.tls_material import cert_pem, issue, key_pem, make_ca
@@ -157,9 +157,12 @@ def test_a_sasl_ssl_cluster_replicates_fails_over_and_refuses_outsiders(tmp_path
         consumed = replog("consume", "replicated", "--from-beginning", "--max-messages", "100",
                           "--bootstrap-server", bootstrap, "--command-config", str(client))
         assert consumed.stdout.split() == [f"a{i}" for i in range(50)] + [f"b{i}" for i in range(50)], consumed.stderr
-        registered = replog("cluster", "status", "--data-dir", str(tmp_path)).stdout
-        assert "4 " not in [line[:2] for line in registered.splitlines()]
         assert intruder.poll() is None
+        assert 4 not in (cluster_status(tmp_path).metadata_brokers or {})
+        intruder.kill()
+        intruder.wait()
+        # A broker added now gets a certificate from the kept CA key and logs in as `broker`: every broker lists it.
+        assert add_broker(tmp_path).id == 4
     finally:
         if intruder is not None:
             intruder.kill()
