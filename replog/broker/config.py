@@ -329,7 +329,8 @@ class BrokerConfig:
         in listener.security.protocol.map (PLAINTEXT without one, as KRaft's default), its listener.name.<l>.ssl.*
         keys for TLS (Kafka's way to configure the controller client)."""
         name, protocol = self.controller_protocol()
-        tls = client_context(listener_ssl_props(self.security_props, name)) if protocol.uses_tls else None
+        tls = _link_tls(listener_ssl_props(self.security_props, name), f"controller listener {name}") \
+            if protocol.uses_tls else None
         return node_link_security(protocol, self.node_identity(), self.sasl_mechanism_controller_protocol, tls,
                                   link=f"controller listener {name}")
 
@@ -339,7 +340,7 @@ class BrokerConfig:
         listener = self.inter_broker_listener
         if not listener.protocol.uses_tls:
             return None
-        return client_context(listener_ssl_props(self.security_props, listener.name))
+        return _link_tls(listener_ssl_props(self.security_props, listener.name), f"inter-broker listener {listener.name}")
 
     def _validate_listeners(self) -> None:
         specs = self.listener_specs
@@ -355,6 +356,15 @@ class BrokerConfig:
                              f"replog's links between nodes log in with {mechanism} "
                              f"({INTER_BROKER_MECHANISM_KEY}): the listener must have {mechanism} among its "
                              f"sasl.enabled.mechanisms")
+
+
+def _link_tls(props: dict[str, str], link: str) -> ssl.SSLContext:
+    """A client TLS context for a link to other nodes; ValueError names the link and what is wrong."""
+    try:
+        return client_context(props)
+    except (ValueError, OSError) as e:  # ssl.SSLError and a missing file are OSErrors
+        reason = e.reason if isinstance(e, ssl.SSLError) and e.reason else e.strerror if isinstance(e, OSError) else e
+        raise ValueError(f"TLS to the {link}: {reason or e} (its ssl.keystore.* and ssl.truststore.* keys)") from e
 
 
 def broker_config_keys() -> dict[str, str]:

@@ -102,3 +102,12 @@ def test_a_controller_without_a_secret_logs_in_as_its_own_user():
     assert config.members == ClusterMembers(frozenset({"User:broker", "User:controller"}), restricted=False)
     with pytest.raises(ValueError, match="must log in to the other nodes"):
         controller_config({"metadata.log.dir": "/tmp/replog-meta"})
+
+
+def test_a_link_whose_tls_keys_cannot_load_is_named():
+    config = config_from_properties({"controller.quorum.bootstrap.servers": "h:2", "inter.broker.secret": "s",
+                                     "controller.listener.names": "CONTROLLER",
+                                     "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
+                                     "ssl.truststore.location": "/nonexistent/ca.pem"})
+    with pytest.raises(ValueError, match="TLS to the controller listener CONTROLLER: No such file"):
+        config.controller_link_security()
