@@ -18,7 +18,7 @@ def read_all(
     replica_manager, params: FetchParams
 ) -> tuple[list[FetchPartitionResult], list[LogOffsetMetadata | None], int, bool]:
     """(results, where each partition's read started (None if it did not read), bytes read, whether to
-    answer now: an error, a diverging epoch, or an HW a follower has not been sent)."""
+    answer now: an error or a diverging epoch)."""
     results, fetch_offsets, total, respond_now = [], [], 0, False
     for p in params.partitions:
         budget = params.max_bytes - total
@@ -32,8 +32,7 @@ def read_all(
                                       read.log_start_offset, records=file_slice if file_slice is not None else b"",
                                       diverging_epoch=read.diverging_epoch)
         total += file_slice.length if file_slice is not None else 0
-        respond_now = (respond_now or read.error_code != ErrorCode.none or read.diverging_epoch is not None
-                       or read.high_watermark_news)
+        respond_now = respond_now or read.error_code != ErrorCode.none or read.diverging_epoch is not None
         results.append(result)
         fetch_offsets.append(read.result.fetch_offset_metadata if read.result is not None else None)
     return results, fetch_offsets, total, respond_now
@@ -42,8 +41,7 @@ def read_all(
 class DelayedFetch(DelayedOperation):
     """Completes early on Kafka's conditions (facts §5) without reading data: leadership lost or partition
     gone (A-C), fenced epoch (E), fetch offset past the end or on an older segment (F), min_bytes of data
-    available, counted from log positions (G), a diverging epoch (H), or for a follower, an HW it has not been
-    sent (I). Then it reads afresh."""
+    available, counted from log positions (G), or a diverging epoch (H). Then it reads afresh."""
 
     def __init__(self, replica_manager, params: FetchParams, fetch_offsets: list[LogOffsetMetadata | None]) -> None:
         super().__init__(params.max_wait_ms)
@@ -75,8 +73,6 @@ class DelayedFetch(DelayedOperation):
             # or a throttled follower's fetch would answer empty at once, over and over.
             max_bytes=0 if self._params.from_follower and self._replica_manager.holds_back(
                 partition, self._params.replica_id) else p.max_bytes,
-            high_watermark_behind=self._params.from_follower and partition.follower_lacks_high_watermark(
-                self._params.replica_id),
         )
 
     @staticmethod

@@ -28,11 +28,6 @@ class ParkedPartition:
     # How far the fetch may read: the LEO for a follower, the HW for a consumer.
     end_offset: LogOffsetMetadata
     max_bytes: int
-    # Case I, a follower's fetch only: the leader's HW moved past the one this follower was last sent, so
-    # answering now hands it the HW at once instead of with the next data or after max_wait. Kafka's KRaft
-    # fetch completes on this (KIP-1166); its broker replication dropped it (KAFKA-9952) for the extra
-    # fetches at low rates: one more empty answer per HW move while a follower waits.
-    high_watermark_behind: bool = False
 
 
 def bytes_available(fetch_offset: LogOffsetMetadata, end_offset: LogOffsetMetadata, max_bytes: int) -> int | None:
@@ -55,13 +50,11 @@ def bytes_available(fetch_offset: LogOffsetMetadata, end_offset: LogOffsetMetada
 
 
 def delayed_fetch_can_complete(partitions: Iterable[ParkedPartition], min_bytes: int) -> bool:
-    """Whether the parked fetch answers now: any partition that must (cases A-F, H, I), or min_bytes of data
+    """Whether the parked fetch answers now: any partition that must (cases A-F, H), or min_bytes of data
     over all partitions (case G)."""
     accumulated = 0
     for partition in partitions:
         if not partition.leads or not partition.epoch_matches or partition.diverges:
-            return True
-        if partition.high_watermark_behind:
             return True
         available = bytes_available(partition.fetch_offset, partition.end_offset, partition.max_bytes)
         if available is None:

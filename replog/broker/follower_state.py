@@ -26,8 +26,6 @@ class FollowerState:
     # Where its last fetch started reading in our log (Kafka keeps this LogOffsetMetadata too): its lag in
     # bytes without an index lookup.
     fetch_position: LogOffsetMetadata | None = None
-    # The HW in the last answer read for it (None: none yet); a parked fetch of its answers once ours passes it.
-    high_watermark_sent: int | None = None
 
     @classmethod
     def initial(cls, broker_id: int, *, now_ms: int, in_isr: bool) -> Self:
@@ -52,9 +50,6 @@ class FollowerState:
             self, log_end_offset=fetch_offset, log_start_offset=log_start_offset, last_fetch_time_ms=fetch_time_ms,
             last_fetch_leader_log_end_offset=leader_log_end_offset, last_caught_up_time_ms=last_caught_up_time_ms,
             fetch_position=fetch_position)
-
-    def with_high_watermark_sent(self, high_watermark: int) -> Self:
-        return dataclasses.replace(self, high_watermark_sent=high_watermark)
 
     def is_caught_up(self, leader_log_end_offset: int, now_ms: int, replica_lag_time_max_ms: int) -> bool:
         return (self.log_end_offset == leader_log_end_offset

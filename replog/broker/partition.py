@@ -249,18 +249,6 @@ class Partition:
         self._maybe_expand_isr(follower)
         return self.maybe_increment_high_watermark()
 
-    def record_high_watermark_sent(self, replica_id: int) -> None:
-        """A read for this follower answers with our current HW."""
-        follower = self.followers.get(replica_id)
-        if follower is not None and follower.high_watermark_sent != self.log.high_watermark:
-            self.followers[replica_id] = follower.with_high_watermark_sent(self.log.high_watermark)
-
-    def follower_lacks_high_watermark(self, replica_id: int) -> bool:
-        """Whether our HW moved past the one this follower was last sent (case I of a parked fetch)."""
-        follower = self.followers.get(replica_id)
-        sent = None if follower is None else follower.high_watermark_sent
-        return sent is not None and sent < self.log.high_watermark
-
     # --------------------------------------------------------------------- ISR
 
     def _maybe_expand_isr(self, follower: FollowerState) -> None:

@@ -70,7 +70,6 @@ class PartitionReadResult:
     high_watermark: int = -1
     log_start_offset: int = -1
     diverging_epoch: tuple[int, int] | None = None
-    high_watermark_news: bool = False  # a follower's read that carries an HW newer than it was last sent
 
 
 # Everything the log and record layers raise carries the Kafka error code it travels as.
@@ -430,15 +429,9 @@ class ReplicaManager:
                 return PartitionReadResult(e.error_code)
             if hw_moved:
                 self._wake(partition.key, hw_moved=True)
-            # A follower lacking our HW (often because this very fetch moved it) gets it now, not with the
-            # next data or after max_wait; the answer records it as sent.
-            high_watermark_news = partition.follower_lacks_high_watermark(fetcher.replica_id)
-            partition.record_high_watermark_sent(fetcher.replica_id)
             self.delete_records_purgatory.check_and_complete(partition.key)  # its log start may have moved
             if result.slice is not None and self.leader_quota is not None:
                 self.leader_quota.record_if_throttled(topic, index, result.slice.length)
-            return PartitionReadResult(ErrorCode.none, result, partition.high_watermark, log_.log_start_offset,
-                                       high_watermark_news=high_watermark_news)
         return PartitionReadResult(ErrorCode.none, result, partition.high_watermark, log_.log_start_offset)
 
     def holds_back(self, partition: Partition, replica_id: int) -> bool:

@@ -31,8 +31,8 @@ FETCHED_AT = At(10, 0, 500)
 
 
 def parked(*, leads=True, epoch_matches=True, diverges=False, fetch=FETCHED_AT, end=FETCHED_AT,
-           max_bytes=1000, high_watermark_behind=False) -> ParkedPartition:
-    return ParkedPartition(leads, epoch_matches, diverges, fetch, end, max_bytes, high_watermark_behind)
+           max_bytes=1000) -> ParkedPartition:
+    return ParkedPartition(leads, epoch_matches, diverges, fetch, end, max_bytes)
 
 
 WITH_DATA = parked(end=At(14, 0, 800))  # 300 bytes available
@@ -48,8 +48,6 @@ CAN_COMPLETE_CASES = [
     ("G: bytes add up over partitions", [WITH_DATA, WITH_DATA], 600, True),
     ("G: each partition counts at most its max_bytes", [parked(end=At(14, 0, 800), max_bytes=100)] * 2, 201, False),
     ("a lost partition answers even with other data short", [WITH_DATA, parked(leads=False)], 1 << 20, True),
-    ("I: a follower lacks the leader's HW, with no data", [parked(high_watermark_behind=True)], 1, True),
-    ("I in any partition answers for all", [parked(), parked(high_watermark_behind=True)], 1 << 20, True),
 ]
 
 

@@ -16,10 +16,9 @@ from replog.log.log_manager import LogManager
 from replog.log.offset_metadata import LogOffsetMetadata
 from replog.log.segment import OS_FILE_OPS, SegmentFileOps
 from replog.protocol.control import LeaderAndIsrPartitionState, LeaderAndIsrRequest, LeaderAndIsrTopicState
-from replog.protocol.fetch import part_length
 from replog.protocol.records import build_batch
 
-LOCAL, FOLLOWER, SECOND_FOLLOWER = 1, 2, 3
+LOCAL, FOLLOWER = 1, 2
 TOPIC_ID = uuid.uuid4()
 PARKED_MS = 60_000  # long enough that only the condition under test can complete the operation
 
@@ -57,10 +56,10 @@ async def replicas(tmp_path):
 
 
 async def lead(manager: ReplicaManager, *, leader_epoch: int, isr: list[int], leader: int = LOCAL,
-         partition_epoch: int | None = None, replicas: tuple[int, ...] = (LOCAL, FOLLOWER)) -> None:
+         partition_epoch: int | None = None) -> None:
     state = LeaderAndIsrPartitionState("t", 0, 1, leader, leader_epoch, isr,
                                        leader_epoch if partition_epoch is None else partition_epoch,
-                                       list(replicas))
+                                       [LOCAL, FOLLOWER])
     error, errors = await manager.become_leader_or_follower(
         LeaderAndIsrRequest(9, 1, -1, [LeaderAndIsrTopicState("t", TOPIC_ID, [state])], []))
     assert error == ErrorCode.none and set(errors.values()) == {ErrorCode.none}
@@ -196,43 +195,3 @@ async def test_acks_all_produce_answers_not_leader_when_leadership_moves(replica
     assert not replicas.produce_purgatory.try_complete_else_watch(op, [("t", 0)])
     await lead(replicas, leader_epoch=4, isr=[FOLLOWER], leader=FOLLOWER)
     assert op.future.result()[("t", 0)].error_code == ErrorCode.not_leader_or_follower
-
-
-def follower_fetch(manager: ReplicaManager, replica_id: int, fetch_offset: int):
-    """A follower's Fetch through the broker's path (read, then park unless answered): its results or future."""
-    return manager.fetch_messages(FetchParams(replica_id, PARKED_MS, 1, 1 << 20, [
-        FetchPartitionParams("t", 0, fetch_offset, 3, 3, 0, 1 << 20)]))
-
-
-async def rf3_followers_fetching(manager: ReplicaManager) -> None:
-    """Lead with two followers that have each fetched once (so the leader has sent each an HW), parked at
-    offset 0, then append one batch with acks=all: both parked fetches answer with it."""
-    await lead(manager, leader_epoch=3, partition_epoch=4, isr=[LOCAL, FOLLOWER, SECOND_FOLLOWER],
-               replicas=(LOCAL, FOLLOWER, SECOND_FOLLOWER))
-    parked = [follower_fetch(manager, follower, 0) for follower in (FOLLOWER, SECOND_FOLLOWER)]
-    append(manager, acks=-1)
-    assert all(part_length(f.result()[0].records) for f in parked), "the append wakes both with its data"
-
-
-async def test_the_hw_reaches_both_followers_in_the_step_the_second_one_moves_it(replicas):
-    """The first follower to fetch the new offset parks (nothing more to read, HW not moved yet); the second
-    one's fetch moves the HW and answers with it at once, and the first one's parked fetch answers with it
-    in the same step, rather than with the next data or after max_wait (an extra round)."""
-    await rf3_followers_fetching(replicas)
-    first = follower_fetch(replicas, FOLLOWER, 1)
-    assert not isinstance(first, list) and not first.done(), "nothing to read and no new HW: it parks"
-    second = follower_fetch(replicas, SECOND_FOLLOWER, 1)
-    assert replicas.get_partition("t", 0).high_watermark == 1
-    assert [r.high_watermark for r in second] == [1]
-    assert [r.high_watermark for r in first.result()] == [1]
-
-
-async def test_a_parked_follower_fetch_keeps_waiting_while_the_hw_it_was_sent_stands(replicas):
-    await rf3_followers_fetching(replicas)
-    follower_fetch(replicas, FOLLOWER, 1)
-    follower_fetch(replicas, SECOND_FOLLOWER, 1)  # moves the HW to 1 and answers it to both
-    parked = follower_fetch(replicas, FOLLOWER, 1)
-    again = follower_fetch(replicas, SECOND_FOLLOWER, 1)  # moves nothing
-    assert not parked.done() and not again.done()
-    append(replicas)  # data wakes them as before
-    assert parked.done() and again.done()
