@@ -129,7 +129,8 @@ class _MmapIndex(abc.ABC):
 
     def release(self) -> None:
         """Unmap and drop the file (a flush ticket holding it keeps it open until its fsync is done).
-        Written entries stay in the page cache; flush() fsyncs them through a fresh descriptor."""
+        Written entries stay in the page cache; flush() fsyncs them through a fresh descriptor. Closing the
+        map never meets a BufferError: entries are read with struct.unpack_from, which keeps no export."""
         if self._mm is not None:
             self._mm.close()
             self._mm = None
