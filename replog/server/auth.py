@@ -11,7 +11,8 @@ cluster actions; everyone else gets CLUSTER_AUTHORIZATION_FAILED for them.
 import enum
 from dataclasses import dataclass, field
 
-from .sasl import PLAIN, Authenticated, ListenerSasl, MechanismExchange
+from .reauth import Identity, reauth_refusal, session_expiry
+from .sasl import PLAIN, Authenticated, ListenerSasl, MechanismExchange, SaslAuthenticationFailed
 
 ANONYMOUS = "User:ANONYMOUS"
 
@@ -43,13 +44,34 @@ class Session:
     sasl: ListenerSasl = field(default=INTER_BROKER_ONLY)
     exchange: MechanismExchange | None = None  # the SASL exchange under way (between handshake and success)
     raw_tokens: bool = False  # after SaslHandshake v0: the next frames are bare SASL tokens (KIP-43)
+    mechanism: str | None = None  # the SASL mechanism agreed in the last SaslHandshake
+    expires_at: float | None = None  # KIP-368: when the SASL session ends (time.monotonic()); None: never
+    last_reauth_start: float | None = None  # when re-authentication last began on this connection
+    reauthenticating: Identity | None = None  # who is re-authenticating, between SaslHandshake and success
 
-    def authenticated(self, who: Authenticated) -> None:
+    def authenticated(self, who: Authenticated, now: float) -> int:
+        """The exchange succeeded at `now`: the session's lifetime in ms (0: unlimited), which SaslAuthenticate
+        v1+ tells the client. SaslAuthenticationFailed if it was a re-authentication as someone else."""
+        if self.reauthenticating is not None:
+            refusal = reauth_refusal(self.reauthenticating, self.mechanism or "", who.principal)
+            if refusal is not None:
+                raise SaslAuthenticationFailed(refusal)
+        max_reauth_ms = self.sasl.reauth_ms(self.mechanism) if self.mechanism is not None else 0
+        lifetime_ms, self.expires_at = session_expiry(max_reauth_ms, now)
         self.principal, self.cluster_action = who.principal, who.cluster_action
         self.sasl_state = SaslState.AUTHENTICATED
-        self.exchange, self.raw_tokens = None, False
+        self.exchange, self.raw_tokens, self.reauthenticating = None, False, None
+        return lifetime_ms
+
+    def begin_reauthentication(self, now: float) -> None:
+        """KIP-368: back to before the handshake, keeping the principal until the new exchange succeeds."""
+        assert self.sasl_state is SaslState.AUTHENTICATED and self.mechanism is not None
+        self.reauthenticating = Identity(self.principal, self.mechanism)
+        self.sasl_state, self.last_reauth_start = SaslState.NONE, now
 
     @property
     def must_authenticate(self) -> bool:
-        """On a SASL listener nothing but ApiVersions and the SASL exchange is answered until authenticated."""
-        return self.sasl.required and self.sasl_state is not SaslState.AUTHENTICATED
+        """On a SASL listener nothing but ApiVersions and the SASL exchange is answered until authenticated (or
+        while re-authenticating)."""
+        required = self.sasl.required or self.reauthenticating is not None
+        return required and self.sasl_state is not SaslState.AUTHENTICATED
