@@ -160,7 +160,8 @@ class Broker:
         access = Access(Authorizer(config.authorizer_config(), self.image.acls))
         topics = TopicAdmin(self.image, defaults, self.create_topic, self.delete_topic,
                             forward_to_controller=self.forward_to_controller if self.in_cluster else None,
-                            has_metadata=self.has_metadata, access=access)
+                            has_metadata=self.has_metadata, access=access,
+                            send_to_controller=self.send_to_controller if self.in_cluster else None)
         control = ControlPlane(self.replica_manager, self.image, registration=self)
         groups = GroupCoordination(self.groups, self.image, self.ensure_offsets_topic, access)
         admin = ConfigAdmin(self.image, config, local=self,
@@ -214,16 +215,21 @@ class Broker:
 
     async def forward_to_controller(self, ctx: RequestContext, body: bytes | None = None) -> bytes:
         """Send a client's request on to the controller (unchanged, or with `body` instead of its own) and return
-        the response body (KIP-590). An unreachable controller, or a standby's NOT_CONTROLLER, sends it on to the
-        next controller, as Kafka's forwarding manager retries, at most once per configured controller."""
+        the response body (KIP-590)."""
+        own = memoryview(ctx.frame)[ctx.body_offset:]
+        return await self.send_to_controller(ctx.header.api_key, ctx.api_version, own if body is None else body)
+
+    async def send_to_controller(self, api_key: int, version: int, body: bytes | memoryview) -> bytes:
+        """A request body to the active controller, its answer body back. An unreachable controller, or a
+        standby's NOT_CONTROLLER, sends it on to the next controller, as Kafka's forwarding manager retries, at
+        most once per configured controller."""
         assert self._controllers is not None
         current = self._controller_connection
         # Follow where the session (heartbeats answered NOT_CONTROLLER) found the active controller; a forwarded
         # answer's own NOT_CONTROLLER is caught below.
         if current is not None and not current.closed and not self._controllers.leads_to_current(current):
             current.close()
-        api_key, version = ctx.header.api_key, ctx.api_version
-        parts = [memoryview(ctx.frame)[ctx.body_offset:] if body is None else body]
+        parts = [body]
         attempts = len(self.config.controller_addresses)
         for attempt in range(1, attempts + 1):
             try:
