@@ -128,6 +128,8 @@ def _describe_topic(ctx: RequestContext, topics: TopicAdmin, name: str, allow_au
                 or topics.access.allows(ctx, Operation.CREATE, ResourceType.TOPIC, name)):
             return _topic_error(name, ErrorCode.topic_authorization_failed)  # auto-creation needs CREATE
         if topics.in_cluster:
+            if name == OFFSETS_TOPIC:  # made with its own settings when a group coordinator is first looked up
+                return _topic_error(name, ErrorCode.unknown_topic_or_partition)
             to_create.append(name)
             return _topic_error(name, ErrorCode.leader_not_available)
         try:
