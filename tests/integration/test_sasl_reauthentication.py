@@ -19,9 +19,11 @@ from replog.client.connection import Connection
 from replog.client.security import ClientSecurity, SaslCredentials
 from replog.harness.broker_process import BrokerProcess
 from replog.protocol.apis import ApiKey
+from replog.protocol.headers import decode_response_header
 from replog.protocol.messages import encode_request
 from replog.server.credential_store import scram_credential_line
 from tests.conditions import wait_until
+from tests.integration.test_bad_input import create_topic
 from tests.raw_wire import RawConnection
 
 HOST = "127.0.0.1"
@@ -146,6 +148,35 @@ def test_reauthentication_renews_the_session_on_the_same_connection(broker):
         # A second re-authentication within the second is refused, as Kafka does; the connection stays usable.
         refused = conn.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-512"})
         assert refused.error_code == ErrorCode.illegal_sasl_state
+        assert conn.call(ApiKey.METADATA, 12, METADATA_V12_ALL).cluster_id
+    finally:
+        conn.close()
+
+
+def test_reauthentication_while_a_fetch_is_parked_answers_the_fetch_first(broker):
+    """Requests in flight when re-authentication begins were authorized at arrival: they are answered, in order,
+    before the re-authentication's own answers."""
+    topic = f"parked-{uuid.uuid4().hex[:6]}"
+    conn = RawConnection(port(broker))
+    try:
+        scram_login(conn, "alice")
+        create_topic(conn, topic)
+        fetch = conn.send_request(ApiKey.FETCH, 12, encode_request(ApiKey.FETCH, 12, {
+            "replica_id": -1, "max_wait": 1000, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [{
+                "partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+                "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": [], "rack_id": ""}))  # parked: the partition is empty
+        handshake = conn.send_request(ApiKey.SASL_HANDSHAKE, 1, encode_request(
+            ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-512"}))
+        first_answer, second_answer = conn.receive_frame(), conn.receive_frame()
+        assert decode_response_header(first_answer, 1)[0] == fetch  # Fetch v12 has response header v1
+        assert decode_response_header(second_answer, 0)[0] == handshake
+        client = scramp.ScramClient(["SCRAM-SHA-512"], "alice", USERS["alice"])
+        first = conn.call(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": client.get_client_first().encode()})
+        client.set_server_first(bytes(first.auth_bytes).decode())
+        final = conn.call(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": client.get_client_final().encode()})
+        assert final.error_code == ErrorCode.none
         assert conn.call(ApiKey.METADATA, 12, METADATA_V12_ALL).cluster_id
     finally:
         conn.close()
