@@ -337,3 +337,27 @@ async def test_the_bundled_client_reauthenticates_an_idle_connection_on_its_next
         assert response.cluster_id and connection.reauthentications == 1
     finally:
         connection.close()
+
+
+async def test_aiokafka_which_does_not_reauthenticate_is_disconnected_cleanly_and_reconnects(broker):
+    """aiokafka has no KIP-368: the broker closes its connection on the first request after the session ends;
+    aiokafka reconnects and logs in again, and every message is delivered."""
+    from aiokafka import AIOKafkaProducer
+
+    before = broker.output.read_text().count(EXPIRED_LOG)
+    topic = f"aio-reauth-{uuid.uuid4().hex[:8]}"
+    producer = AIOKafkaProducer(bootstrap_servers=f"{HOST}:{port(broker)}", security_protocol="SASL_PLAINTEXT",
+                                sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="alice",
+                                sasl_plain_password=USERS["alice"], request_timeout_ms=10_000)
+    await producer.start()
+    try:
+        ends = asyncio.get_running_loop().time() + PERIODS * SCRAM_LIFETIME_MS / 1000
+        sent = 0
+        while asyncio.get_running_loop().time() < ends:
+            await producer.send_and_wait(topic, f"a{sent}".encode())
+            sent += 1
+    finally:
+        await producer.stop()
+    assert broker.output.read_text().count(EXPIRED_LOG) > before  # its sessions did expire
+    assert broker.running and "Traceback" not in broker.output.read_text()
+    assert_still_serving(broker)
