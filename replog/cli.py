@@ -22,6 +22,7 @@ from .client.quorum_admin import describe_controller_cluster, describe_quorum, p
 from .client.security import add_command_config_argument, load_command_config
 from .cluster_nodes.plan import DEFAULT_CONTROLLERS
 from .cluster_nodes.quorum_report import format_quorum_replication, format_quorum_status
+from .process_startup import end_quiet_start
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -31,7 +32,7 @@ EXIT_INTERRUPTED = 130
 
 
 def cmd_broker_start(args: argparse.Namespace) -> int:
-    from .broker.server import run_broker  # imported lazily: client commands should not load the broker
+    from .broker.process import run_broker  # imported lazily: client commands should not load the broker
 
     return _refusing_a_used_directory("broker", run_broker, args)
 
@@ -421,6 +422,8 @@ def _offset_arg(text: str) -> str | int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.func not in (cmd_broker_start, cmd_controller_start):
+        end_quiet_start()  # the servers end it once they serve, their logs loaded
     try:
         return args.func(args)
     except KafkaError as e:

@@ -9,9 +9,8 @@ import asyncio
 import functools
 import inspect
 import logging
-import signal
-import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
@@ -37,12 +36,12 @@ from replog.server.dispatch import Dispatcher, Handler, RequestContext
 from replog.server.inter_broker import open_inter_broker_connection
 from replog.server.listener import ListenerSecurity, listen, listening_port
 from replog.server.listener_security import build_listener_security
-from replog.server.listener_socket import write_ready_file
 from replog.server.sasl import CredentialStore
+from replog.server.scram_credentials import Deletion, Upsertion, UserResult
 
 from .access import Access
 from .alter_partition import AlterPartitionManager
-from .config import BrokerConfig, load_config, report_unknown_keys
+from .config import BrokerConfig
 from .controller_client import ControllerFinder, answers_not_controller
 from .dynamic_config import apply_dynamic_configs
 from .group_coordinator import GroupCoordinatorShell
@@ -394,6 +393,10 @@ class Broker:
     def change_acls(self, changes: AclChanges) -> None:
         self.controller.change_acls(changes)
 
+    def alter_scram_credentials(self, deletions: Sequence[Deletion],
+                                upsertions: Sequence[Upsertion]) -> list[UserResult]:
+        return self.controller.alter_scram_credentials(deletions, upsertions)
+
     # background work
     async def _every(self, interval_ms: int, action) -> None:
         while True:
@@ -471,35 +474,3 @@ def listener_securities(config: BrokerConfig,
     metadata_credentials: the SCRAM credentials UpdateMetadata brings (the image's table)."""
     return [build_listener_security(spec, config.security_props, metadata_credentials)
             for spec in config.listener_specs]
-
-
-async def serve(config: BrokerConfig) -> None:
-    broker = Broker(config)
-    await broker.start()
-    write_ready_file(port=broker.port, metrics_port=broker.metrics_service.port,
-                     listener_ports=broker.listener_ports)
-    stop = broker.stop_requested
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    await broker.stop()
-
-
-def run_broker(config_path: str | None, overrides: list[str]) -> int:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        config = load_config(config_path, overrides)
-        listener_securities(config)  # a listener that cannot serve its protocol stops us here, with a message
-    except (OSError, ValueError) as e:
-        print(f"replog: bad broker configuration: {e}", file=sys.stderr)
-        return 2
-    report_unknown_keys(config)
-    try:
-        import uvloop
-    except ImportError:
-        asyncio.run(serve(config))
-    else:
-        uvloop.run(serve(config))
-    return 0

@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 from replog.metrics.config import split_metrics_config
+from replog.process_startup import end_quiet_start
 from replog.raft import config as quorum_keys_module
 from replog.raft.config import quorum_config_from_properties
 from replog.raft.file_log import CorruptRaftLogError
@@ -156,6 +157,7 @@ async def serve_controller(config: ControllerConfig) -> None:
     controller = ClusterController(config)
     await controller.start()
     write_ready_file(port=controller.port, metrics_port=controller.metrics_service.port)
+    end_quiet_start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
