@@ -16,7 +16,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kio.schema.errors import ErrorCode
 
 from replog.client.connection import Connection
-from replog.client.security import ClientSecurity, SaslCredentials
+from replog.client.errors import KafkaError as ReplogKafkaError
+from replog.client.security import SASL_AUTHENTICATION_FAILED, ClientSecurity, SaslCredentials
 from replog.harness.broker_process import BrokerProcess
 from replog.protocol.apis import ApiKey
 from replog.protocol.headers import decode_response_header
@@ -360,4 +361,37 @@ async def test_aiokafka_which_does_not_reauthenticate_is_disconnected_cleanly_an
         await producer.stop()
     assert broker.output.read_text().count(EXPIRED_LOG) > before  # its sessions did expire
     assert broker.running and "Traceback" not in broker.output.read_text()
+    assert_still_serving(broker)
+
+
+async def test_a_deleted_user_loses_its_open_connection_at_its_next_reauthentication(broker):
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
+
+    admin = AdminClient({"bootstrap.servers": f"{HOST}:{port(broker)}", "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice",
+                         "sasl.password": USERS["alice"]})
+    user = f"carol-{uuid.uuid4().hex[:6]}"
+    upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"carol-pw")
+    await asyncio.to_thread(admin.alter_user_scram_credentials([upsert])[user].result, DEADLINE_S)
+    security = ClientSecurity(sasl=SaslCredentials("SCRAM-SHA-256", user, "carol-pw"))
+    connection = Connection(HOST, port(broker), security=security)
+    await connection.connect()
+    try:
+        assert (await connection.send(ApiKey.METADATA, METADATA_V12_ALL)).cluster_id
+        deletion = UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_256)
+        await asyncio.to_thread(admin.alter_user_scram_credentials([deletion])[user].result, DEADLINE_S)
+        expires = asyncio.get_running_loop().time() + SCRAM_LIFETIME_MS / 1000
+        await wait_until(lambda: asyncio.get_running_loop().time() > expires, "the session to end",
+                         timeout_s=DEADLINE_S)
+        with pytest.raises(ReplogKafkaError) as failure:
+            await connection.send(ApiKey.METADATA, METADATA_V12_ALL)  # re-authenticates first, and fails
+        assert failure.value.code == SASL_AUTHENTICATION_FAILED and connection.closed
+    finally:
+        connection.close()
     assert_still_serving(broker)
