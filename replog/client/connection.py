@@ -132,6 +132,8 @@ class Connection(asyncio.BufferedProtocol):
         """Wait for the re-authentication, starting it if nobody has; raises KafkaError if it fails."""
         if self._reauthentication is None:
             self._reauthentication = asyncio.ensure_future(self._reauthenticate())
+            # Its failure also closes the connection; retrieve it here in case every waiter timed out.
+            self._reauthentication.add_done_callback(lambda task: task.cancelled() or task.exception())
         await asyncio.shield(self._reauthentication)
 
     async def _reauthenticate(self) -> None:
