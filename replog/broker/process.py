@@ -33,6 +33,9 @@ def run_broker(config_path: str | None, overrides: list[str]) -> int:
     try:
         config = load_config(config_path, overrides)
         listener_securities(config)  # a listener that cannot serve its protocol stops us here, with a message
+        if config.controller_addresses:  # and so do TLS keys the links to the other nodes cannot load
+            config.broker_link_security()
+            config.controller_link_security()
     except (OSError, ValueError) as e:
         print(f"replog: bad broker configuration: {e}", file=sys.stderr)
         return 2

@@ -33,7 +33,7 @@ from replog.security.authorizer import Authorizer
 from replog.server.api_versions import unsupported_version_body
 from replog.server.connection import ConnectionHolder
 from replog.server.dispatch import Dispatcher, Handler, RequestContext
-from replog.server.inter_broker import open_inter_broker_connection
+from replog.server.inter_broker import open_node_connection
 from replog.server.listener import ListenerSecurity, listen, listening_port
 from replog.server.listener_security import build_listener_security
 from replog.server.sasl import CredentialStore
@@ -88,7 +88,10 @@ class Broker:
         self._controllers = (ControllerFinder(config.controller_addresses, self.connect_to_node)
                              if config.controller_addresses else None)
         self._metadata_broker_epoch = -1  # the broker epoch of the last UpdateMetadata applied
-        self._inter_broker_tls = config.inter_broker_ssl_context()  # to leaders on a SASL_SSL listener
+        # How this broker logs in to leaders and to the controllers (server/inter_broker.py).
+        in_cluster = bool(config.controller_addresses)
+        self._broker_link = config.broker_link_security() if in_cluster else None
+        self._controller_link = config.controller_link_security() if in_cluster else None
         self.has_metadata = asyncio.Event()  # set by the first UpdateMetadata: until then Metadata requests wait
 
     @property
@@ -295,15 +298,16 @@ class Broker:
                                 window_ms=self.config.replication_quota_window_size_seconds * 1000)
 
     async def connect_to_node(self, host: str, port: int, client_id: str, *, to_broker: bool = False):
-        """An authenticated inter-broker connection: to a leader (to_broker: its inter-broker listener, with
-        TLS if ours is SASL_SSL), or to the controller (PLAINTEXT for now)."""
-        return await open_inter_broker_connection(
-            host, port, client_id=client_id, username=f"broker-{self.config.node_id}",
-            secret=self.config.inter_broker_secret, request_timeout_ms=self.config.replica_socket_timeout_ms,
+        """An authenticated connection as a cluster member: to a leader (to_broker: its inter-broker listener),
+        or to a controller (its controller listener)."""
+        security = self._broker_link if to_broker else self._controller_link
+        assert security is not None, "a broker without controllers links to no other node"
+        return await open_node_connection(
+            host, port, client_id=client_id, security=security,
+            request_timeout_ms=self.config.replica_socket_timeout_ms,
             max_frame_bytes=max(self.config.socket_request_max_bytes,
                                 2 * self.config.replica_fetch_response_max_bytes),
-            local_host=self.config.inter_broker_bind_host,
-            ssl_context=self._inter_broker_tls if to_broker else None)
+            local_host=self.config.inter_broker_bind_host)
 
     @property
     def port(self) -> int:
@@ -472,5 +476,6 @@ def listener_securities(config: BrokerConfig,
                         metadata_credentials: CredentialStore | None = None) -> list[ListenerSecurity]:
     """Each listener's TLS context and SASL setup, in listener order; ValueError names what is wrong.
     metadata_credentials: the SCRAM credentials UpdateMetadata brings (the image's table)."""
-    return [build_listener_security(spec, config.security_props, metadata_credentials)
+    members = config.cluster_members()
+    return [build_listener_security(spec, config.security_props, metadata_credentials, members)
             for spec in config.listener_specs]
