@@ -1,9 +1,12 @@
 """Table tests of KIP-368's server-side rules (replog.server.reauth): when a request on an authenticated
 connection is served, begins re-authentication, is refused or closes the connection; the session lifetime;
-what re-authentication must keep; where connections.max.reauth.ms is read from."""
+what re-authentication must keep; where connections.max.reauth.ms is read from, on brokers and controllers."""
 
 import pytest
 
+from replog.broker.config import config_from_properties
+from replog.controller.process import controller_security_fields
+from replog.server.listener_security import build_listener_security
 from replog.server.reauth import (
     Identity,
     Verdict,
@@ -83,3 +86,28 @@ def test_max_reauth_ms_refuses_a_bad_value_naming_the_key(value):
     with pytest.raises(ValueError, match="listener.name.sasl_ssl.connections.max.reauth.ms"):
         max_reauth_ms_by_mechanism({"listener.name.sasl_ssl.connections.max.reauth.ms": value}, "SASL_SSL",
                                    MECHANISMS)
+
+
+PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_broker="pw";'
+
+
+def test_a_brokers_sasl_listener_takes_its_lifetimes_from_the_broker_properties():
+    config = config_from_properties({
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256", "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        "connections.max.reauth.ms": "9000", "listener.name.sasl_plaintext.plain.connections.max.reauth.ms": "7000"})
+    assert config.unknown_keys == ()  # every form of the key is known
+    sasl_listener = next(s for s in config.listener_specs if s.name == "SASL_PLAINTEXT")
+    sasl = build_listener_security(sasl_listener, config.security_props).sasl
+    assert (sasl.reauth_ms("PLAIN"), sasl.reauth_ms("SCRAM-SHA-256")) == (7000, 9000)
+
+
+def test_a_controllers_sasl_listener_takes_its_lifetime_too():
+    fields = controller_security_fields({
+        "listeners": "CONTROLLER://127.0.0.1:0", "listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT",
+        "controller.listener.names": "CONTROLLER", "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.controller.plain.sasl.jaas.config": PLAIN_JAAS,
+        "inter.broker.sasl.username": "broker", "inter.broker.sasl.password": "pw",
+        "listener.name.controller.connections.max.reauth.ms": "5000"})
+    assert fields["listener_security"].sasl.reauth_ms("PLAIN") == 5000
