@@ -2,9 +2,11 @@
 session has its principal.
 
 A failed authentication is answered with SASL_AUTHENTICATION_FAILED and the connection is closed after the
-response, as Kafka does. The last answer of a successful exchange carries session_lifetime_ms (v1+; KIP-368):
-the listener's connections.max.reauth.ms for the mechanism, 0 when sessions do not expire. A re-authentication
-must keep the mechanism and the principal (reauth.py), else it fails like a wrong password.
+response, as Kafka does. A SaslAuthenticate past authentication (or where SASL is optional) is answered
+ILLEGAL_SASL_STATE, as KafkaApis does; before a handshake on a SASL listener it closes the connection. The
+last answer of a successful exchange carries session_lifetime_ms (v1+; KIP-368): the listener's
+connections.max.reauth.ms for the mechanism, 0 when sessions do not expire. A re-authentication must keep the
+mechanism and the principal (reauth.py), else it fails like a wrong password.
 """
 
 import asyncio
@@ -26,7 +28,12 @@ def handle(ctx: RequestContext) -> list:
     request = decode_request(ApiKey.SASL_AUTHENTICATE, ctx.api_version, ctx.frame, ctx.body_offset)
     session = ctx.session
     if session.sasl_state is not SaslState.HANDSHAKE_DONE or session.exchange is None:
-        raise CloseConnection("SaslAuthenticate without a SaslHandshake")
+        if session.must_authenticate:  # Kafka's SaslServerAuthenticator: not a request it expects here
+            raise CloseConnection("SaslAuthenticate without a SaslHandshake")
+        # Past authentication (or where SASL is optional) the request reaches KafkaApis, which answers this.
+        body = {"error_code": ErrorCode.illegal_sasl_state, "auth_bytes": b"",
+                "error_message": "SaslAuthenticate request received after successful authentication"}
+        return [encode_response(ApiKey.SASL_AUTHENTICATE, ctx.api_version, body)]
     try:
         if session.reauthenticating is not None:
             refusal = reauth_refusal(session.reauthenticating, session.mechanism, None)

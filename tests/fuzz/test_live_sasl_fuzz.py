@@ -36,7 +36,7 @@ MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 SASL_MAX_RECEIVE_BYTES = 524_288  # the broker's limit before authentication
 ANSWERS = {
     ApiKey.SASL_HANDSHAKE: {ErrorCode.none, ErrorCode.unsupported_sasl_mechanism, ErrorCode.illegal_sasl_state},
-    ApiKey.SASL_AUTHENTICATE: {ErrorCode.none, ErrorCode.sasl_authentication_failed},
+    ApiKey.SASL_AUTHENTICATE: {ErrorCode.none, ErrorCode.sasl_authentication_failed, ErrorCode.illegal_sasl_state},
     ApiKey.API_VERSIONS: {ErrorCode.none},
     ApiKey.METADATA: {ErrorCode.none},
 }

@@ -43,7 +43,7 @@ DISPATCHER = Dispatcher(HANDLERS, lambda: [])
 # What Kafka answers in each API when the exchange goes wrong (else the connection closes).
 ALLOWED_ERRORS = {
     ApiKey.SASL_HANDSHAKE: {ErrorCode.none, ErrorCode.unsupported_sasl_mechanism, ErrorCode.illegal_sasl_state},
-    ApiKey.SASL_AUTHENTICATE: {ErrorCode.none, ErrorCode.sasl_authentication_failed},
+    ApiKey.SASL_AUTHENTICATE: {ErrorCode.none, ErrorCode.sasl_authentication_failed, ErrorCode.illegal_sasl_state},
     ApiKey.API_VERSIONS: {ErrorCode.none},
 }
 

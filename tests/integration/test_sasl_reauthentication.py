@@ -194,6 +194,24 @@ def test_a_handshake_where_sessions_do_not_expire_is_an_illegal_sasl_state(broke
         conn.close()
 
 
+def test_sasl_authenticate_out_of_turn_is_refused_as_kafka_does(broker):
+    conn = RawConnection(port(broker, "FOREVER"))
+    try:
+        scram_login(conn, "alice")
+        late = conn.call(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"n,,n=alice,r=abc"})
+        assert late.error_code == ErrorCode.illegal_sasl_state  # KafkaApis' answer; the connection stays
+        assert conn.call(ApiKey.METADATA, 12, METADATA_V12_ALL).cluster_id
+    finally:
+        conn.close()
+    early = RawConnection(port(broker, "FOREVER"))
+    try:  # before any handshake on a SASL listener: not a request the authenticator expects, closed
+        early.send_request(ApiKey.SASL_AUTHENTICATE, 2, encode_request(ApiKey.SASL_AUTHENTICATE, 2,
+                                                                      {"auth_bytes": b"x"}))
+        assert early.is_closed_by_peer()
+    finally:
+        early.close()
+
+
 def test_reauthentication_as_another_principal_fails_and_closes(broker):
     conn = RawConnection(port(broker))
     try:
