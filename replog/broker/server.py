@@ -122,7 +122,7 @@ class Broker:
             apply_dynamic_configs(self.replica_manager, self.image, config)  # as persisted by the last run
         self.metrics_service = MetricsService(
             config.metrics, node_id=config.node_id, role="broker", data_dir=config.log_dirs[0],
-            collector=BrokerCollector(self.metrics, self.replica_manager),
+            collector=BrokerCollector(self.metrics, self.replica_manager, self.connections),
             snapshot=lambda now_ms: broker_snapshot(self.metrics, self.replica_manager, now_ms))
         self.metrics.dumper = self.metrics_service.dumper
         await self.metrics_service.start()

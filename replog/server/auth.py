@@ -72,6 +72,7 @@ class Session:
     expires_at: float | None = None  # KIP-368: when the SASL session ends (time.monotonic()); None: never
     last_reauth_start: float | None = None  # when re-authentication last began on this connection
     reauthenticating: Identity | None = None  # who is re-authenticating, between SaslHandshake and success
+    reauthentications: int = 0  # successful re-authentications on this connection
 
     def identified_by_certificate(self, principal: str) -> None:
         """mTLS: the principal of the peer's certificate, until SASL (on SASL_SSL) replaces it."""
@@ -84,6 +85,7 @@ class Session:
             refusal = reauth_refusal(self.reauthenticating, self.mechanism or "", who.principal)
             if refusal is not None:
                 raise SaslAuthenticationFailed(refusal)
+            self.reauthentications += 1
         max_reauth_ms = self.sasl.reauth_ms(self.mechanism) if self.mechanism is not None else 0
         lifetime_ms, self.expires_at = session_expiry(max_reauth_ms, now)
         self.principal = who.principal

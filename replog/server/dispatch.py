@@ -40,6 +40,10 @@ class CloseConnection(Exception):
     """The request cannot be answered; the connection is closed."""
 
 
+class SessionExpired(CloseConnection):
+    """A request on a connection whose SASL session has ended (KIP-368); counted, then closed."""
+
+
 @dataclass(slots=True)
 class RequestContext:
     header: RequestHeader
@@ -141,7 +145,7 @@ def _check_session(session: Session, api_key: int) -> None:
     verdict = on_authenticated_request(is_handshake=is_handshake, expires_at=session.expires_at,
                                        last_reauth_start=session.last_reauth_start, now=now)
     if verdict is Verdict.CLOSE_EXPIRED:
-        raise CloseConnection(f"SASL session of {session.principal} expired: no re-authentication within "
+        raise SessionExpired(f"SASL session of {session.principal} expired: no re-authentication within "
                               f"connections.max.reauth.ms (KIP-368)")
     if verdict is Verdict.REAUTHENTICATE:
         session.begin_reauthentication(now)

@@ -8,6 +8,7 @@ ILLEGAL_SASL_STATE. The broker keeps serving throughout."""
 import asyncio
 import json
 import time
+import urllib.request
 import uuid
 
 import pytest
@@ -57,6 +58,7 @@ def broker(tmp_path_factory):
         "listener.name.sasl_plaintext.connections.max.reauth.ms": str(SCRAM_LIFETIME_MS),
         "listener.name.sasl_plaintext.plain.connections.max.reauth.ms": str(PLAIN_LIFETIME_MS),
         "auto.create.topics.enable": "true",
+        "metrics.port": "0",
     })
     process.start()
     try:
@@ -181,6 +183,34 @@ def test_reauthentication_while_a_fetch_is_parked_answers_the_fetch_first(broker
         assert conn.call(ApiKey.METADATA, 12, METADATA_V12_ALL).cluster_id
     finally:
         conn.close()
+
+
+def session_counters(broker: BrokerProcess) -> tuple[float, float]:
+    """(successful re-authentications, connections closed for an expired session) from /metrics."""
+    with urllib.request.urlopen(f"http://{HOST}:{broker.metrics_port}/metrics", timeout=5) as response:
+        lines = response.read().decode().splitlines()
+    values = dict(line.rsplit(" ", 1) for line in lines if line.startswith("kafka_server_socketservermetrics_"))
+    return (float(values["kafka_server_socketservermetrics_successfulreauthentication_total"]),
+            float(values["kafka_server_socketservermetrics_expiredconnectionskilledcount_total"]))
+
+
+def test_reauthentications_and_expired_sessions_are_counted_in_the_metrics(broker):
+    reauthenticated, expired = session_counters(broker)
+    conn = RawConnection(port(broker))
+    try:
+        scram_login(conn, "alice")
+        scram_login(conn, "alice")  # a re-authentication
+        assert session_counters(broker)[0] == reauthenticated + 1
+        deadline = time.monotonic() + DEADLINE_S
+        while True:  # the session ends SCRAM_LIFETIME_MS after the re-authentication; the next request closes
+            assert time.monotonic() < deadline, "the expired session was never closed"
+            try:
+                conn.call(ApiKey.METADATA, 12, METADATA_V12_ALL)
+            except (ConnectionError, OSError):
+                break
+    finally:
+        conn.close()
+    assert session_counters(broker) == (reauthenticated + 1, expired + 1)
 
 
 def test_a_handshake_where_sessions_do_not_expire_is_an_illegal_sasl_state(broker):
