@@ -26,8 +26,7 @@ def handle(ctx: RequestContext, inter_broker_secret: str | None) -> list:
     if session.sasl_state is SaslState.AUTHENTICATED:  # not a re-authentication (see dispatch._check_session)
         body = {"error_code": ErrorCode.illegal_sasl_state, "mechanisms": offered}
         return [encode_response(ApiKey.SASL_HANDSHAKE, ctx.api_version, body)]
-    if session.sasl_state is not SaslState.NONE:
-        raise CloseConnection("SaslHandshake repeated before SaslAuthenticate")
+    assert session.sasl_state is SaslState.NONE  # the dispatcher lets only SaslAuthenticate follow a handshake
     if session.reauthenticating is not None and ctx.api_version == 0:
         # KIP-368 clients re-authenticate with SaslAuthenticate; bare v0 tokens cannot carry a session lifetime.
         raise CloseConnection("re-authentication with SaslHandshake v0")
