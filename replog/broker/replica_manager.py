@@ -33,6 +33,7 @@ from replog.protocol.records import CorruptRecordError, InvalidRecordError
 from .delayed_fetch import DelayedFetch, read_all
 from .delayed_produce import DelayedProduce
 from .fetch_params import FetchParams, FollowerFetch
+from .fetch_sessions import FetchSessionCache
 from .log_creation import create_missing_logs, storage_error_code
 from .metadata import MetadataImage
 from .metrics import BrokerMetrics
@@ -81,7 +82,7 @@ class ReplicaManager:
                  default_min_insync_replicas: int, *, clock_ms: Callable[[], int], replica_lag_time_max_ms: int,
                  fetch_purgatory_size: int, produce_purgatory_size: int,
                  fetcher_manager: ReplicaFetcherManager | None = None, alter_isr: AlterIsr | None = None,
-                 metrics: BrokerMetrics | None = None) -> None:
+                 metrics: BrokerMetrics | None = None, fetch_session_cache_slots: int = 1000) -> None:
         self.node_id = node_id
         self.log_manager = log_manager
         self.base_log_config = base_log_config
@@ -92,6 +93,8 @@ class ReplicaManager:
         self.fetch_purgatory = Purgatory("fetch", fetch_purgatory_size)
         self.produce_purgatory = Purgatory("produce", produce_purgatory_size)
         self.delete_records_purgatory = Purgatory("deleteRecords", produce_purgatory_size)
+        # Incremental fetch sessions (KIP-227) of the followers and consumers fetching from this broker.
+        self.fetch_sessions = FetchSessionCache(fetch_session_cache_slots)
         self.fetcher_manager = fetcher_manager
         self._alter_isr = alter_isr or _no_followers_without_controller
         self.metrics = metrics or BrokerMetrics(node_id)
