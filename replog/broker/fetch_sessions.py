@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
@@ -46,11 +46,19 @@ def next_epoch(epoch: int) -> int:
 @dataclass(slots=True)
 class CachedPartition:
     """A partition of a session: what the fetcher asked last, and what it was last told (Kafka's
-    CachedPartition). -1 means never told, so the partition is in the next answer."""
+    CachedPartition). -1 means never told, so the partition is in the next answer.
+
+    A partition is quiet when its last read found the fetcher caught up with nothing to say: then
+    `quiet_state` is the broker's snapshot of it at that read (leadership, LEO, HW, log start, ...),
+    `quiet_position` where that read started and `quiet_since_ms` when. While the snapshot is unchanged and
+    the fetcher names it with the same parameters, a read would say nothing new, so it is not read again."""
 
     params: FetchPartitionParams
     high_watermark: int = -1
     log_start_offset: int = -1
+    quiet_state: Hashable | None = None
+    quiet_position: object = None
+    quiet_since_ms: int = 0
 
     def must_respond(self, result: FetchPartitionResult) -> bool:
         """Whether this result goes in an incremental answer; records what the fetcher is now told
@@ -95,15 +103,40 @@ class FetchSession:
 
     def update(self, changed: Iterable[FetchPartitionParams], forgotten: Iterable[PartitionKey]) -> None:
         """Apply an incremental request: new or changed partitions first, then the forgotten ones (as Kafka's
-        FetchSession.update). A partition new to the session has told nothing yet, so it is answered."""
+        FetchSession.update). A partition new to the session has told nothing yet, so it is answered; one the
+        fetcher names again is read again."""
         for p in changed:
             cached = self.partitions.get((p.topic, p.partition))
             if cached is None:
                 self.partitions[(p.topic, p.partition)] = CachedPartition(p)
             else:
                 cached.params = p
+                cached.quiet_state = None
         for key in forgotten:
             self.partitions.pop(key, None)
+
+    def plan_reads(self, state_of: Callable[[PartitionKey], Hashable | None], now_ms: int,
+                   refresh_ms: int) -> tuple[list[FetchPartitionParams], dict[PartitionKey, tuple]]:
+        """Which partitions an incremental fetch reads: all but the quiet ones whose state is as at their
+        last read, which is at most `refresh_ms` old (a follower's reads also keep it in the ISR, so each
+        partition is read now and then). Returns (the partitions to read, {quiet partition: (its params,
+        where its last read started)})."""
+        reads, quiet = [], {}
+        for key, cached in self.partitions.items():
+            if (cached.quiet_state is not None and now_ms - cached.quiet_since_ms <= refresh_ms
+                    and state_of(key) == cached.quiet_state):
+                quiet[key] = (cached.params, cached.quiet_position)
+            else:
+                reads.append(cached.params)
+        return reads, quiet
+
+    def record_reads(self, params: Sequence[FetchPartitionParams], quiet_states: Sequence[Hashable | None],
+                     positions: Sequence[object], now_ms: int) -> None:
+        """After reading `params`: which of them are quiet now (a state) and which are not (None)."""
+        for p, state, position in zip(params, quiet_states, positions, strict=True):
+            cached = self.partitions.get((p.topic, p.partition))
+            if cached is not None:
+                cached.quiet_state, cached.quiet_position, cached.quiet_since_ms = state, position, now_ms
 
     def record_full_response(self, results: Sequence[FetchPartitionResult]) -> None:
         """After the full fetch that opened the session: what the fetcher has been told of each partition."""

@@ -186,3 +186,26 @@ def test_lru_stale_session_is_evicted_before_a_weaker_one():
     weak = _open(cache, [_p()], privileged=False, now_ms=MIN)
     assert cache.create(True, [_p()], [_result()], MIN + 1) != INVALID_SESSION_ID
     assert cache.get(stale) is None and cache.get(weak) is not None
+
+
+@pytest.mark.parametrize(
+    ("quiet_state", "state_now", "age_ms", "named_again", "read"),
+    [
+        (None, "s", 0, False, True),  # not quiet at its last read: read
+        ("s", "s", 0, False, False),  # quiet and unchanged: skipped, watched
+        ("s", "t", 0, False, True),  # the broker's state moved (an append, the HW, leadership): read
+        ("s", None, 0, False, True),  # no longer led here: read, to answer the error
+        ("s", "s", 1001, False, True),  # quiet for longer than the refresh interval: read anyway
+        ("s", "s", 0, True, True),  # named again by the fetcher (its offset moved): read
+    ],
+)
+def test_plan_reads_skips_only_quiet_unchanged_partitions(quiet_state, state_now, age_ms, named_again, read):
+    cache = FetchSessionCache(10, rng=random.Random(1))
+    session_id = _open(cache, [_p(partition=0), _p(partition=1)])
+    session = cache.get(session_id)
+    session.record_reads([_p(partition=0), _p(partition=1)], [quiet_state, None], ["pos0", "pos1"], 0)
+    context = cache.new_context(session_id, 1, [_p(partition=0, offset=3)] if named_again else [], [],
+                                privileged=True, now_ms=age_ms)
+    reads, quiet = context.session.plan_reads(lambda key: state_now if key == ("t", 0) else "other", age_ms, 1000)
+    assert [p.partition for p in reads] == ([0, 1] if read else [1])
+    assert quiet == ({} if read else {("t", 0): (_p(partition=0), "pos0")})

@@ -13,6 +13,7 @@ fetch parameters changed; the broker fetches every partition of the session and 
 
 import asyncio
 import dataclasses
+import functools
 
 from kio.schema.errors import ErrorCode
 
@@ -29,9 +30,14 @@ from replog.security.acls import Operation, ResourceType
 from replog.server.dispatch import RequestContext
 
 from ..access import Access
+from ..delayed_fetch import QuietPartitions
 from ..fetch_params import FetchParams, FetchPartitionParams
 from ..fetch_sessions import INVALID_SESSION_ID, FetchContext, Incremental, NewSession, SessionError
 from ..replica_manager import ReplicaManager
+
+# A quiet session partition is read at least every replica.lag.time.max.ms / this: a follower's reads keep its
+# caught-up time fresh, so its first fetch after a long idle stretch still finds it well inside the lag bound.
+QUIET_REFRESH_FRACTION = 4
 
 
 def handle(ctx: RequestContext, replicas: ReplicaManager, access: Access):
@@ -54,19 +60,61 @@ def handle(ctx: RequestContext, replicas: ReplicaManager, access: Access):
         forgotten, privileged=params.from_follower, now_ms=replicas.clock_ms())
     if isinstance(context, SessionError):
         return encode_fetch_response(ctx.api_version, FetchResponseData(topics=[], error_code=context.error_code))
-    params = dataclasses.replace(params, partitions=context.partitions)
-    results = _fetch(ctx, replicas, access, params)
+    topics = {p.topic for p in context.partitions}
+    readable = access.allowed(ctx, Operation.READ, ResourceType.TOPIC, topics)
+    quiet = None
+    if isinstance(context, Incremental) and len(readable) == len(topics):
+        # Only what may have news is read; the quiet rest is watched while the fetch waits.
+        reads, quiet = context.session.plan_reads(
+            functools.partial(_quiet_state, replicas, params.replica_id), replicas.clock_ms(),
+            replicas.replica_lag_time_max_ms // QUIET_REFRESH_FRACTION)
+        params = dataclasses.replace(params, partitions=reads)
+    else:
+        params = dataclasses.replace(params, partitions=context.partitions)
+    results = _fetch(replicas, params, readable, quiet)
     if isinstance(results, list):
         return _respond(replicas, ctx.api_version, params, context, results)
     return _respond_later(replicas, results, ctx.api_version, params, context)
 
 
-def _fetch(ctx: RequestContext, replicas: ReplicaManager, access: Access, params: FetchParams):
+def _quiet_state(replicas: ReplicaManager, replica_id: int, key: tuple[str, int]) -> tuple | None:
+    """What a quiet session partition's read depends on, as a value: while it stays equal, a read by a
+    fetcher that was caught up says nothing new. None: not led here, or a follower whose reads the leader
+    still needs (out of the ISR, or an ISR change in flight: each fetch may retry the ISR expansion)."""
+    partition = replicas.get_partition(*key)
+    if partition is None or not partition.is_leader or partition.storage_failed:
+        return None
+    if replica_id >= 0 and (replica_id not in partition.state.isr or partition.pending_isr is not None):
+        return None
+    log = partition.log
+    return (partition, partition.leader_epoch, log.log_end_offset, partition.high_watermark, log.log_start_offset)
+
+
+def _read_quiet_states(replicas: ReplicaManager, params: FetchParams,
+                       results: list[FetchPartitionResult]) -> tuple[list[tuple | None], list]:
+    """For each partition read: its quiet state if the fetcher is now caught up (it fetched at the LEO, a
+    consumer at the HW) and the answer carried no data, error or divergence, else None; and where a read
+    from there starts in the log (the end's position), for a parked fetch to count new bytes from."""
+    states, positions = [], []
+    for p, result in zip(params.partitions, results, strict=True):
+        state = position = None
+        if (result.error_code == ErrorCode.none and not part_length(result.records)
+                and result.diverging_epoch is None):
+            state = _quiet_state(replicas, params.replica_id, (p.topic, p.partition))
+            if state is not None and state[2 if params.from_follower else 3] == p.fetch_offset:
+                position = state[0].end_offset_metadata_for_fetch(params.from_follower)
+            else:
+                state = None
+        states.append(state)
+        positions.append(position)
+    return states, positions
+
+
+def _fetch(replicas: ReplicaManager, params: FetchParams, readable: set[str], quiet: QuietPartitions | None):
     """The results of every partition of `params`, or a future of them; the partitions of topics the fetcher
-    may not READ answer TOPIC_AUTHORIZATION_FAILED."""
-    readable = access.allowed(ctx, Operation.READ, ResourceType.TOPIC, (p.topic for p in params.partitions))
-    if len(readable) == len({p.topic for p in params.partitions}):
-        return replicas.fetch_messages(params)
+    may not READ answer TOPIC_AUTHORIZATION_FAILED. Quiet partitions come only with readable topics."""
+    if all(p.topic in readable for p in params.partitions):
+        return replicas.fetch_messages(params, quiet)
     allowed = dataclasses.replace(params, partitions=[p for p in params.partitions if p.topic in readable])
     if not allowed.partitions:
         return _all_errors(params, ErrorCode.topic_authorization_failed)
@@ -104,12 +152,16 @@ def _respond(replicas: ReplicaManager, version: int, params: FetchParams, contex
              results: list[FetchPartitionResult]) -> list:
     """Encode the answer, counting the record bytes it carries (BytesOut / ReplicationBytesOut). A new session
     is created now, from what this answer tells the fetcher; an incremental answer carries the changes."""
-    session_id = INVALID_SESSION_ID
+    session_id, session = INVALID_SESSION_ID, None
     if isinstance(context, NewSession):
         session_id = replicas.fetch_sessions.create(context.privileged, params.partitions, results,
                                                     replicas.clock_ms())
+        session = replicas.fetch_sessions.get(session_id)
     elif isinstance(context, Incremental):
-        session_id = context.session.id
+        session_id, session = context.session.id, context.session
+    if session is not None:
+        session.record_reads(params.partitions, *_read_quiet_states(replicas, params, results), replicas.clock_ms())
+    if isinstance(context, Incremental):
         selected = context.session.select_changed(params.partitions, results)
         params = dataclasses.replace(params, partitions=[params.partitions[i] for i in selected])
         results = [results[i] for i in selected]
