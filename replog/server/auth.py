@@ -1,11 +1,17 @@
 """Who is on the other end of a connection, and whether it may perform cluster actions.
 
-Kafka lets only brokers and the controller replicate (Fetch with a replica id), send LeaderAndIsr /
-UpdateMetadata / StopReplica, and answer AlterPartition: the CLUSTER_ACTION operation, granted to the inter-broker
-principal. replog's inter-broker principal authenticates with SASL/PLAIN (RFC 4616) using the cluster's shared
-`inter.broker.secret`. Client principals come from SASL (User:name, sasl.py) or from the client's TLS certificate
-(User:CN=...; tls.py); without either a connection is `User:ANONYMOUS`. Only the inter-broker principal gets
-cluster actions; everyone else gets CLUSTER_AUTHORIZATION_FAILED for them.
+Kafka lets only brokers and controllers replicate (Fetch with a replica id), send LeaderAndIsr /
+UpdateMetadata / StopReplica, register, heartbeat and answer AlterPartition: the CLUSTER_ACTION operation on the
+Cluster resource. Principals come from SASL (User:name, sasl.py) or from the peer's TLS certificate
+(User:CN=...; tls.py); without either a connection is `User:ANONYMOUS`.
+
+Which principals act for the cluster (ClusterMembers): as in Kafka, the node principals listed in `super.users`
+(KIP-801 asks for the brokers' and controllers' principals there: a controller authorizes them before any ACL
+is readable); with no authorizer (`authorizer.class.name` unset) Kafka allows every principal everything. On an
+unsecured replog cluster the nodes may instead share `inter.broker.secret`, a PLAIN password that makes its
+holder a node; a node configured with it restricts cluster actions to its holders and super users, so a
+PLAINTEXT cluster without an authorizer is not open to LeaderAndIsr from anyone. The decision is taken when the
+principal is established (TLS handshake or SASL); everyone else gets CLUSTER_AUTHORIZATION_FAILED.
 """
 
 import enum
@@ -14,6 +20,23 @@ from dataclasses import dataclass, field
 from .sasl import PLAIN, Authenticated, ListenerSasl, MechanismExchange
 
 ANONYMOUS = "User:ANONYMOUS"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterMembers:
+    """Which principals may perform cluster actions on this node (see the module's docstring).
+
+    restricted: an authorizer is on, or the node takes inter.broker.secret; else every principal may, as in
+    Kafka without an authorizer."""
+
+    super_users: frozenset[str] = frozenset()
+    restricted: bool = True
+
+    def may_act_for_cluster(self, principal: str) -> bool:
+        return not self.restricted or principal in self.super_users
+
+
+ONLY_SECRET_HOLDERS = ClusterMembers()  # no super users: only the inter.broker.secret makes a node
 
 
 class _NoCredentials:
@@ -43,9 +66,15 @@ class Session:
     sasl: ListenerSasl = field(default=INTER_BROKER_ONLY)
     exchange: MechanismExchange | None = None  # the SASL exchange under way (between handshake and success)
     raw_tokens: bool = False  # after SaslHandshake v0: the next frames are bare SASL tokens (KIP-43)
+    members: ClusterMembers = ONLY_SECRET_HOLDERS
+
+    def identified_by_certificate(self, principal: str) -> None:
+        """mTLS: the principal of the peer's certificate, until SASL (on SASL_SSL) replaces it."""
+        self.principal, self.cluster_action = principal, self.members.may_act_for_cluster(principal)
 
     def authenticated(self, who: Authenticated) -> None:
-        self.principal, self.cluster_action = who.principal, who.cluster_action
+        self.principal = who.principal
+        self.cluster_action = who.cluster_action or self.members.may_act_for_cluster(who.principal)
         self.sasl_state = SaslState.AUTHENTICATED
         self.exchange, self.raw_tokens = None, False
 

@@ -5,7 +5,7 @@ so a listener either serves the protocol its name maps to or the server refuses 
 import re
 import ssl
 
-from .auth import INTER_BROKER_ONLY
+from .auth import INTER_BROKER_ONLY, ONLY_SECRET_HOLDERS, ClusterMembers
 from .credential_store import PLAIN_JAAS_KEY, SCRAM_CREDENTIALS_FILE_KEY, PropertiesCredentialStore
 from .listener import ListenerSecurity
 from .listener_config import ListenerSpec
@@ -31,9 +31,11 @@ def is_listener_key(key: str) -> bool:
 
 
 def build_listener_security(spec: ListenerSpec, props: dict[str, str],
-                            metadata_credentials: CredentialStore | None = None) -> ListenerSecurity:
+                            metadata_credentials: CredentialStore | None = None,
+                            members: ClusterMembers = ONLY_SECRET_HOLDERS) -> ListenerSecurity:
     """ValueError names the listener and what is missing or wrong. metadata_credentials: the SCRAM credentials
-    of the metadata log (KIP-554), consulted before the listener's own (sasl.scram.credentials.file)."""
+    of the metadata log (KIP-554), consulted before the listener's own (sasl.scram.credentials.file); members:
+    which of its principals may perform cluster actions."""
     listener_props = listener_ssl_props(props, spec.name)
     try:
         context = server_context(listener_props) if spec.protocol.uses_tls else None
@@ -50,4 +52,4 @@ def build_listener_security(spec: ListenerSpec, props: dict[str, str],
         raise ValueError(f"listener {spec.name} ({spec.protocol.name}): {reason}") from e
     if context is not None:
         log_handshake_failures(context, spec.name)
-    return ListenerSecurity(spec.name, context, sasl)
+    return ListenerSecurity(spec.name, context, sasl, members)

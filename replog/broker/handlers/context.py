@@ -5,7 +5,7 @@ Produce, Fetch, ListOffsets and OffsetForLeaderEpoch take the ReplicaManager its
 """
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -15,6 +15,7 @@ from replog.log.config import LogConfig
 from replog.log.dynamic_configs import ConfigResource
 from replog.security.acl_requests import AclChanges
 from replog.server.dispatch import RequestContext
+from replog.server.scram_credentials import Deletion, Upsertion, UserResult
 
 from ..access import Access
 from ..config import BrokerConfig
@@ -111,6 +112,9 @@ class LocalAdmin(Protocol):
                           validate_only: bool) -> None: ...
 
     def change_acls(self, changes: AclChanges) -> None: ...
+
+    def alter_scram_credentials(self, deletions: Sequence[Deletion],
+                                upsertions: Sequence[Upsertion]) -> list[UserResult]: ...
 
 
 @dataclass(frozen=True, slots=True)
