@@ -7,6 +7,7 @@ LeaderEndpointError; the fetcher then backs off every partition and the next cal
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -122,7 +123,9 @@ class RemoteLeaderEndpoint:
                 _, start = decode_response_header(frame, response_header_version(ApiKey.FETCH, FETCH_VERSION))
                 # Records stay memoryviews into `frame`: the follower appends them without a copy.
                 response = decode_fetch_response(FETCH_VERSION, frame, start)
-        except LeaderEndpointError:
+        except (LeaderEndpointError, asyncio.CancelledError):
+            # Failed or abandoned (the fetcher cancels a round when a partition starts): whether the leader
+            # applied the request to our session is unknown, so the next fetch is a full one.
             self._session.on_failure()
             raise
         if not self._session.on_response(request, response.error_code, response.session_id):

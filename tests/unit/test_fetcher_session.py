@@ -3,6 +3,8 @@ RemoteLeaderEndpoint speaking it over a scripted connection."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from kio.schema.errors import ErrorCode
 
@@ -17,6 +19,7 @@ from replog.protocol.fetch import (
     encode_fetch_response,
 )
 from replog.protocol.headers import encode_response_header
+from tests.conditions import wait_until
 
 from .test_fetcher_endpoint import CONFIG, Connector, ScriptedConnection
 
@@ -144,3 +147,26 @@ async def test_endpoint_other_top_level_errors_still_fail_the_request():
     endpoint = RemoteLeaderEndpoint(Connector(SessionLeader((ErrorCode.unknown_server_error, 0, []))), 3, CONFIG)
     with pytest.raises(LeaderEndpointError):
         await endpoint.fetch({A: FetchRequestPartition(5, 1, 0, 0, 700)})
+
+
+async def test_endpoint_abandoned_fetch_falls_back_to_a_full_fetch():
+    class Parked(SessionLeader):
+        async def request(self, api_key, version, parts, *, timeout_ms=None):
+            if len(self.requests) == 1:  # the second fetch parks at the leader and is abandoned
+                self.requests.append((api_key, version, messages.decode_request(api_key, version,
+                                                                                b"".join(parts), 0)))
+                await asyncio.Event().wait()
+            return await super().request(api_key, version, parts, timeout_ms=timeout_ms)
+
+    leader = Parked((ErrorCode.none, 77, [A]), (ErrorCode.none, 78, [A]))
+    endpoint = RemoteLeaderEndpoint(Connector(leader), 3, CONFIG)
+    part = FetchRequestPartition(5, 1, 0, 0, 700)
+    await endpoint.fetch({A: part})
+    parked = asyncio.ensure_future(endpoint.fetch({A: part}))
+    await wait_until(lambda: len(leader.requests) == 2, "the second fetch to reach the leader")
+    parked.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await parked
+    await endpoint.fetch({A: part})
+    requests = [request for _, _, request in leader.requests]
+    assert [(r.session_id, r.session_epoch) for r in requests] == [(0, 0), (77, 1), (77, 0)]
