@@ -22,6 +22,7 @@ from . import (
     controller_failover,
     failover,
     follower_catchup,
+    idle_neighbours,
     log_cleaning,
     partition_scaling,
     peers,
@@ -36,7 +37,8 @@ from .plots import draw_plots
 
 BENCHMARKS = {
     m.NAME: m for m in (codec_kio_vs_handwritten, baselines, produce_throughput, consume_catchup,
-                        replicated_produce, replicated_latency, follower_catchup, partition_scaling, failover,
+                        replicated_produce, replicated_latency, follower_catchup, partition_scaling,
+                        idle_neighbours, failover,
                         controller_failover, startup, analyze, peers, log_cleaning, consumer_groups, reassignment)
 }  # fmt: skip
 

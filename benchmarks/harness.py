@@ -119,10 +119,11 @@ def write_json(name: str, results: list[Result], settings: dict, results_dir: Pa
 
 
 @asynccontextmanager
-async def replicated_cluster(root: Path, controller_options: dict | None = None) -> AsyncIterator[LocalCluster]:
-    """Three broker processes with Kafka's replication defaults and a controller in this event loop
-    (`controller_options`: more ControllerConfig fields)."""
-    cluster = LocalCluster(root, brokers=3, overrides=KAFKA_REPLICATION_DEFAULTS,
+async def replicated_cluster(root: Path, overrides: dict[str, str] | None = None,
+                             controller_options: dict | None = None) -> AsyncIterator[LocalCluster]:
+    """Three broker processes with Kafka's replication defaults (and `overrides`) and a controller in this event
+    loop (`controller_options`: more ControllerConfig fields)."""
+    cluster = LocalCluster(root, brokers=3, overrides=KAFKA_REPLICATION_DEFAULTS | (overrides or {}),
                            session_timeout_ms=KAFKA_SESSION_TIMEOUT_MS)
     if controller_options:
         cluster.controller_config = replace(cluster.controller_config, **controller_options)

@@ -66,7 +66,7 @@ async def scaling_round(root: Path, partitions: int, value: bytes, count: int,
     the most files a broker holds open after the produce)."""
     loop = asyncio.get_running_loop()
     options = LARGE_COUNT_CONTROLLER_OPTIONS if partitions >= LARGE_COUNT else None
-    async with replicated_cluster(root, options) as cluster:
+    async with replicated_cluster(root, controller_options=options) as cluster:
         started = loop.time()
         await cluster.controller.create_topic(TOPIC, round_robin_assignment(partitions),
                                               {"min.insync.replicas": "2"})

@@ -86,6 +86,7 @@ _KEYS: dict[str, tuple[str, object]] = {
     "connections.max.idle.ms": ("connections_max_idle_ms", int),
     "fetch.sendfile.enable": ("fetch_sendfile_enable", parse_bool),
     "fetch.purgatory.max.size": ("fetch_purgatory_max_size", int),
+    "max.incremental.fetch.session.cache.slots": ("max_incremental_fetch_session_cache_slots", int),
     "producer.purgatory.max.size": ("producer_purgatory_max_size", int),
     "replica.lag.time.max.ms": ("replica_lag_time_max_ms", int),
     "replica.high.watermark.checkpoint.interval.ms": ("replica_high_watermark_checkpoint_interval_ms", int),
@@ -159,6 +160,7 @@ class BrokerConfig:
     connections_max_idle_ms: int = 600_000  # Kafka's default: 10 minutes
     fetch_sendfile_enable: bool = True
     fetch_purgatory_max_size: int = 10_000
+    max_incremental_fetch_session_cache_slots: int = 1000
     producer_purgatory_max_size: int = 10_000
     replica_lag_time_max_ms: int = 30_000
     replica_high_watermark_checkpoint_interval_ms: int = 5000
@@ -267,6 +269,8 @@ class BrokerConfig:
             raise ValueError(f"log.open.files.max must be -1 or at least {MIN_OPEN_FILES}")
         if self.socket_request_max_bytes <= 0:
             raise ValueError("socket.request.max.bytes must be positive")
+        if self.max_incremental_fetch_session_cache_slots < 0:
+            raise ValueError("max.incremental.fetch.session.cache.slots must not be negative")
         if self.num_partitions <= 0 or self.default_replication_factor <= 0:
             raise ValueError("num.partitions and default.replication.factor must be positive")
         if not self.log_dirs:

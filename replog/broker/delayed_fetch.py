@@ -13,6 +13,9 @@ from .delayed_fetch_rules import ParkedPartition, delayed_fetch_can_complete
 from .fetch_params import FetchParams, FetchPartitionParams
 from .purgatory import DelayedOperation
 
+# {(topic, partition): (its fetch parameters, where its last read started)}
+QuietPartitions = dict[tuple[str, int], tuple[FetchPartitionParams, LogOffsetMetadata]]
+
 
 def read_all(
     replica_manager, params: FetchParams
@@ -43,14 +46,25 @@ class DelayedFetch(DelayedOperation):
     gone (A-C), fenced epoch (E), fetch offset past the end or on an older segment (F), min_bytes of data
     available, counted from log positions (G), or a diverging epoch (H). Then it reads afresh."""
 
-    def __init__(self, replica_manager, params: FetchParams, fetch_offsets: list[LogOffsetMetadata | None]) -> None:
+    def __init__(self, replica_manager, params: FetchParams, fetch_offsets: list[LogOffsetMetadata | None],
+                 quiet: QuietPartitions | None = None) -> None:
         super().__init__(params.max_wait_ms)
         assert len(fetch_offsets) == len(params.partitions)
         assert None not in fetch_offsets, "a partition that did not read answers at once, it never parks"
         self._replica_manager = replica_manager
         self._params = params
         self._fetch_offsets = fetch_offsets
+        # A fetch session's partitions that were not read (fetch_sessions.py): watched, but checked only
+        # once something changes them; then they join params.partitions, and the answer reads them too.
+        self._quiet = dict(quiet or {})
         self.future = asyncio.get_running_loop().create_future()
+
+    def on_key_changed(self, key) -> None:
+        quiet = self._quiet.pop(key, None)
+        if quiet is not None:
+            p, position = quiet
+            self._params.partitions.append(p)
+            self._fetch_offsets.append(position)
 
     def try_complete(self) -> bool:
         # Cached state only (see delayed_fetch_rules): a wake-up from an append cannot fail on the disk.

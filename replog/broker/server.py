@@ -123,7 +123,7 @@ class Broker:
             apply_dynamic_configs(self.replica_manager, self.image, config)  # as persisted by the last run
         self.metrics_service = MetricsService(
             config.metrics, node_id=config.node_id, role="broker", data_dir=config.log_dirs[0],
-            collector=BrokerCollector(self.metrics, self.replica_manager),
+            collector=BrokerCollector(self.metrics, self.replica_manager, self.connections),
             snapshot=lambda now_ms: broker_snapshot(self.metrics, self.replica_manager, now_ms))
         self.metrics.dumper = self.metrics_service.dumper
         await self.metrics_service.start()
@@ -163,7 +163,8 @@ class Broker:
         access = Access(Authorizer(config.authorizer_config(), self.image.acls))
         topics = TopicAdmin(self.image, defaults, self.create_topic, self.delete_topic,
                             forward_to_controller=self.forward_to_controller if self.in_cluster else None,
-                            has_metadata=self.has_metadata, access=access)
+                            has_metadata=self.has_metadata, access=access,
+                            send_to_controller=self.send_to_controller if self.in_cluster else None)
         control = ControlPlane(self.replica_manager, self.image, registration=self)
         groups = GroupCoordination(self.groups, self.image, self.ensure_offsets_topic, access)
         admin = ConfigAdmin(self.image, config, local=self,
@@ -217,16 +218,21 @@ class Broker:
 
     async def forward_to_controller(self, ctx: RequestContext, body: bytes | None = None) -> bytes:
         """Send a client's request on to the controller (unchanged, or with `body` instead of its own) and return
-        the response body (KIP-590). An unreachable controller, or a standby's NOT_CONTROLLER, sends it on to the
-        next controller, as Kafka's forwarding manager retries, at most once per configured controller."""
+        the response body (KIP-590)."""
+        own = memoryview(ctx.frame)[ctx.body_offset:]
+        return await self.send_to_controller(ctx.header.api_key, ctx.api_version, own if body is None else body)
+
+    async def send_to_controller(self, api_key: int, version: int, body: bytes | memoryview) -> bytes:
+        """A request body to the active controller, its answer body back. An unreachable controller, or a
+        standby's NOT_CONTROLLER, sends it on to the next controller, as Kafka's forwarding manager retries, at
+        most once per configured controller."""
         assert self._controllers is not None
         current = self._controller_connection
         # Follow where the session (heartbeats answered NOT_CONTROLLER) found the active controller; a forwarded
         # answer's own NOT_CONTROLLER is caught below.
         if current is not None and not current.closed and not self._controllers.leads_to_current(current):
             current.close()
-        api_key, version = ctx.header.api_key, ctx.api_version
-        parts = [memoryview(ctx.frame)[ctx.body_offset:] if body is None else body]
+        parts = [body]
         attempts = len(self.config.controller_addresses)
         for attempt in range(1, attempts + 1):
             try:
@@ -282,7 +288,8 @@ class Broker:
             clock_ms=clock_ms, replica_lag_time_max_ms=config.replica_lag_time_max_ms,
             fetch_purgatory_size=config.fetch_purgatory_max_size,
             produce_purgatory_size=config.producer_purgatory_max_size,
-            fetcher_manager=fetcher_manager, alter_isr=alter_isr, metrics=self.metrics)
+            fetcher_manager=fetcher_manager, alter_isr=alter_isr, metrics=self.metrics,
+            fetch_session_cache_slots=config.max_incremental_fetch_session_cache_slots)
         if self.in_cluster:  # replication throttles (KIP-73), configured by apply_dynamic_configs
             replica_manager.leader_quota = self._replication_quota()
             replica_manager.follower_quota = follower_quota

@@ -304,8 +304,7 @@ class ReplicaFetcher:
         for tp, sent_state in sent.items():
             result = results.get(tp)
             if result is None:
-                self._back_off_if_current(tp, sent_state, "fetch response lacks it")
-                continue
+                continue  # no news in a fetch session (KIP-227): its state stays, it is fetched again
             action = self._decide_fetch_result(tp, sent_state, result)
             if isinstance(action, decisions.ResolveOutOfRange):
                 out_of_range.append((tp, sent_state))

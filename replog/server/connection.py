@@ -15,7 +15,7 @@ import logging
 from replog.protocol.frames import FrameDecoder, FrameError
 
 from .auth import INTER_BROKER_ONLY, ONLY_SECRET_HOLDERS, ClusterMembers, Session
-from .dispatch import CloseConnection, Dispatcher, is_awaitable
+from .dispatch import CloseConnection, Dispatcher, SessionExpired, is_awaitable
 from .sasl import ListenerSasl
 from .tls import certificate_principal
 from .writer import SocketWriter, TransportWriter
@@ -146,6 +146,8 @@ class ServerConnection(asyncio.BufferedProtocol):
         try:
             result = self._dispatcher.dispatch(frame, self.peer, self.close, self.session)
         except CloseConnection as e:
+            if isinstance(e, SessionExpired):
+                self._holder.expired_sessions_closed += 1
             self._abort(str(e))
             return
         except Exception:
@@ -255,6 +257,8 @@ class ConnectionHolder:
         self.max_connections = max_connections
         self.connections: set[ServerConnection] = set()
         self.shutting_down = False
+        self.expired_sessions_closed = 0  # KIP-368: connections closed for a request after their session ended
+        self._closed_reauthentications = 0  # successful re-authentications of the connections since closed
 
     def connection_opened(self, connection: ServerConnection) -> None:
         if self.shutting_down or len(self.connections) >= self.max_connections:
@@ -264,7 +268,14 @@ class ConnectionHolder:
         self.connections.add(connection)
 
     def connection_closed(self, connection: ServerConnection) -> None:
-        self.connections.discard(connection)
+        if connection in self.connections:
+            self.connections.discard(connection)
+            self._closed_reauthentications += connection.session.reauthentications
+
+    @property
+    def reauthentications(self) -> int:
+        """Successful SASL re-authentications (KIP-368) on this server's connections, open and closed."""
+        return self._closed_reauthentications + sum(c.session.reauthentications for c in self.connections)
 
     def stop_reading(self) -> None:
         """Shutdown, first stage: refuse new connections and new requests; in-flight ones still finish."""

@@ -9,6 +9,7 @@ from .auth import INTER_BROKER_ONLY, ONLY_SECRET_HOLDERS, ClusterMembers
 from .credential_store import PLAIN_JAAS_KEY, SCRAM_CREDENTIALS_FILE_KEY, PropertiesCredentialStore
 from .listener import ListenerSecurity
 from .listener_config import ListenerSpec
+from .reauth import MAX_REAUTH_KEY, max_reauth_ms_by_mechanism
 from .sasl import CredentialStore, ListenerSasl, parse_enabled_mechanisms
 from .scram_credentials import LayeredCredentialStore
 from .tls import listener_ssl_props, log_handshake_failures, server_context
@@ -22,11 +23,16 @@ LISTENER_KEYS = frozenset({
     "sasl.enabled.mechanisms", SCRAM_CREDENTIALS_FILE_KEY, PLAIN_JAAS_KEY,
 })
 _LISTENER_PREFIX = re.compile(r"listener\.name\.[^.]+\.")
+# KIP-368's key, also as listener.name.<l>.<mechanism, lower case>.connections.max.reauth.ms
+_MAX_REAUTH = re.compile(r"(listener\.name\.[^.]+\.((plain|scram-sha-256|scram-sha-512)\.)?)?"
+                         + re.escape(MAX_REAUTH_KEY))
 
 
 def is_listener_key(key: str) -> bool:
     """Whether key is one a listener reads, directly or as listener.name.<l>.<key> (a JAAS configuration
     only that way, as in Kafka)."""
+    if _MAX_REAUTH.fullmatch(key):
+        return True
     return _LISTENER_PREFIX.sub("", key, count=1) in LISTENER_KEYS and key != PLAIN_JAAS_KEY
 
 
@@ -46,7 +52,8 @@ def build_listener_security(spec: ListenerSpec, props: dict[str, str],
             store: CredentialStore = PropertiesCredentialStore.from_listener_props(listener_props)
             if metadata_credentials is not None:
                 store = LayeredCredentialStore(metadata_credentials, store)
-            sasl = ListenerSasl(mechanisms, store, required=True)
+            max_reauth = max_reauth_ms_by_mechanism(props, spec.name, mechanisms)
+            sasl = ListenerSasl(mechanisms, store, required=True, max_reauth_ms=tuple(max_reauth.items()))
     except (ValueError, OSError) as e:  # ssl.SSLError and a missing file are OSErrors
         reason = e.reason if isinstance(e, ssl.SSLError) and e.reason else e
         raise ValueError(f"listener {spec.name} ({spec.protocol.name}): {reason}") from e

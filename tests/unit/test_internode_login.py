@@ -28,10 +28,10 @@ def test_cluster_members(members, principal, allowed):
 def test_a_session_acts_for_the_cluster_by_its_principal_or_the_shared_secret():
     members = ClusterMembers(NODES, restricted=True)
     session = Session(members=members)
-    session.authenticated(Authenticated("User:alice"))
+    session.authenticated(Authenticated("User:alice"), now=0.0)
     assert not session.cluster_action
     session = Session(members=members)
-    session.authenticated(Authenticated("User:broker-2", cluster_action=True))  # inter.broker.secret
+    session.authenticated(Authenticated("User:broker-2", cluster_action=True), now=0.0)  # inter.broker.secret
     assert session.cluster_action
     session = Session(members=members)
     session.identified_by_certificate("User:broker")

@@ -49,6 +49,12 @@ class ForwardToController(Protocol):
     def __call__(self, ctx: RequestContext, body: bytes | None = None) -> Awaitable[bytes]: ...
 
 
+class SendToController(Protocol):
+    """The broker's own request (api key, version, body) to the active controller; its answer body back."""
+
+    def __call__(self, api_key: int, version: int, body: bytes) -> Awaitable[bytes]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class TopicAdmin:
     """What Metadata, CreateTopics and DeleteTopics use. A single node decides topics itself (create_topic,
@@ -63,6 +69,8 @@ class TopicAdmin:
     # Set once the controller's first UpdateMetadata is applied; a single node never waits for it.
     has_metadata: asyncio.Event
     access: Access
+    # In a cluster: the broker's own requests to the controller (Metadata's auto-creation); None on a single node.
+    send_to_controller: SendToController | None = None
 
     @property
     def in_cluster(self) -> bool:
