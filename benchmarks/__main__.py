@@ -22,6 +22,7 @@ from . import (
     controller_failover,
     failover,
     follower_catchup,
+    idle_neighbours,
     log_cleaning,
     partition_request_cost,
     partition_scaling,
@@ -38,7 +39,7 @@ from .plots import draw_plots
 BENCHMARKS = {
     m.NAME: m for m in (codec_kio_vs_handwritten, baselines, produce_throughput, consume_catchup,
                         replicated_produce, replicated_latency, follower_catchup, partition_scaling,
-                        partition_request_cost, failover,
+                        partition_request_cost, idle_neighbours, failover,
                         controller_failover, startup, analyze, peers, log_cleaning, consumer_groups, reassignment)
 }  # fmt: skip
 

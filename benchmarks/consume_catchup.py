@@ -67,6 +67,13 @@ def warm_and_check(log_dir: Path) -> str:
     files = segment_files(log_dir)
     for path in files:
         warm(path)
+    return page_cache_residency(files)
+
+
+def page_cache_residency(files: list[Path]) -> str:
+    """How much of the files the page cache holds now, from fincore (or a note if it is missing)."""
+    if not files:
+        return "no segment files"
     if not shutil.which("fincore"):
         return "fincore not available"
     out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES,SIZE", *map(str, files)],
@@ -169,7 +176,8 @@ def confluent_catchup(bootstrap: str, count: int) -> float:
         received = value_bytes = 0
         deadline = started + 300
         while received < count and time.perf_counter() < deadline:
-            for message in consumer.consume(10_000, 1.0):
+            # Never ask for more than is left: consume() waits out its timeout while short of num_messages.
+            for message in consumer.consume(min(10_000, count - received), 1.0):
                 if message.error():
                     raise RuntimeError(f"consumer error: {message.error()}")
                 value_bytes += len(message.value())

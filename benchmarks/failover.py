@@ -20,8 +20,10 @@ this process) is polled every POLL_INTERVAL_S, which is the resolution of the fe
   answered); and until a client can write to all of them: a confluent-kafka producer (acks=all, connected
   and with the metadata before the kill) hands one record to each of those partitions at the kill, and the
   clock stops at the last delivery report. That includes librdkafka's refresh of the metadata of topics
-  with an unavailable leader, about once a second, and the acks=all wait for the remaining follower, which
-  starts fetching the moved partitions from their new leader after the LeaderAndIsr. Both are also given
+  with an unavailable leader, about once a second (often twice: librdkafka's decommissioning of the fenced
+  broker, gone from Metadata, races with the move of its partitions; docs/profiles/failover.md), and the
+  acks=all wait for the remaining follower, which starts fetching the moved partitions from their new
+  leader right after the LeaderAndIsr. Both are also given
   minus the fencing time ("after fencing").
   Baseline: the configured session timeout. Kafka's failover after a hard kill is likewise bounded below by
   broker.session.timeout.ms (KRaft; in ZooKeeper mode by zookeeper.session.timeout.ms): nobody can tell a

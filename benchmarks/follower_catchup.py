@@ -6,12 +6,14 @@ leaders, starts broker 3 again and then registers it with the controller, which 
 the clock runs from that registration until the sum of broker 3's segment file sizes equals the leaders'
 (the replicas hold the same batches). The figure is log bytes copied per second (one fetcher per leader,
 replica.fetch.max.bytes 1 MiB per partition: Kafka's defaults), divided by raw os.sendfile of a page-cached
-file of the backlog's size to a loopback socket, measured in the same run.
+file of the backlog's size to a loopback socket, measured in the same run. Beside it, the CPU-seconds per
+GiB copied of the follower and of the two leaders, over the same window.
 """
 
 import asyncio
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import confluent_kafka
@@ -19,7 +21,7 @@ import confluent_kafka
 from replog.harness.local_cluster import LocalCluster
 
 from .baselines import discard_server, page_cached_file, sendfile_to_loopback
-from .harness import MiB, Result, Stats, repeat, replicated_cluster
+from .harness import GiB, MiB, Result, Stats, cpu_seconds, repeat, replicated_cluster
 
 NAME = "follower-catchup"
 TOPIC = "catch-up"
@@ -59,10 +61,19 @@ def leader_bytes(cluster: LocalCluster) -> int:
     return sum(segment_bytes(cluster, replicas[0], p) for p, replicas in ASSIGNMENT.items())
 
 
-async def catch_up_round(root: Path, volume: int, warmup_volume: int) -> tuple[float, float]:
+@dataclass(frozen=True)
+class Round:
+    bytes_per_s: float
+    follower_start_s: float
+    follower_cpu_s_per_gib: float
+    leaders_cpu_s_per_gib: float
+
+
+async def catch_up_round(root: Path, volume: int, warmup_volume: int) -> Round:
     """One fresh cluster (its directory deleted afterwards, so that rounds do not pile up page cache, which
     this kind of VM's memory reclaim makes slower to write): a warm-up replicated with every broker up, then
-    stop, backlog, restart; returns bytes copied per second and the seconds the follower took to start."""
+    stop, backlog, restart; returns bytes copied per second, the seconds the follower took to start, and
+    the CPU the follower and the leaders spent per GiB copied."""
     async with replicated_cluster(root) as cluster:
         await cluster.controller.create_topic(TOPIC, ASSIGNMENT, {"min.insync.replicas": "2"})
         leaders = ",".join(cluster.brokers[replicas[0]].bootstrap for replicas in ASSIGNMENT.values())
@@ -79,9 +90,14 @@ async def catch_up_round(root: Path, volume: int, warmup_volume: int) -> tuple[f
         await asyncio.to_thread(follower.start)
         boot_s = time.perf_counter() - boot_started
         behind = target - follower_bytes(cluster)
+        leader_pids = [cluster.brokers[replicas[0]].proc.pid for replicas in ASSIGNMENT.values()]
+        follower_cpu, leaders_cpu = cpu_seconds([follower.proc.pid]), cpu_seconds(leader_pids)
         started = time.perf_counter()  # it registers as soon as it listens, and the controller resyncs it
         await wait_caught_up(cluster, target)
-        return behind / (time.perf_counter() - started), boot_s
+        seconds = time.perf_counter() - started
+        gib = behind / GiB
+        return Round(behind / seconds, boot_s, (cpu_seconds([follower.proc.pid]) - follower_cpu) / gib,
+                     (cpu_seconds(leader_pids) - leaders_cpu) / gib)  # fmt: skip
 
 
 async def wait_caught_up(cluster: LocalCluster, target: int) -> None:
@@ -102,7 +118,9 @@ def run(quick: bool, workdir: Path) -> list[Result]:
         path.unlink()
     samples = [asyncio.run(catch_up_round(workdir / f"follower-catchup-{n}", volume, 16 * MiB))
                for n in range(1 if quick else ROUNDS)]  # fmt: skip
-    catch_up = Stats.of([rate for rate, _ in samples])
-    extra = {"backlog_bytes": volume, "follower_start_s": [boot_s for _, boot_s in samples]}
+    catch_up = Stats.of([r.bytes_per_s for r in samples])
+    extra = {"backlog_bytes": volume, "follower_start_s": [r.follower_start_s for r in samples],
+             "follower_cpu_s_per_gib": [r.follower_cpu_s_per_gib for r in samples],
+             "leaders_cpu_s_per_gib": [r.leaders_cpu_s_per_gib for r in samples]}  # fmt: skip
     return [Result(NAME, f"restarted follower, {volume // MiB} MiB backlog, 2 leaders", "B/s", catch_up,
                    "raw sendfile", sendfile.median, extra)]  # fmt: skip

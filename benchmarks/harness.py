@@ -7,7 +7,7 @@ import statistics
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from replog.harness.local_cluster import LocalCluster
@@ -119,10 +119,14 @@ def write_json(name: str, results: list[Result], settings: dict, results_dir: Pa
 
 
 @asynccontextmanager
-async def replicated_cluster(root: Path) -> AsyncIterator[LocalCluster]:
-    """Three broker processes with Kafka's replication defaults and a controller in this event loop."""
-    cluster = LocalCluster(root, brokers=3, overrides=KAFKA_REPLICATION_DEFAULTS,
+async def replicated_cluster(root: Path, overrides: dict[str, str] | None = None,
+                             controller_options: dict | None = None) -> AsyncIterator[LocalCluster]:
+    """Three broker processes with Kafka's replication defaults (and `overrides`) and a controller in this event
+    loop (`controller_options`: more ControllerConfig fields)."""
+    cluster = LocalCluster(root, brokers=3, overrides=KAFKA_REPLICATION_DEFAULTS | (overrides or {}),
                            session_timeout_ms=KAFKA_SESSION_TIMEOUT_MS)
+    if controller_options:
+        cluster.controller_config = replace(cluster.controller_config, **controller_options)
     try:
         await cluster.start()
         yield cluster

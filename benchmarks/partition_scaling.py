@@ -8,9 +8,11 @@ partitions a broker follows. Then confluent-kafka (idempotent, acks=all, 1 KiB r
 produces round-robin over all partitions: with more partitions, each batch holds fewer records.
 
 Baselines: throughput is divided by the 1-partition figure of the same run; idle CPU is a fraction of one
-core (CPU-seconds per second, the mean over the three brokers). A count whose logs would not fit the
-process's open-file limit (each partition holds FDS_PER_PARTITION descriptors on each broker) is skipped
-and reported on stderr.
+core (CPU-seconds per second, the mean over the three brokers). Open files per broker (read from
+/proc/PID/fd after the produce) are against the process's limit: a segment in use holds FDS_PER_OPEN_SEGMENT
+descriptors, and the broker's file budget (log.open.files.max, by default half the soft ulimit -n) bounds
+them all together, closing the least recently used. A count whose logs could not fit is skipped and
+reported on stderr.
 """
 
 import asyncio
@@ -18,6 +20,8 @@ import os
 import resource
 import sys
 from pathlib import Path
+
+from replog.log.file_budget import DEFAULT_SHARE_OF_FILE_LIMIT, MIN_OPEN_FILES
 
 from .harness import MiB, Result, Stats, replicated_cluster, thread_cpu_seconds
 from .replicated_produce import VALUE_BYTES, produce
@@ -28,14 +32,27 @@ IDLE_S = 5.0
 QUICK_IDLE_S = 2.0  # long enough to see the idle cost grow from 1 to 100 partitions
 SETTLE_S = 2.0  # after the LeaderAndIsr is applied: fetchers start and the ISR settles before the idle window
 # The segment's log file and its two index files, each index mapped (Python's mmap keeps a second descriptor).
-FDS_PER_PARTITION = 5
+FDS_PER_OPEN_SEGMENT = 5
 FD_HEADROOM = 1_000  # sockets, the controller's and clients' connections, checkpoints being written
+# Each broker creates every partition's log (RF=3 on 3 brokers) before it answers the LeaderAndIsr: at
+# 10,000 that is a directory and three small files each, longer on a 2-vCPU VM than Kafka's 30 s
+# controller.socket.timeout.ms. The controller waits longer for such a count rather than resend it.
+LARGE_COUNT = 10_000
+LARGE_COUNT_CONTROLLER_OPTIONS = {"request_timeout_ms": 300_000, "propagation_timeout_ms": 300_000}
 
 
-def fits_open_file_limit(partitions: int, limit: int | None = None) -> bool:
+def fits_open_file_limit(partitions: int, limit: int | None = None, budget: int | None = None) -> bool:
+    """Whether a broker's segment files fit `limit` (the soft RLIMIT_NOFILE) beside FD_HEADROOM, when at most
+    `budget` (log.open.files.max; None: the broker's default for `limit`) stay open at once."""
     if limit is None:
         limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    return partitions * FDS_PER_PARTITION + FD_HEADROOM <= limit
+    if budget is None:
+        budget = max(MIN_OPEN_FILES, int(limit * DEFAULT_SHARE_OF_FILE_LIMIT))
+    return min(partitions * FDS_PER_OPEN_SEGMENT, budget) + FD_HEADROOM <= limit
+
+
+def open_files(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
 
 
 def round_robin_assignment(partitions: int) -> dict[int, list[int]]:
@@ -44,10 +61,12 @@ def round_robin_assignment(partitions: int) -> dict[int, list[int]]:
 
 
 async def scaling_round(root: Path, partitions: int, value: bytes, count: int,
-                        idle_s: float) -> tuple[float, float, float]:  # fmt: skip
-    """(value bytes per second produced, mean idle CPU fraction per broker, seconds to create the topic)."""
+                        idle_s: float) -> tuple[float, float, float, int]:  # fmt: skip
+    """(value bytes per second produced, mean idle CPU fraction per broker, seconds to create the topic,
+    the most files a broker holds open after the produce)."""
     loop = asyncio.get_running_loop()
-    async with replicated_cluster(root) as cluster:
+    options = LARGE_COUNT_CONTROLLER_OPTIONS if partitions >= LARGE_COUNT else None
+    async with replicated_cluster(root, controller_options=options) as cluster:
         started = loop.time()
         await cluster.controller.create_topic(TOPIC, round_robin_assignment(partitions),
                                               {"min.insync.replicas": "2"})
@@ -61,7 +80,8 @@ async def scaling_round(root: Path, partitions: int, value: bytes, count: int,
         idle = (thread_cpu_seconds(pids) - before) / (loop.time() - idle_started) / len(pids)
         # Producing blocks, and the controller in this loop must keep answering the brokers meanwhile.
         seconds = await asyncio.to_thread(produce, cluster.bootstrap, TOPIC, value, count, partitions)
-    return count * len(value) / seconds, idle, created_s
+        files = max(open_files(pid) for pid in pids)
+    return count * len(value) / seconds, idle, created_s, files
 
 
 def run(quick: bool, workdir: Path) -> list[Result]:
@@ -75,26 +95,30 @@ def run(quick: bool, workdir: Path) -> list[Result]:
         if fits_open_file_limit(partitions):
             fitting.append(partitions)
         else:
-            print(f"partition-scaling: {partitions:,} partitions skipped: about "
-                  f"{partitions * FDS_PER_PARTITION:,} open files per broker, limit "
+            print(f"partition-scaling: {partitions:,} partitions skipped: up to "
+                  f"{partitions * FDS_PER_OPEN_SEGMENT:,} open files per broker, limit "
                   f"{resource.getrlimit(resource.RLIMIT_NOFILE)[0]:,}", file=sys.stderr)
-    samples: dict[int, list[tuple[float, float, float]]] = {partitions: [] for partitions in fitting}
+    samples: dict[int, list[tuple[float, float, float, int]]] = {partitions: [] for partitions in fitting}
     for round_number in range(rounds):
         for partitions in fitting:
             root = workdir / f"scaling-{partitions}-{round_number}"
             samples[partitions].append(
                 asyncio.run(scaling_round(root, partitions, value, volume // VALUE_BYTES, idle_s))
             )
-    one = Stats.of([throughput for throughput, _, _ in samples[1]]).median
+    one = Stats.of([sample[0] for sample in samples[1]]).median
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     results = []
     for partitions, rounds_ in samples.items():
-        throughput = Stats.of([throughput for throughput, _, _ in rounds_])
+        throughput = Stats.of([sample[0] for sample in rounds_])
         extra = {"partitions": partitions, "records_per_s": throughput.median / VALUE_BYTES,
-                 "create_topic_s": [round(created_s, 2) for _, _, created_s in rounds_], "run_bytes": volume,
+                 "create_topic_s": [round(sample[2], 2) for sample in rounds_], "run_bytes": volume,
                  "rounds": rounds}  # fmt: skip
         results.append(Result(NAME, f"RF=3 acks=all produce, {partitions:,} partitions", "B/s",
                               throughput, "1 partition, same run", one, extra))
         results.append(Result(NAME, f"idle broker CPU, {partitions:,} partitions", "CPU-s/s",
-                              Stats.of([idle for _, idle, _ in rounds_]), "one core", 1.0,
+                              Stats.of([sample[1] for sample in rounds_]), "one core", 1.0,
                               {"partitions": partitions, "idle_s": idle_s, "rounds": rounds}))
+        results.append(Result(NAME, f"open files per broker, {partitions:,} partitions", "files",
+                              Stats.of([sample[3] for sample in rounds_]), "open-file limit", limit,
+                              {"partitions": partitions, "rounds": rounds}))
     return results

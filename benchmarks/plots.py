@@ -43,15 +43,20 @@ def _partition_scaling(results: list[dict], path: Path) -> Path | None:
 
 
 def _latency_vs_rate(results: list[dict], path: Path) -> Path | None:
-    by_rate = {r["extra"]["target_bytes_per_s"]: r["extra"]["overall_us"]
-               for r in results if r["bench"] == "replicated-latency"}
-    if not by_rate:
+    """One line per percentile and producer linger.ms (runs before the linger rows count as linger 5)."""
+    by_linger: dict[int, dict[float, dict]] = {}
+    for r in results:
+        if r["bench"] == "replicated-latency":
+            extra = r["extra"]
+            by_linger.setdefault(extra.get("linger_ms", 5), {})[extra["target_bytes_per_s"]] = extra["overall_us"]
+    if not by_linger:
         return None
-    rates = sorted(by_rate)
     figure, axes = plt.subplots(figsize=(7, 4))
-    for name in LATENCY_PERCENTILES:
-        axes.plot([rate / 1e6 for rate in rates], [by_rate[rate][name] / 1000 for rate in rates], marker="o",
-                  label=name)
+    for linger_ms, by_rate in sorted(by_linger.items(), reverse=True):
+        rates = sorted(by_rate)
+        for name in LATENCY_PERCENTILES:
+            axes.plot([rate / 1e6 for rate in rates], [by_rate[rate][name] / 1000 for rate in rates], marker="o",
+                      linestyle="-" if linger_ms else "--", label=f"{name}, linger {linger_ms} ms")
     axes.set_xlabel("offered load, MB/s (RF=3, acks=all)")
     axes.set_ylabel("end-to-end latency, ms")
     axes.legend()

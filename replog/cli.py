@@ -22,6 +22,7 @@ from .client.quorum_admin import describe_controller_cluster, describe_quorum, p
 from .client.security import add_command_config_argument, load_command_config
 from .cluster_nodes.plan import DEFAULT_CONTROLLERS
 from .cluster_nodes.quorum_report import format_quorum_replication, format_quorum_status
+from .process_startup import end_quiet_start
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -31,7 +32,7 @@ EXIT_INTERRUPTED = 130
 
 
 def cmd_broker_start(args: argparse.Namespace) -> int:
-    from .broker.server import run_broker  # imported lazily: client commands should not load the broker
+    from .broker.process import run_broker  # imported lazily: client commands should not load the broker
 
     return _refusing_a_used_directory("broker", run_broker, args)
 
@@ -110,9 +111,10 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 async def _metadata_quorum(args: argparse.Namespace) -> int:
     controllers = parse_controllers(args.bootstrap_controller)
-    quorum = await describe_quorum(controllers, security=load_command_config(args.command_config))
+    security = load_command_config(args.command_config)
+    quorum = await describe_quorum(controllers, security=security)
     if args.status:
-        cluster_id, _ = await describe_controller_cluster(controllers)
+        cluster_id, _ = await describe_controller_cluster(controllers, security=security)
         print(format_quorum_status(quorum, cluster_id))
     else:
         print(format_quorum_replication(quorum, int(time.time() * 1000) if args.human_readable else None))
@@ -201,8 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
     ).add_subparsers(dest="controller_command", required=True)
     start_controller = controller.add_parser(
         "start", help="start the controller in the foreground; SIGTERM stops it cleanly",
-        description="Start the controller in the foreground; it needs metadata.log.dir and inter.broker.secret "
-        "(docs/configuration.md). SIGTERM or Ctrl-C stops it cleanly.")
+        description="Start the controller in the foreground; it needs metadata.log.dir and a way to log in "
+        "to the other nodes: inter.broker.secret, inter.broker.sasl.username/password or mTLS "
+        "(docs/configuration.md, docs/security.md). SIGTERM or Ctrl-C stops it cleanly.")
     start_controller.add_argument("--config", help="a properties file of controller config keys (default: none)")
     start_controller.add_argument("--override", action="append", metavar="KEY=VALUE",
                                   help="set one config key, over the file's value; repeatable (default: none)")
@@ -313,7 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--security", choices=["plaintext", "sasl_ssl", "ssl"], default="plaintext",
                     help="sasl_ssl: TLS with a CA of the cluster's own and an admin SCRAM-SHA-512 user; ssl: mTLS "
-                    "with an admin client certificate; either writes DATA_DIR/client.properties for kcat -F and "
+                    "with an admin client certificate; either secures the controllers too, gives each node its own "
+                    "login (no shared secret) and writes DATA_DIR/client.properties for kcat -F and "
                     "--command-config (default: %(default)s)")
     cluster.add_parser("status", help="which nodes run and serve, and the active controller; exit 1 unless all "
                        "do").add_argument("--json", action="store_true",
@@ -385,8 +389,8 @@ def build_parser() -> argparse.ArgumentParser:
     chaos.add_argument("--data-dir", type=Path, help="cluster directory, kept (default: a temporary one, "
                        "removed unless the run fails)")
     chaos.add_argument("--security", choices=["plaintext", "sasl_ssl"], default="plaintext",
-                       help="sasl_ssl: every link of the cluster over TLS, the clients logging in with "
-                       "SCRAM-SHA-512 (default: %(default)s)")
+                       help="sasl_ssl: every link of the cluster over TLS (the controllers' too), each node "
+                       "logging in as itself and the clients with SCRAM-SHA-512 (default: %(default)s)")
     chaos.set_defaults(func=cmd_chaos)
 
     crash = commands.add_parser("crash-loop", help="SIGKILL brokers over and over under heavy writes, tearing "
@@ -421,6 +425,8 @@ def _offset_arg(text: str) -> str | int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.func not in (cmd_broker_start, cmd_controller_start):
+        end_quiet_start()  # the servers end it once they serve, their logs loaded
     try:
         return args.func(args)
     except KafkaError as e:

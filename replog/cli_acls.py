@@ -26,7 +26,7 @@ from replog.security.acls import (
 )
 
 _OPERATIONS = ("Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction", "AlterConfigs",
-               "DescribeConfigs", "IdempotentWrite", "All")
+               "DescribeConfigs", "IdempotentWrite", "CreateTokens", "DescribeTokens", "All")
 
 
 def operation_of(name: str) -> Operation:
@@ -41,6 +41,8 @@ def resources_of(args: argparse.Namespace) -> list[tuple[ResourceType, str]]:
     resources = [(ResourceType.TOPIC, t) for t in args.topic or ()]
     resources += [(ResourceType.GROUP, g) for g in args.group or ()]
     resources += [(ResourceType.TRANSACTIONAL_ID, x) for x in args.transactional_id or ()]
+    resources += [(ResourceType.DELEGATION_TOKEN, t) for t in args.delegation_token or ()]
+    resources += [(ResourceType.USER, u) for u in args.user_principal or ()]
     if args.cluster:
         resources.append((ResourceType.CLUSTER, CLUSTER_NAME))
     return resources
@@ -65,7 +67,8 @@ def bindings_to_add(args: argparse.Namespace) -> list[AclBinding]:
     if args.producer and args.idempotent:
         resources.append((ResourceType.CLUSTER, CLUSTER_NAME))
     if not resources:
-        raise ValueError("--add needs a resource: --topic, --group, --cluster or --transactional-id")
+        raise ValueError("--add needs a resource: --topic, --group, --cluster, --transactional-id, "
+                         "--delegation-token or --user-principal")
     entries = [(p, Permission.ALLOW, h) for p in args.allow_principal or () for h in args.allow_host or [WILDCARD_HOST]]
     entries += [(p, Permission.DENY, h) for p in args.deny_principal or () for h in args.deny_host or [WILDCARD_HOST]]
     if not entries:
@@ -145,6 +148,10 @@ def add_acls_command(commands, bootstrap) -> None:
     acls.add_argument("--group", action="append", metavar="G", help="a consumer group (repeatable; default: none)")
     acls.add_argument("--transactional-id", action="append", metavar="X",
                       help="a transactional id (repeatable; default: none)")
+    acls.add_argument("--delegation-token", action="append", metavar="ID",
+                      help="a delegation token (repeatable; default: none)")
+    acls.add_argument("--user-principal", action="append", metavar="U",
+                      help="a user, for CreateTokens and DescribeTokens (KIP-373; repeatable; default: none)")
     acls.add_argument("--cluster", action="store_true", help="the cluster resource (default: off)")
     acls.add_argument("--resource-pattern-type", choices=["literal", "prefixed", "match", "any"],
                       help="--add: literal or prefixed; --remove, --list also match (the bindings that apply to the "

@@ -4,13 +4,14 @@ flags, output and exit codes of kafka-topics, kafka-console-producer/consumer an
 import argparse
 import asyncio
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from .cli_reset_offsets import reset_offsets
 from .client import cluster_admin, group_admin
 from .client.admin import Admin, NewTopic, TopicDescription
 from .client.cluster import Cluster
 from .client.consumer import Consumer
+from .client.errors import CLUSTER_AUTHORIZATION_FAILED, UNSUPPORTED_VERSION, KafkaError
 from .client.producer import Producer
 from .client.security import load_command_config
 
@@ -57,10 +58,11 @@ async def topics(args: argparse.Namespace) -> int:
                 print(name)
         else:
             described = await admin.describe_topics(None if args.topic is None else [args.topic])
+            reassignments = await _reassignments_if_allowed(admin)
             for description in described.values():
                 overrides = {c.name: c.value for c in await cluster_admin.describe_configs(
                     admin, cluster_admin.TOPIC, description.name) if c.source == cluster_admin.DYNAMIC_TOPIC_CONFIG}
-                text = format_description(description, args, overrides)
+                text = format_description(description, args, overrides, reassignments)
                 if text:
                     print(text)
     return EXIT_OK
@@ -71,12 +73,29 @@ def _require(value: object, flag: str) -> None:
         raise ValueError(f"{flag} is required")
 
 
+async def _reassignments_if_allowed(admin: Admin) -> dict[tuple[str, int], cluster_admin.OngoingReassignment]:
+    """The reassignments in progress, or none when the principal may not list them (no DESCRIBE on the
+    cluster) or the broker cannot: kafka-topics describes the topics without them then."""
+    try:
+        return await cluster_admin.list_partition_reassignments(admin)
+    except KafkaError as e:
+        if e.code in (CLUSTER_AUTHORIZATION_FAILED, UNSUPPORTED_VERSION):
+            return {}
+        raise
+
+
 def format_description(d: TopicDescription, args: argparse.Namespace,
-                        overrides: dict[str, str | None] | None = None) -> str:
-    """As kafka-topics --describe: a header line per topic with its non-default configs, then its partitions;
-    with a partition filter (--under-replicated-partitions, --unavailable-partitions) only the partitions that
-    match, no header."""
-    replication = len(d.partitions[0].replicas) if d.partitions else 0
+                        overrides: dict[str, str | None] | None = None,
+                        reassignments: Mapping[tuple[str, int], cluster_admin.OngoingReassignment] | None = None
+                        ) -> str:
+    """As kafka-topics --describe: a header line per topic with its non-default configs, then its partitions,
+    with the replicas being added and removed of those a reassignment moves; with a partition filter
+    (--under-replicated-partitions, --unavailable-partitions) only the partitions that match, no header."""
+    reassignments = reassignments or {}
+    first = reassignments.get((d.name, d.partitions[0].partition)) if d.partitions else None
+    # As kafka-topics: the replication factor the topic has once a reassignment ends, not counting additions.
+    replication = (len(set(d.partitions[0].replicas) - set(first.adding)) if first
+                   else len(d.partitions[0].replicas) if d.partitions else 0)
     filtered = args.under_replicated_partitions or args.unavailable_partitions
     configs = ",".join(f"{k}={v}" for k, v in sorted((overrides or {}).items()))
     lines = [] if filtered else [
@@ -90,6 +109,8 @@ def format_description(d: TopicDescription, args: argparse.Namespace,
         lines.append(
             f"\tTopic: {d.name}\tPartition: {p.partition}\tLeader: {p.leader if p.leader >= 0 else 'none'}"
             f"\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}"
+            + (f"\tAdding Replicas: {_ids(moving.adding)}\tRemoving Replicas: {_ids(moving.removing)}"
+               if (moving := reassignments.get((d.name, p.partition))) else "")
             + (f"\tOffline: {_ids(p.offline)}" if p.offline else "")
         )
     return "\n".join(lines)

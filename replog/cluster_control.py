@@ -52,6 +52,8 @@ from .cluster_nodes.security import (
     CLIENT_PROPERTIES,
     apply_security,
     cluster_client_security,
+    cluster_controller_security,
+    secure_added_broker,
     secure_cluster,
     write_client_properties,
 )
@@ -136,7 +138,7 @@ def _start(manifest: ClusterManifest, listeners: Sequence[socket.socket], deadli
             launch(manifest, node, listener)
         save_manifest(manifest)
         wait_until_serving(manifest, manifest.nodes, deadline)
-        asyncio.run(wait_until_active_controller(manifest, deadline))
+        asyncio.run(wait_until_active_controller(manifest, deadline, cluster_controller_security(manifest.root)))
         asyncio.run(wait_until_registered(manifest, deadline, cluster_client_security(manifest.root)))
     except BaseException:
         kill_nodes(manifest.nodes)  # the cluster never formed: nothing worth a graceful shutdown
@@ -178,16 +180,15 @@ class ClusterStatus:
 def cluster_status(root: str | Path) -> ClusterStatus:
     manifest = load_manifest(root)
     security = cluster_client_security(manifest.root)
-    tls = None if security is None else security.ssl_context
-    statuses = [
-        NodeStatus(n, is_running_as(n.pid, n.argv),
-                   answers_api_versions(HOST, n.port, ssl_context=tls if n.role is Role.BROKER else None))
-        for n in manifest.nodes
-    ]
+    controller_security = cluster_controller_security(manifest.root)
+    tls = {Role.BROKER: None if security is None else security.ssl_context,
+           Role.CONTROLLER: None if controller_security is None else controller_security.ssl_context}
+    statuses = [NodeStatus(n, is_running_as(n.pid, n.argv), answers_api_versions(HOST, n.port, ssl_context=tls[n.role]))
+                for n in manifest.nodes]
     serving = ",".join(f"{HOST}:{s.node.port}" for s in statuses if s.serving and s.node.role is Role.BROKER)
     controllers = [(HOST, s.node.port) for s in statuses if s.serving and s.node.role is Role.CONTROLLER]
     return ClusterStatus(statuses, asyncio.run(metadata_brokers(serving, security)) if serving else None,
-                         asyncio.run(active_controller(controllers)) if controllers else None)
+                         asyncio.run(active_controller(controllers, controller_security)) if controllers else None)
 
 
 def cluster_down(root: str | Path, timeout: float = STOP_TIMEOUT_S) -> dict[str, StopOutcome]:
@@ -227,19 +228,16 @@ def add_broker(root: str | Path, timeout: float = READY_TIMEOUT_S) -> Node:
     manifest = load_manifest(root)
     if not manifest.brokers:
         raise ClusterError(f"{manifest.root / CLUSTER_FILE} lists no broker to copy the configuration from")
-    if (manifest.root / CLIENT_PROPERTIES).exists():  # written by `cluster up --security`
-        # The CA's key is not kept (DIR/tls/ holds only its certificate), so no new node certificate can be
-        # issued; a secured cluster is made at its final size.
-        raise ClusterError("add-broker works on PLAINTEXT clusters only: a secured cluster keeps no CA key to "
-                           "issue the new broker's certificate")
     template = read_properties(manifest.config_path(manifest.brokers[0]), [])
     listener = _hold_listeners([0])[0]
     try:
         node_id = max(b.id for b in manifest.brokers) + 1
         node = Node(node_id, Role.BROKER, listener.getsockname()[1], manifest.root / f"broker-{node_id}", [])
         node.argv = node_argv(Role.BROKER, manifest.config_path(node))
-        write_atomically(manifest.config_path(node),
-                         format_properties(added_broker_properties(template, manifest.root, node)).encode(), 0o600)
+        properties = added_broker_properties(template, manifest.root, node)
+        if (manifest.root / CLIENT_PROPERTIES).exists():  # written by `cluster up --security`
+            properties |= secure_added_broker(manifest.root, node)  # its own certificate, from DIR/tls/ca.key
+        write_atomically(manifest.config_path(node), format_properties(properties).encode(), 0o600)
         manifest.brokers.append(node)
         _start_added(manifest, node, listener, time.monotonic() + timeout)
     finally:
@@ -252,7 +250,7 @@ def _start_added(manifest: ClusterManifest, node: Node, listener: socket.socket,
         launch(manifest, node, listener)
         save_manifest(manifest)  # recorded before waiting, so `down` finds the broker even if we are interrupted
         wait_until_serving(manifest, [node], deadline)
-        asyncio.run(wait_until_registered(manifest, deadline))
+        asyncio.run(wait_until_registered(manifest, deadline, cluster_client_security(manifest.root)))
     except BaseException:
         kill_nodes([node])
         save_manifest(manifest)

@@ -8,10 +8,23 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from replog.client.security import ClientSecurity
 from replog.coordinator.config import GroupCoordinatorConfig
 from replog.log.config import CleanerConfig, LogConfig, parse_cleanup_policy
+from replog.log.file_budget import MIN_OPEN_FILES, FileBudget, default_max_open_files
 from replog.metrics.config import MetricsConfig, split_metrics_config
 from replog.security.authorizer import AuthorizerConfig
+from replog.server.auth import ClusterMembers
+from replog.server.inter_broker import (
+    CONTROLLER_MECHANISM_KEY,
+    INTER_BROKER_MECHANISM_KEY,
+    PASSWORD_KEY,
+    USERNAME_KEY,
+    NodeIdentity,
+    node_link_security,
+    node_sasl_credentials,
+    parse_node_mechanism,
+)
 from replog.server.listener_config import (
     ListenerSpec,
     SecurityProtocol,
@@ -58,6 +71,7 @@ _KEYS: dict[str, tuple[str, object]] = {
     "log.cleanup.policy": ("log_cleanup_policy", parse_cleanup_policy),
     "log.cleaner.enable": ("log_cleaner_enable", parse_bool),
     "log.cleaner.threads": ("log_cleaner_threads", int),
+    "log.open.files.max": ("log_open_files_max", int),
     "log.cleaner.dedupe.buffer.size": ("log_cleaner_dedupe_buffer_size", int),
     "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", int),
     "log.cleaner.min.cleanable.ratio": ("log_cleaner_min_cleanable_ratio", float),
@@ -72,12 +86,18 @@ _KEYS: dict[str, tuple[str, object]] = {
     "connections.max.idle.ms": ("connections_max_idle_ms", int),
     "fetch.sendfile.enable": ("fetch_sendfile_enable", parse_bool),
     "fetch.purgatory.max.size": ("fetch_purgatory_max_size", int),
+    "max.incremental.fetch.session.cache.slots": ("max_incremental_fetch_session_cache_slots", int),
     "producer.purgatory.max.size": ("producer_purgatory_max_size", int),
     "replica.lag.time.max.ms": ("replica_lag_time_max_ms", int),
     "replica.high.watermark.checkpoint.interval.ms": ("replica_high_watermark_checkpoint_interval_ms", int),
     "controlled.shutdown.timeout.ms": ("shutdown_drain_timeout_ms", int),
     "controller.quorum.bootstrap.servers": ("controller_bootstrap_servers", str),
     "inter.broker.secret": ("inter_broker_secret", str),
+    USERNAME_KEY: ("inter_broker_sasl_username", str),
+    PASSWORD_KEY: ("inter_broker_sasl_password", str),
+    INTER_BROKER_MECHANISM_KEY: ("sasl_mechanism_inter_broker_protocol",
+                                 lambda v: parse_node_mechanism({"k": v}, "k")),
+    CONTROLLER_MECHANISM_KEY: ("sasl_mechanism_controller_protocol", lambda v: parse_node_mechanism({"k": v}, "k")),
     "broker.heartbeat.interval.ms": ("broker_heartbeat_interval_ms", int),
     "controlled.shutdown.enable": ("controlled_shutdown_enable", parse_bool),
     "broker.rack": ("broker_rack", str),
@@ -125,6 +145,7 @@ class BrokerConfig:
     log_cleanup_policy: str = "delete"
     log_cleaner_enable: bool = True
     log_cleaner_threads: int = 1
+    log_open_files_max: int = -1  # replog's own: -1 is half of the soft RLIMIT_NOFILE (file_budget.py)
     log_cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024
     log_cleaner_backoff_ms: int = 15_000
     log_cleaner_min_cleanable_ratio: float = 0.5
@@ -139,13 +160,20 @@ class BrokerConfig:
     connections_max_idle_ms: int = 600_000  # Kafka's default: 10 minutes
     fetch_sendfile_enable: bool = True
     fetch_purgatory_max_size: int = 10_000
+    max_incremental_fetch_session_cache_slots: int = 1000
     producer_purgatory_max_size: int = 10_000
     replica_lag_time_max_ms: int = 30_000
     replica_high_watermark_checkpoint_interval_ms: int = 5000
     shutdown_drain_timeout_ms: int = 10_000
     # host:port of the controller; unset means a single node that is its own controller
     controller_bootstrap_servers: str | None = None
-    inter_broker_secret: str | None = None  # SASL/PLAIN password of the inter-broker principal (server/auth.py)
+    # How this broker logs in to the other nodes (server/inter_broker.py): its own SASL user, by Kafka's
+    # mechanism keys; or, on an unsecured cluster, the PLAIN password every node shares.
+    inter_broker_secret: str | None = None
+    inter_broker_sasl_username: str | None = None
+    inter_broker_sasl_password: str | None = None
+    sasl_mechanism_inter_broker_protocol: str = "PLAIN"
+    sasl_mechanism_controller_protocol: str = "PLAIN"
     broker_heartbeat_interval_ms: int = 2000
     controlled_shutdown_enable: bool = True  # SIGTERM first moves this broker's leaderships away
     broker_rack: str | None = None
@@ -206,6 +234,11 @@ class BrokerConfig:
         spec = self.inter_broker_listener
         return Listener(spec.name, spec.advertised_host, spec.advertised_port)
 
+    def file_budget(self) -> FileBudget:
+        """The broker's budget of open segment files (log.open.files.max, replog's own key)."""
+        limit = self.log_open_files_max
+        return FileBudget(default_max_open_files() if limit == -1 else limit)
+
     def log_config(self) -> LogConfig:
         return LogConfig(
             segment_bytes=self.log_segment_bytes,
@@ -232,8 +265,12 @@ class BrokerConfig:
                              backoff_ms=self.log_cleaner_backoff_ms)
 
     def validate(self) -> None:
+        if self.log_open_files_max != -1 and self.log_open_files_max < MIN_OPEN_FILES:
+            raise ValueError(f"log.open.files.max must be -1 or at least {MIN_OPEN_FILES}")
         if self.socket_request_max_bytes <= 0:
             raise ValueError("socket.request.max.bytes must be positive")
+        if self.max_incremental_fetch_session_cache_slots < 0:
+            raise ValueError("max.incremental.fetch.session.cache.slots must not be negative")
         if self.num_partitions <= 0 or self.default_replication_factor <= 0:
             raise ValueError("num.partitions and default.replication.factor must be positive")
         if not self.log_dirs:
@@ -259,17 +296,57 @@ class BrokerConfig:
                     raise ValueError(f"controller.quorum.bootstrap.servers must be host:port,...: {item!r} is not")
             if not items:
                 raise ValueError("controller.quorum.bootstrap.servers names no controller")
-            if not self.inter_broker_secret:
-                raise ValueError("a broker with a controller needs inter.broker.secret to replicate")
+            if not self.node_identity().has_credentials and not self.inter_broker_listener.protocol.uses_tls:
+                raise ValueError(f"a broker with a controller must log in to the other nodes: set "
+                                 f"{USERNAME_KEY} and {PASSWORD_KEY} (SASL), use an SSL inter-broker listener with a "
+                                 f"keystore (mTLS), or, on an unsecured cluster, inter.broker.secret")
+            # ValueError: no credential the listener takes (TLS contexts are loaded when the broker starts)
+            node_sasl_credentials(self.inter_broker_listener.protocol, self.node_identity(),
+                                  self.sasl_mechanism_inter_broker_protocol, link="the inter-broker listener")
+            node_sasl_credentials(self.controller_protocol()[1], self.node_identity(),
+                                  self.sasl_mechanism_controller_protocol, link="the controller listener")
         self._validate_listeners()
         self.authorizer_config()  # an unknown authorizer.class.name refuses to start
 
     def _serves_inter_broker_links(self, listener) -> bool:
         if listener.protocol in (SecurityProtocol.PLAINTEXT, SecurityProtocol.SSL):
-            return True  # SASL is optional there: PLAIN for the inter-broker principal only (server/auth.py)
+            return True  # SASL is optional there: PLAIN for inter.broker.secret only (server/auth.py)
+        # Kafka: sasl.mechanism.inter.broker.protocol must be among the listener's sasl.enabled.mechanisms.
         mechanisms = listener_ssl_props(self.security_props, listener.name).get("sasl.enabled.mechanisms", "")
-        return (listener.protocol in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL)
-                and "PLAIN" in (m.strip().upper() for m in mechanisms.split(",")))
+        return self.sasl_mechanism_inter_broker_protocol in (m.strip().upper() for m in mechanisms.split(","))
+
+    def node_identity(self) -> NodeIdentity:
+        if (self.inter_broker_sasl_username is None) != (self.inter_broker_sasl_password is None):
+            raise ValueError(f"{USERNAME_KEY} and {PASSWORD_KEY} go together")
+        return NodeIdentity(f"broker-{self.node_id}", self.inter_broker_sasl_username,
+                            self.inter_broker_sasl_password, self.inter_broker_secret or None)
+
+    def cluster_members(self) -> ClusterMembers:
+        """Who may perform cluster actions here: super users, once an authorizer is on or the cluster shares
+        inter.broker.secret; anyone otherwise, as Kafka without an authorizer (server/auth.py)."""
+        authorizer = self.authorizer_config()
+        return ClusterMembers(authorizer.super_users, restricted=authorizer.enabled or bool(self.inter_broker_secret))
+
+    def broker_link_security(self) -> ClientSecurity:
+        """How this broker logs in to the other brokers' inter-broker listener (they all use the same name)."""
+        listener = self.inter_broker_listener
+        return node_link_security(listener.protocol, self.node_identity(), self.sasl_mechanism_inter_broker_protocol,
+                                  self.inter_broker_ssl_context(), link=f"inter-broker listener {listener.name}")
+
+    def controller_protocol(self) -> tuple[str, SecurityProtocol]:
+        name = self.controller_listener_names[0] if self.controller_listener_names else "CONTROLLER"
+        protocols = effective_protocol_map(self.listener_security_protocol_map, (name,))
+        return name, protocols.get(name, SecurityProtocol.PLAINTEXT)
+
+    def controller_link_security(self) -> ClientSecurity:
+        """How this broker logs in to the controllers: the protocol of the first of controller.listener.names
+        in listener.security.protocol.map (PLAINTEXT without one, as KRaft's default), its listener.name.<l>.ssl.*
+        keys for TLS (Kafka's way to configure the controller client)."""
+        name, protocol = self.controller_protocol()
+        tls = _link_tls(listener_ssl_props(self.security_props, name), f"controller listener {name}") \
+            if protocol.uses_tls else None
+        return node_link_security(protocol, self.node_identity(), self.sasl_mechanism_controller_protocol, tls,
+                                  link=f"controller listener {name}")
 
     def inter_broker_ssl_context(self) -> ssl.SSLContext | None:
         """TLS to other brokers' inter-broker listeners when ours is SSL or SASL_SSL: every broker of a cluster
@@ -277,7 +354,7 @@ class BrokerConfig:
         listener = self.inter_broker_listener
         if not listener.protocol.uses_tls:
             return None
-        return client_context(listener_ssl_props(self.security_props, listener.name))
+        return _link_tls(listener_ssl_props(self.security_props, listener.name), f"inter-broker listener {listener.name}")
 
     def _validate_listeners(self) -> None:
         specs = self.listener_specs
@@ -287,10 +364,21 @@ class BrokerConfig:
             raise ValueError(f"listeners must not contain controller.listener.names ({', '.join(bound)})")
         if self.controller_bootstrap_servers is not None and not self._serves_inter_broker_links(inter_broker):
             # The controller and the other brokers reach a broker at its inter-broker address, logging in with
-            # PLAIN and inter.broker.secret (over TLS on an SSL or SASL_SSL listener).
+            # sasl.mechanism.inter.broker.protocol on a SASL listener.
+            mechanism = self.sasl_mechanism_inter_broker_protocol
             raise ValueError(f"inter.broker.listener.name {inter_broker.name} is {inter_broker.protocol.name}: "
-                             f"replog's links between nodes log in with PLAIN: the listener must be PLAINTEXT or "
-                             f"SSL, or have PLAIN among its sasl.enabled.mechanisms")
+                             f"replog's links between nodes log in with {mechanism} "
+                             f"({INTER_BROKER_MECHANISM_KEY}): the listener must have {mechanism} among its "
+                             f"sasl.enabled.mechanisms")
+
+
+def _link_tls(props: dict[str, str], link: str) -> ssl.SSLContext:
+    """A client TLS context for a link to other nodes; ValueError names the link and what is wrong."""
+    try:
+        return client_context(props)
+    except (ValueError, OSError) as e:  # ssl.SSLError and a missing file are OSErrors
+        reason = e.reason if isinstance(e, ssl.SSLError) and e.reason else e.strerror if isinstance(e, OSError) else e
+        raise ValueError(f"TLS to the {link}: {reason or e} (its ssl.keystore.* and ssl.truststore.* keys)") from e
 
 
 def broker_config_keys() -> dict[str, str]:

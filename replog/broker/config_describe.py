@@ -20,7 +20,7 @@ from replog.server.properties import Listener
 from .config import BrokerConfig, broker_config_keys
 from .dynamic_config import CLUSTER_DEFAULT
 
-SENSITIVE_KEYS = frozenset({"inter.broker.secret"})
+SENSITIVE_KEYS = frozenset({"inter.broker.secret", "inter.broker.sasl.password"})
 # Kafka's default for the throttle rates: Long.MAX_VALUE, i.e. unthrottled.
 _UNTHROTTLED = str((1 << 63) - 1)
 _DEFAULTS = BrokerConfig()

@@ -13,6 +13,9 @@ from .delayed_fetch_rules import ParkedPartition, delayed_fetch_can_complete, pa
 from .fetch_params import FetchParams, FetchPartitionParams
 from .purgatory import DelayedOperation
 
+# {(topic, partition): (its fetch parameters, where its last read started)}
+QuietPartitions = dict[tuple[str, int], tuple[FetchPartitionParams, LogOffsetMetadata]]
+
 
 def read_all(
     replica_manager, params: FetchParams
@@ -43,17 +46,33 @@ class DelayedFetch(DelayedOperation):
     gone (A-C), fenced epoch (E), fetch offset past the end or on an older segment (F), min_bytes of data
     available, counted from log positions (G), or a diverging epoch (H). Then it reads afresh."""
 
-    def __init__(self, replica_manager, params: FetchParams, fetch_offsets: list[LogOffsetMetadata | None]) -> None:
+    def __init__(self, replica_manager, params: FetchParams, fetch_offsets: list[LogOffsetMetadata | None],
+                 quiet: QuietPartitions | None = None) -> None:
         super().__init__(params.max_wait_ms)
         assert len(fetch_offsets) == len(params.partitions)
         assert None not in fetch_offsets, "a partition that did not read answers at once, it never parks"
         self._replica_manager = replica_manager
         self._params = params
         self._fetch_offsets = fetch_offsets
+        # A fetch session's partitions that were not read (fetch_sessions.py): watched, but checked only
+        # once something changes them; then they join params.partitions, and the answer reads them too.
+        self._quiet = dict(quiet or {})
         self._shares: list[int] | None = None  # each partition's bytes at its last check (case G)
         self._accumulated = 0
         self._positions: dict[tuple[str, int], list[int]] | None = None  # built at the first wake-up
         self.future = asyncio.get_running_loop().create_future()
+
+    def on_key_changed(self, key) -> None:
+        quiet = self._quiet.pop(key, None)
+        if quiet is not None:
+            p, position = quiet
+            self._params.partitions.append(p)
+            self._fetch_offsets.append(position)
+            # Counted from nothing: try_complete_for, which follows, counts its share.
+            if self._shares is not None:
+                self._shares.append(0)
+            if self._positions is not None:
+                self._positions.setdefault((p.topic, p.partition), []).append(len(self._params.partitions) - 1)
 
     def try_complete(self) -> bool:
         # Cached state only (see delayed_fetch_rules): a wake-up from an append cannot fail on the disk.

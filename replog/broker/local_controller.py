@@ -6,6 +6,7 @@ keeps topic ids, leader epochs and producer ids.
 import json
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
@@ -20,6 +21,8 @@ from replog.log.dynamic_configs import (
 )
 from replog.security.acl_requests import AclChanges
 from replog.security.acls import AclBinding
+from replog.server.credential_store import format_scram_credential, parse_scram_credential
+from replog.server.scram_credentials import Deletion, Upsertion, UserResult, apply_changes, decide_alterations
 
 from .metadata import MetadataImage, PartitionMetadata, TopicMetadata
 
@@ -56,13 +59,18 @@ class LocalController:
             self.image.topics[topic.name] = topic
         self.image.broker_configs = {k: dict(v) for k, v in state.get("broker_configs", {}).items()}
         self.image.acls.replace_all(AclBinding.from_json(fields) for fields in state.get("acls", ()))
+        self.image.scram.replace_all((mechanism, user, parse_scram_credential(credential))
+                                     for mechanism, user, credential in state.get("scram_credentials", ()))
         # Resume after the whole reserved block: ids handed out before a crash are never reused.
         self._next_producer_id = self._producer_id_limit = max(state["producer_id_limit"], self._producer_id_limit)
 
     def _persist(self) -> None:
         state = {"topics": [t.to_json() for t in self.image.topics.values()],
                  "producer_id_limit": self._producer_id_limit, "broker_configs": self.image.broker_configs,
-                 "acls": [binding.to_json() for binding in sorted(self.image.acls)]}
+                 "acls": [binding.to_json() for binding in sorted(self.image.acls)],
+                 # Salt, stored and server keys, iterations: never the password (KIP-554).
+                 "scram_credentials": [(mechanism, user, format_scram_credential(credential))
+                                       for mechanism, user, credential in self.image.scram.items()]}
         write_atomically(self._path, json.dumps(state, indent=1).encode())
 
     def create_topic(self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str],
@@ -175,6 +183,16 @@ class LocalController:
         for binding in changes.removed:
             self.image.acls.remove(binding)
         self._persist()
+
+    def alter_scram_credentials(self, deletions: Sequence[Deletion],
+                                upsertions: Sequence[Upsertion]) -> list[UserResult]:
+        """AlterUserScramCredentials on a single node, which keeps the credentials in its state file as a
+        controller keeps them in its metadata log; decided with the controller's rules."""
+        results, changes = decide_alterations(self.image.scram, deletions, upsertions)
+        if changes:
+            apply_changes(self.image.scram, changes)
+            self._persist()
+        return results
 
     def allocate_producer_id(self) -> int:
         if self._next_producer_id >= self._producer_id_limit:

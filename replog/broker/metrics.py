@@ -244,9 +244,11 @@ def request_name(api_key: int) -> str:
 class BrokerCollector(Collector):
     """Builds the Prometheus families at scrape time from the broker's live state."""
 
-    def __init__(self, metrics: BrokerMetrics, replica_manager) -> None:
+    def __init__(self, metrics: BrokerMetrics, replica_manager, connections=None) -> None:
+        """connections: the broker's ConnectionHolder, for its SASL session counts (None: not reported)."""
         self._metrics = metrics
         self._replica_manager = replica_manager
+        self._connections = connections
 
     def collect(self) -> Iterator:
         metrics, replica_manager = self._metrics, self._replica_manager
@@ -278,6 +280,13 @@ class BrokerCollector(Collector):
         purgatory.add_metric(["Fetch"], replica_manager.fetch_purgatory.size)
         purgatory.add_metric(["Produce"], replica_manager.produce_purgatory.size)
         yield purgatory
+        if self._connections is not None:  # Kafka's socket-server-metrics for KIP-368
+            yield CounterMetricFamily("kafka_server_socketservermetrics_expiredconnectionskilledcount",
+                                      "Connections closed for a request after their SASL session ended",
+                                      value=self._connections.expired_sessions_closed)
+            yield CounterMetricFamily("kafka_server_socketservermetrics_successfulreauthentication",
+                                      "Successful SASL re-authentications",
+                                      value=self._connections.reauthentications)
 
 
 def _topic_families(metrics: BrokerMetrics) -> Iterator:

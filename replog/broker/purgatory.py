@@ -40,6 +40,10 @@ class DelayedOperation:
         """Produce the result; runs exactly once, whatever completed the operation."""
         raise NotImplementedError
 
+    def on_key_changed(self, key: Hashable) -> None:
+        """Told which of its keys is being checked, before try_complete_for: an operation that watches keys it
+        does not re-check every time (a fetch session's quiet partitions) takes that one in."""
+
     def on_expiration(self) -> None:
         """Hook for expiry bookkeeping (metrics); on_complete still runs after it."""
 
@@ -100,7 +104,12 @@ class Purgatory:
         watchers = self._watchers.get(key)
         if not watchers:
             return 0
-        return sum(1 for op in list(watchers) if not op.completed and op.try_complete_for(key))
+        completed = 0
+        for op in list(watchers):
+            if not op.completed:
+                op.on_key_changed(key)
+                completed += op.try_complete_for(key)
+        return completed
 
     def complete_all(self) -> None:
         """Shutdown: answer everything that is waiting; this also cancels the loop timer."""

@@ -30,9 +30,10 @@ from replog.protocol.control import (
 from replog.protocol.fetch import FetchPartitionResult
 from replog.protocol.records import CorruptRecordError, InvalidRecordError
 
-from .delayed_fetch import DelayedFetch, read_all
+from .delayed_fetch import DelayedFetch, QuietPartitions, read_all
 from .delayed_produce import DelayedProduce
 from .fetch_params import FetchParams, FollowerFetch
+from .fetch_sessions import FetchSessionCache
 from .log_creation import create_missing_logs, storage_error_code
 from .metadata import MetadataImage
 from .metrics import BrokerMetrics
@@ -81,7 +82,7 @@ class ReplicaManager:
                  default_min_insync_replicas: int, *, clock_ms: Callable[[], int], replica_lag_time_max_ms: int,
                  fetch_purgatory_size: int, produce_purgatory_size: int,
                  fetcher_manager: ReplicaFetcherManager | None = None, alter_isr: AlterIsr | None = None,
-                 metrics: BrokerMetrics | None = None) -> None:
+                 metrics: BrokerMetrics | None = None, fetch_session_cache_slots: int = 1000) -> None:
         self.node_id = node_id
         self.log_manager = log_manager
         self.base_log_config = base_log_config
@@ -92,6 +93,8 @@ class ReplicaManager:
         self.fetch_purgatory = Purgatory("fetch", fetch_purgatory_size)
         self.produce_purgatory = Purgatory("produce", produce_purgatory_size)
         self.delete_records_purgatory = Purgatory("deleteRecords", produce_purgatory_size)
+        # Incremental fetch sessions (KIP-227) of the followers and consumers fetching from this broker.
+        self.fetch_sessions = FetchSessionCache(fetch_session_cache_slots)
         self.fetcher_manager = fetcher_manager
         self._alter_isr = alter_isr or _no_followers_without_controller
         self.metrics = metrics or BrokerMetrics(node_id)
@@ -375,15 +378,22 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ fetch
 
-    def fetch_messages(self, params: FetchParams) -> FetchResults | asyncio.Future[FetchResults]:
+    def fetch_messages(self, params: FetchParams,
+                       quiet: QuietPartitions | None = None) -> FetchResults | asyncio.Future[FetchResults]:
         """Kafka's fetchMessages: the read results at once if max_wait <= 0, min_bytes is met, or a partition
         has an error or a diverging epoch (facts §5); else a future of them, from a DelayedFetch parked on the
-        partitions, woken by appends and HW moves, that reads everything afresh when it completes."""
+        partitions, woken by appends and HW moves, that reads everything afresh when it completes.
+
+        `quiet`: partitions of a fetch session not read now (nothing changed since the fetcher was told). A
+        parked fetch watches them too; one that changes joins params.partitions, so the results (and the
+        partitions they answer) may then be more than were asked."""
         results, fetch_offsets, readable_bytes, respond_now = read_all(self, params)
-        if params.max_wait_ms <= 0 or not params.partitions or readable_bytes >= params.min_bytes or respond_now:
+        if (params.max_wait_ms <= 0 or not (params.partitions or quiet) or readable_bytes >= params.min_bytes
+                or respond_now):
             return results
-        op = DelayedFetch(self, params, fetch_offsets)
-        self.fetch_purgatory.try_complete_else_watch(op, [(p.topic, p.partition) for p in params.partitions])
+        op = DelayedFetch(self, params, fetch_offsets, quiet)
+        keys = [(p.topic, p.partition) for p in params.partitions] + list(quiet or ())
+        self.fetch_purgatory.try_complete_else_watch(op, keys)
         return op.future
 
     def read_partition(self, topic: str, index: int, fetch_offset: int, *, current_leader_epoch: int,

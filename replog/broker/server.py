@@ -9,9 +9,8 @@ import asyncio
 import functools
 import inspect
 import logging
-import signal
-import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
@@ -34,15 +33,15 @@ from replog.security.authorizer import Authorizer
 from replog.server.api_versions import unsupported_version_body
 from replog.server.connection import ConnectionHolder
 from replog.server.dispatch import Dispatcher, Handler, RequestContext
-from replog.server.inter_broker import open_inter_broker_connection
+from replog.server.inter_broker import open_node_connection
 from replog.server.listener import ListenerSecurity, listen, listening_port
 from replog.server.listener_security import build_listener_security
-from replog.server.listener_socket import write_ready_file
 from replog.server.sasl import CredentialStore
+from replog.server.scram_credentials import Deletion, Upsertion, UserResult
 
 from .access import Access
 from .alter_partition import AlterPartitionManager
-from .config import BrokerConfig, load_config, report_unknown_keys
+from .config import BrokerConfig
 from .controller_client import ControllerFinder, answers_not_controller
 from .dynamic_config import apply_dynamic_configs
 from .group_coordinator import GroupCoordinatorShell
@@ -89,7 +88,10 @@ class Broker:
         self._controllers = (ControllerFinder(config.controller_addresses, self.connect_to_node)
                              if config.controller_addresses else None)
         self._metadata_broker_epoch = -1  # the broker epoch of the last UpdateMetadata applied
-        self._inter_broker_tls = config.inter_broker_ssl_context()  # to leaders on a SASL_SSL listener
+        # How this broker logs in to leaders and to the controllers (server/inter_broker.py).
+        in_cluster = bool(config.controller_addresses)
+        self._broker_link = config.broker_link_security() if in_cluster else None
+        self._controller_link = config.controller_link_security() if in_cluster else None
         self.has_metadata = asyncio.Event()  # set by the first UpdateMetadata: until then Metadata requests wait
 
     @property
@@ -101,7 +103,8 @@ class Broker:
         config = self.config
         for directory in config.log_dirs:
             directory.mkdir(parents=True, exist_ok=True)
-        self.log_manager = LogManager(config.log_dirs, config.log_config(), clock_ms=clock_ms)
+        self.log_manager = LogManager(config.log_dirs, config.log_config(), clock_ms=clock_ms,
+                                      file_budget=config.file_budget())
         # In a cluster, producer ids come from a range of this broker's own so brokers never hand out the same.
         self.controller = LocalController(config.log_dirs[0], self.image, config.node_id,
                                           manages_topics=not self.in_cluster,
@@ -120,7 +123,7 @@ class Broker:
             apply_dynamic_configs(self.replica_manager, self.image, config)  # as persisted by the last run
         self.metrics_service = MetricsService(
             config.metrics, node_id=config.node_id, role="broker", data_dir=config.log_dirs[0],
-            collector=BrokerCollector(self.metrics, self.replica_manager),
+            collector=BrokerCollector(self.metrics, self.replica_manager, self.connections),
             snapshot=lambda now_ms: broker_snapshot(self.metrics, self.replica_manager, now_ms))
         self.metrics.dumper = self.metrics_service.dumper
         await self.metrics_service.start()
@@ -160,7 +163,8 @@ class Broker:
         access = Access(Authorizer(config.authorizer_config(), self.image.acls))
         topics = TopicAdmin(self.image, defaults, self.create_topic, self.delete_topic,
                             forward_to_controller=self.forward_to_controller if self.in_cluster else None,
-                            has_metadata=self.has_metadata, access=access)
+                            has_metadata=self.has_metadata, access=access,
+                            send_to_controller=self.send_to_controller if self.in_cluster else None)
         control = ControlPlane(self.replica_manager, self.image, registration=self)
         groups = GroupCoordination(self.groups, self.image, self.ensure_offsets_topic, access)
         admin = ConfigAdmin(self.image, config, local=self,
@@ -214,16 +218,21 @@ class Broker:
 
     async def forward_to_controller(self, ctx: RequestContext, body: bytes | None = None) -> bytes:
         """Send a client's request on to the controller (unchanged, or with `body` instead of its own) and return
-        the response body (KIP-590). An unreachable controller, or a standby's NOT_CONTROLLER, sends it on to the
-        next controller, as Kafka's forwarding manager retries, at most once per configured controller."""
+        the response body (KIP-590)."""
+        own = memoryview(ctx.frame)[ctx.body_offset:]
+        return await self.send_to_controller(ctx.header.api_key, ctx.api_version, own if body is None else body)
+
+    async def send_to_controller(self, api_key: int, version: int, body: bytes | memoryview) -> bytes:
+        """A request body to the active controller, its answer body back. An unreachable controller, or a
+        standby's NOT_CONTROLLER, sends it on to the next controller, as Kafka's forwarding manager retries, at
+        most once per configured controller."""
         assert self._controllers is not None
         current = self._controller_connection
         # Follow where the session (heartbeats answered NOT_CONTROLLER) found the active controller; a forwarded
         # answer's own NOT_CONTROLLER is caught below.
         if current is not None and not current.closed and not self._controllers.leads_to_current(current):
             current.close()
-        api_key, version = ctx.header.api_key, ctx.api_version
-        parts = [memoryview(ctx.frame)[ctx.body_offset:] if body is None else body]
+        parts = [body]
         attempts = len(self.config.controller_addresses)
         for attempt in range(1, attempts + 1):
             try:
@@ -279,7 +288,8 @@ class Broker:
             clock_ms=clock_ms, replica_lag_time_max_ms=config.replica_lag_time_max_ms,
             fetch_purgatory_size=config.fetch_purgatory_max_size,
             produce_purgatory_size=config.producer_purgatory_max_size,
-            fetcher_manager=fetcher_manager, alter_isr=alter_isr, metrics=self.metrics)
+            fetcher_manager=fetcher_manager, alter_isr=alter_isr, metrics=self.metrics,
+            fetch_session_cache_slots=config.max_incremental_fetch_session_cache_slots)
         if self.in_cluster:  # replication throttles (KIP-73), configured by apply_dynamic_configs
             replica_manager.leader_quota = self._replication_quota()
             replica_manager.follower_quota = follower_quota
@@ -290,15 +300,16 @@ class Broker:
                                 window_ms=self.config.replication_quota_window_size_seconds * 1000)
 
     async def connect_to_node(self, host: str, port: int, client_id: str, *, to_broker: bool = False):
-        """An authenticated inter-broker connection: to a leader (to_broker: its inter-broker listener, with
-        TLS if ours is SASL_SSL), or to the controller (PLAINTEXT for now)."""
-        return await open_inter_broker_connection(
-            host, port, client_id=client_id, username=f"broker-{self.config.node_id}",
-            secret=self.config.inter_broker_secret, request_timeout_ms=self.config.replica_socket_timeout_ms,
+        """An authenticated connection as a cluster member: to a leader (to_broker: its inter-broker listener),
+        or to a controller (its controller listener)."""
+        security = self._broker_link if to_broker else self._controller_link
+        assert security is not None, "a broker without controllers links to no other node"
+        return await open_node_connection(
+            host, port, client_id=client_id, security=security,
+            request_timeout_ms=self.config.replica_socket_timeout_ms,
             max_frame_bytes=max(self.config.socket_request_max_bytes,
                                 2 * self.config.replica_fetch_response_max_bytes),
-            local_host=self.config.inter_broker_bind_host,
-            ssl_context=self._inter_broker_tls if to_broker else None)
+            local_host=self.config.inter_broker_bind_host)
 
     @property
     def port(self) -> int:
@@ -388,6 +399,10 @@ class Broker:
     def change_acls(self, changes: AclChanges) -> None:
         self.controller.change_acls(changes)
 
+    def alter_scram_credentials(self, deletions: Sequence[Deletion],
+                                upsertions: Sequence[Upsertion]) -> list[UserResult]:
+        return self.controller.alter_scram_credentials(deletions, upsertions)
+
     # background work
     async def _every(self, interval_ms: int, action) -> None:
         while True:
@@ -463,37 +478,6 @@ def listener_securities(config: BrokerConfig,
                         metadata_credentials: CredentialStore | None = None) -> list[ListenerSecurity]:
     """Each listener's TLS context and SASL setup, in listener order; ValueError names what is wrong.
     metadata_credentials: the SCRAM credentials UpdateMetadata brings (the image's table)."""
-    return [build_listener_security(spec, config.security_props, metadata_credentials)
+    members = config.cluster_members()
+    return [build_listener_security(spec, config.security_props, metadata_credentials, members)
             for spec in config.listener_specs]
-
-
-async def serve(config: BrokerConfig) -> None:
-    broker = Broker(config)
-    await broker.start()
-    write_ready_file(port=broker.port, metrics_port=broker.metrics_service.port,
-                     listener_ports=broker.listener_ports)
-    stop = broker.stop_requested
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    await broker.stop()
-
-
-def run_broker(config_path: str | None, overrides: list[str]) -> int:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        config = load_config(config_path, overrides)
-        listener_securities(config)  # a listener that cannot serve its protocol stops us here, with a message
-    except (OSError, ValueError) as e:
-        print(f"replog: bad broker configuration: {e}", file=sys.stderr)
-        return 2
-    report_unknown_keys(config)
-    try:
-        import uvloop
-    except ImportError:
-        asyncio.run(serve(config))
-    else:
-        uvloop.run(serve(config))
-    return 0

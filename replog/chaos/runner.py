@@ -36,7 +36,8 @@ import time
 from pathlib import Path
 
 from ..harness.cluster_security import sasl_ssl_cluster
-from ..harness.local_cluster import CLIENT_HOST, LocalCluster, broker_host
+from ..harness.controller_quorum import controller_host
+from ..harness.local_cluster import CLIENT_HOST, CONTROLLER_HOST, LocalCluster, broker_host
 from . import nemesis
 from .chaos_report import ChaosReport, print_and_clean_up, record_writes, write_json
 from .chaos_run_config import (
@@ -60,20 +61,19 @@ async def run_chaos(root: Path, *, duration: float, faults: tuple[str, ...], see
                     controllers: int = 1, security: str = "plaintext") -> ChaosReport:
     """Run one chaos test with its cluster under root; every process it starts is stopped when it returns.
     The history and the report are written to root/history.json and root/report.json. security: plaintext,
-    or sasl_ssl (every link of the cluster over TLS, the clients logging in with SCRAM-SHA-512; one
-    in-process controller only)."""
+    or sasl_ssl (every link of the cluster over TLS, the controllers' too, each node logging in as itself and
+    the clients with SCRAM-SHA-512)."""
     nemesis.check_quorum_faults(faults, controllers)
     started = time.monotonic()
     secured = None
     if security == "sasl_ssl":
-        if controllers > 1:
-            raise ValueError("--security sasl_ssl runs with one controller only")
-        secured = sasl_ssl_cluster(root / "tls", [CLIENT_HOST, *(broker_host(b) for b in BROKERS)])
+        hosts = [CLIENT_HOST, CONTROLLER_HOST, *(broker_host(b) for b in BROKERS),
+                 *(controller_host(i) for i in range(controllers))]
+        secured = sasl_ssl_cluster(root / "tls", hosts)
     elif security != "plaintext":
         raise ValueError(f"--security {security}: expected plaintext or sasl_ssl")
-    cluster = LocalCluster(root, broker_proxies=True, overrides=secured.broker_overrides if secured else None,
-                           controllers=controllers, controller_processes=controllers > 1,
-                           controller_options=secured.controller_options if secured else None)
+    cluster = LocalCluster(root, broker_proxies=True, controllers=controllers, controller_processes=controllers > 1,
+                           security=secured)
     client_security = secured.client_config if secured else {}
     report = ChaosReport(seed, duration, faults, nemesis.schedule(seed, duration, faults, BROKERS))
     stop_producing = threading.Event()

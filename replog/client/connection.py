@@ -5,9 +5,14 @@ memory. Requests are pipelined: each gets the next correlation id and joins a FI
 Kafka answers in order on a connection, so a response whose id differs from the head of the FIFO means the
 stream is out of sync and the connection is closed (aiokafka's CloseReason.OUT_OF_SYNC). Writes issued in
 one event-loop turn are coalesced into a single transport.writelines call.
+
+When the broker gives the SASL session a lifetime (KIP-368) the connection re-authenticates before it ends, as
+Kafka's clients do: the first request after the re-authentication time waits until the requests in flight are
+answered, the SASL exchange runs again, then it and the requests behind it go out in the order they were made.
 """
 
 import asyncio
+import random
 from collections import deque
 from dataclasses import dataclass
 
@@ -16,6 +21,7 @@ from ..protocol.apis import SUPPORTED_APIS, ApiKey, response_header_version
 from ..protocol.frames import FrameDecoder, FrameError, size_prefix
 from ..protocol.headers import decode_response_header, encode_request_header
 from .errors import NETWORK_EXCEPTION, REQUEST_TIMED_OUT, UNSUPPORTED_VERSION, KafkaError
+from .reauth_timing import reauth_delay_s
 from .security import ClientSecurity, authenticate
 
 CORRELATION_ID_LIMIT = 2**31
@@ -23,6 +29,9 @@ DEFAULT_MAX_FRAME_BYTES = 128 * 1024 * 1024
 CLIENT_SOFTWARE_NAME = "replog"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
 _API_VERSIONS_FIRST = 3  # KIP-511: a broker that lacks v3 answers UNSUPPORTED_VERSION with a v0 body
+# The SASL exchange: it takes no in-flight slot, so re-authentication is never stuck behind requests that
+# hold slots while they wait for it.
+_SASL_APIS = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
 
 def decode_response_frame(api_key: int, version: int, frame: bytearray):
@@ -77,6 +86,9 @@ class Connection(asyncio.BufferedProtocol):
         self._pending_writes: list[bytes | memoryview] = []
         self._flush_scheduled = False
         self._error: KafkaError | None = None
+        self._reauth_at: float | None = None  # loop time to re-authenticate from (KIP-368); None: never
+        self._reauthentication: asyncio.Future | None = None  # the re-authentication under way
+        self.reauthentications = 0  # completed re-authentications, for tests and metrics
 
     def __repr__(self) -> str:
         return f"<Connection {self.host}:{self.port} in_flight={len(self._in_flight)}>"
@@ -107,7 +119,39 @@ class Connection(asyncio.BufferedProtocol):
         await self.negotiate_versions()
         assert self.api_versions
         if self.security.sasl is not None:
-            await authenticate(self, self.security.sasl)
+            self._session_started(await authenticate(self, self.security.sasl))
+
+    def _session_started(self, lifetime_ms: int) -> None:
+        delay = reauth_delay_s(lifetime_ms, random.random())
+        self._reauth_at = None if delay is None else asyncio.get_running_loop().time() + delay
+
+    def _reauth_due(self, now: float) -> bool:
+        return self._reauthentication is not None or (self._reauth_at is not None and now >= self._reauth_at)
+
+    async def _fresh_session(self) -> None:
+        """Wait for the re-authentication, starting it if nobody has; raises KafkaError if it fails."""
+        if self._reauthentication is None:
+            self._reauthentication = asyncio.ensure_future(self._reauthenticate())
+            # Its failure also closes the connection; retrieve it here in case every waiter timed out.
+            self._reauthentication.add_done_callback(lambda task: task.cancelled() or task.exception())
+        await asyncio.shield(self._reauthentication)
+
+    async def _reauthenticate(self) -> None:
+        try:
+            # Kafka's clients stop sending, let the requests in flight finish, then re-authenticate: the
+            # broker takes nothing but the SASL exchange until it completes.
+            pending = [entry.future for entry in self._in_flight]
+            if pending:
+                await asyncio.wait(pending)
+            self._raise_if_closed()
+            assert self.security.sasl is not None
+            self._session_started(await authenticate(self, self.security.sasl))
+            self.reauthentications += 1
+        except KafkaError as e:
+            self.close(KafkaError(e.code, f"re-authentication with {self.host}:{self.port} failed: {e}"))
+            raise self._error from e
+        finally:
+            self._reauthentication = None
 
     async def negotiate_versions(self) -> None:
         body = messages.encode_request(
@@ -171,6 +215,9 @@ class Connection(asyncio.BufferedProtocol):
         timeout = (timeout_ms or self.request_timeout_ms) / 1000
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        if api_key in _SASL_APIS:
+            entry = self._enqueue(api_key, version, parts, expect_response)
+            return None if entry is None else await self._await_response(entry, timeout)
         if self._slots.locked():
             try:
                 await asyncio.wait_for(self._slots.acquire(), timeout)
@@ -181,6 +228,11 @@ class Connection(asyncio.BufferedProtocol):
             # which keeps an idempotent producer's sequences in order on the wire.
             await self._slots.acquire()
         try:
+            if self._reauth_due(loop.time()):
+                try:
+                    await asyncio.wait_for(self._fresh_session(), max(0.0, deadline - loop.time()))
+                except TimeoutError:
+                    raise KafkaError(REQUEST_TIMED_OUT, f"re-authentication with {self.host}:{self.port}") from None
             self._raise_if_closed()  # the connection may have died while we waited for a slot
             entry = self._enqueue(api_key, version, parts, expect_response)
             if entry is None:

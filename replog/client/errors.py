@@ -10,6 +10,7 @@ from kio.schema.errors import ErrorCode
 NETWORK_EXCEPTION = ErrorCode.network_exception.value
 REQUEST_TIMED_OUT = ErrorCode.request_timed_out.value
 UNSUPPORTED_VERSION = ErrorCode.unsupported_version.value
+CLUSTER_AUTHORIZATION_FAILED = ErrorCode.cluster_authorization_failed.value
 
 # Codes after which the cached leader is probably wrong: the caller should refresh metadata before a retry.
 STALE_METADATA_CODES = frozenset(

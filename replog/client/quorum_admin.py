@@ -110,14 +110,16 @@ ENDPOINT_TYPE_CONTROLLER = 2  # DescribeCluster v1 (KIP-919): ask a controller a
 
 
 async def describe_controller_cluster(controllers: Sequence[tuple[str, int]],
-                                      timeout_ms: int = DEFAULT_TIMEOUT_MS) -> tuple[str, int]:
+                                      timeout_ms: int = DEFAULT_TIMEOUT_MS,
+                                      security: ClientSecurity | None = None) -> tuple[str, int]:
     """(cluster id, active controller id or -1) as the first controller that answers DescribeCluster tells them,
     as kafka-metadata-quorum reads the ClusterId with --bootstrap-controller; raises the last KafkaError when
     none does."""
     assert controllers
     last: KafkaError | None = None
     for host, port in controllers:
-        connection = Connection(host, port, client_id="replog-metadata-quorum", request_timeout_ms=timeout_ms)
+        connection = Connection(host, port, client_id="replog-metadata-quorum", request_timeout_ms=timeout_ms,
+                                security=security)
         try:
             await connection.connect()
             if connection.pick_version(ApiKey.DESCRIBE_CLUSTER) < 1:

@@ -8,6 +8,7 @@ ssl.key.location), so one file serves `replog`, kcat and Kafka's scripts alike.
 """
 
 import argparse
+import datetime
 import os
 import re
 import ssl
@@ -45,9 +46,10 @@ class ClientSecurity:
     sasl: SaslCredentials | None = None
 
 
-async def authenticate(connection, credentials: SaslCredentials) -> None:
+async def authenticate(connection, credentials: SaslCredentials) -> int:
     """SaslHandshake v1 then SaslAuthenticate until the mechanism completes; raises KafkaError on refusal.
-    A SCRAM server whose final message does not prove it knows the password is refused too (RFC 5802)."""
+    A SCRAM server whose final message does not prove it knows the password is refused too (RFC 5802).
+    Returns the session lifetime the broker gave in its last answer (KIP-368; 0: the session does not expire)."""
     handshake = await connection.send(ApiKey.SASL_HANDSHAKE, {"mechanism": credentials.mechanism},
                                       version=SASL_HANDSHAKE_VERSION)
     if handshake.error_code != 0:
@@ -55,25 +57,29 @@ async def authenticate(connection, credentials: SaslCredentials) -> None:
                                                     f"not {credentials.mechanism}")
     if credentials.mechanism == "PLAIN":
         token = b"\0" + credentials.username.encode() + b"\0" + credentials.password.encode()
-        await _step(connection, token)
-        return
+        return _lifetime_ms(await _step(connection, token))
     import scramp  # here, not at import: only SCRAM logins need it, and it slows every broker start
 
     client = scramp.ScramClient([credentials.mechanism], credentials.username, credentials.password)
     server_first = await _step(connection, client.get_client_first().encode())
     try:
-        client.set_server_first(server_first.decode())
+        client.set_server_first(bytes(server_first.auth_bytes).decode())
         server_final = await _step(connection, client.get_client_final().encode())
-        client.set_server_final(server_final.decode())
+        client.set_server_final(bytes(server_final.auth_bytes).decode())
     except (scramp.ScramException, UnicodeDecodeError) as e:
         raise KafkaError(SASL_AUTHENTICATION_FAILED, f"SCRAM exchange with the broker failed: {e}") from e
+    return _lifetime_ms(server_final)
 
 
-async def _step(connection, token: bytes) -> bytes:
+async def _step(connection, token: bytes):
     answer = await connection.send(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token}, version=SASL_AUTHENTICATE_VERSION)
     if answer.error_code != 0:
         raise KafkaError(int(answer.error_code), answer.error_message or "SASL authentication failed")
-    return bytes(answer.auth_bytes)
+    return answer
+
+
+def _lifetime_ms(answer) -> int:
+    return max(0, answer.session_lifetime // datetime.timedelta(milliseconds=1))
 
 
 # command-config files

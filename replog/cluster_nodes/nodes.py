@@ -81,11 +81,13 @@ def wait_until_serving(manifest: ClusterManifest, nodes: Sequence[Node], deadlin
         raise _not_ready(manifest, [nodes[i] for i in e.pending], "serve") from None
 
 
-async def wait_until_active_controller(manifest: ClusterManifest, deadline: float) -> QuorumInfo:
-    """Poll the controllers with DescribeQuorum until one answers as the quorum's leader: the active one."""
+async def wait_until_active_controller(manifest: ClusterManifest, deadline: float,
+                                      security: ClientSecurity | None = None) -> QuorumInfo:
+    """Poll the controllers with DescribeQuorum until one answers as the quorum's leader: the active one.
+    security: how to reach the controllers' ports (a secured cluster's admin)."""
     addresses = [(HOST, c.port) for c in manifest.controllers]
     while True:
-        quorum = await active_controller(addresses)
+        quorum = await active_controller(addresses, security)
         if quorum is not None:
             return quorum
         _fail_on_exit(manifest, manifest.controllers, "before a controller was active")
@@ -94,10 +96,11 @@ async def wait_until_active_controller(manifest: ClusterManifest, deadline: floa
         await asyncio.sleep(POLL_INTERVAL_S)
 
 
-async def active_controller(addresses: Sequence[tuple[str, int]]) -> QuorumInfo | None:
+async def active_controller(addresses: Sequence[tuple[str, int]],
+                            security: ClientSecurity | None = None) -> QuorumInfo | None:
     """The quorum as its leader describes it, or None while there is none (an election) or none answers."""
     try:
-        return await describe_quorum(addresses, int(METADATA_TIMEOUT_S * 1000))
+        return await describe_quorum(addresses, int(METADATA_TIMEOUT_S * 1000), security=security)
     except KafkaError:
         return None
 

@@ -79,12 +79,13 @@ def broker_properties(
 
 
 def added_broker_properties(template: Mapping[str, str], root: Path, node: Node) -> dict[str, str]:
-    """`cluster add-broker`: an existing broker's properties (its overrides, the controllers, the secret) with
-    the new broker's identity, port and directories."""
+    """`cluster add-broker`: an existing broker's properties (its overrides, the controllers, how it logs in to
+    them) with the new broker's identity, port (on a listener of the same name) and directories."""
+    listener_name = template.get("listeners", "PLAINTEXT://").partition("://")[0] or "PLAINTEXT"
     return {
         **template,
         "node.id": str(node.id),
-        "listeners": f"PLAINTEXT://{HOST}:{node.port}",
+        "listeners": f"{listener_name}://{HOST}:{node.port}",
         "log.dirs": str(node.data_dir),
         **metrics_properties(root, node.name, 0),
     }

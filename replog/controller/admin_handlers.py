@@ -13,7 +13,7 @@ from replog.log.dynamic_configs import InvalidConfigError, resources_of_request
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
 from replog.server.dispatch import RequestContext
-from replog.server.scram_credentials import Deletion, Upsertion
+from replog.server.scram_credentials import changes_of_request
 
 from . import admin, reassignment_ops, scram
 from .cluster import ControllerError
@@ -151,9 +151,7 @@ async def handle_list_partition_reassignments(ctx: RequestContext, target: admin
 
 async def handle_alter_user_scram_credentials(ctx: RequestContext, target: admin.AdminTarget) -> list:
     request = decode_request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ctx.api_version, ctx.frame, ctx.body_offset)
-    deletions = [Deletion(d.name, int(d.mechanism)) for d in request.deletions]
-    upsertions = [Upsertion(u.name, int(u.mechanism), int(u.iterations), bytes(u.salt), bytes(u.salted_password))
-                  for u in request.upsertions]
+    deletions, upsertions = changes_of_request(request)
     error = None
     if not ctx.session.cluster_action:
         error = (ErrorCode.cluster_authorization_failed, "not a broker")

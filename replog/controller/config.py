@@ -5,8 +5,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from replog.client.security import ClientSecurity
 from replog.metrics.config import MetricsConfig
 from replog.raft.config import QuorumConfig
+from replog.server.auth import ONLY_SECRET_HOLDERS, ClusterMembers
+from replog.server.listener import ListenerSecurity
 from replog.server.sasl import ScramCredential
 
 from .channel import ChannelConfig
@@ -23,8 +26,10 @@ def monotonic_ms() -> int:
 
 @dataclass(frozen=True, slots=True)
 class ControllerConfig:
-    inter_broker_secret: str  # SASL/PLAIN password shared with the brokers (server/auth.py)
     metadata_log_dir: Path
+    # An unsecured cluster's SASL/PLAIN password, shared by every node (server/inter_broker.py); a secured one
+    # sets broker_link and controller_link instead.
+    inter_broker_secret: str | None = None
     controller_id: int = 3000
     cluster_id: str = "replog-cluster"
     host: str = "127.0.0.1"
@@ -52,9 +57,16 @@ class ControllerConfig:
     bootstrap_scram_credentials: tuple[tuple[str, str, ScramCredential], ...] = ()
     # TLS to the brokers' inter-broker listeners when they are SSL or SASL_SSL (security.inter.broker.protocol).
     broker_ssl_context: ssl.SSLContext | None = None
+    # Its listener's TLS and SASL (controller.listener.names' protocol); None: PLAINTEXT.
+    listener_security: ListenerSecurity | None = None
+    # How it logs in to the brokers and to the other controllers; None: PLAIN with inter_broker_secret.
+    broker_link: ClientSecurity | None = None
+    controller_link: ClientSecurity | None = None
+    members: ClusterMembers = ONLY_SECRET_HOLDERS  # who may perform cluster actions here (server/auth.py)
 
     def __post_init__(self) -> None:
-        assert self.inter_broker_secret, "a controller without inter.broker.secret cannot talk to brokers"
+        assert self.inter_broker_secret or (self.broker_link is not None and self.controller_link is not None), \
+            "a controller needs inter.broker.secret, or its links to the other nodes, to talk to them"
         assert self.controller_id >= 0
         assert 0 <= self.port < 65536
         assert self.broker_session_timeout_ms > 0

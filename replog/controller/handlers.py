@@ -201,7 +201,7 @@ async def handle_delete_topics(ctx: RequestContext, controller: ControllerApis) 
     return [encode_response(ApiKey.DELETE_TOPICS, ctx.api_version, {"throttle_time": 0, "responses": results})]
 
 
-def build_handlers(controller: ControllerApis, inter_broker_secret: str,
+def build_handlers(controller: ControllerApis, inter_broker_secret: str | None,
                    quorum_handlers: Mapping[int, Handler]) -> dict[int, Handler]:
     """quorum_handlers: the controller quorum's APIs (replog/raft/shell.py)."""
     handlers: dict[int, Handler] = {

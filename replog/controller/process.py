@@ -1,8 +1,12 @@
 """`replog controller start`: the controller as a process of its own, configured like a broker.
 
 Keys (Kafka's names where Kafka has one): node.id (the controller id, default 3000), listeners
-(PLAINTEXT://host:port), metadata.log.dir (required: the append-only metadata log), inter.broker.secret
-(required), inter.broker.bind.host, cluster.id, broker.session.timeout.ms, unclean.leader.election.enable, num.partitions,
+(NAME://host:port, its protocol from listener.security.protocol.map: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL with
+PLAIN; ssl.*, sasl.enabled.mechanisms and listener.name.<l>.* as a broker's listener), metadata.log.dir
+(required: the append-only metadata log), how it logs in to the other nodes (inter.broker.secret on an
+unsecured cluster, or inter.broker.sasl.username / .password with sasl.mechanism.inter.broker.protocol and
+sasl.mechanism.controller.protocol, or its keystore under mTLS: server/inter_broker.py), who may act for the
+cluster (super.users, authorizer.class.name: server/auth.py), inter.broker.bind.host, cluster.id, broker.session.timeout.ms, unclean.leader.election.enable, num.partitions,
 default.replication.factor, metadata.log.max.record.bytes.between.snapshots (KIP-630, 20 MiB),
 bootstrap.scram.credentials (the cluster's first SCRAM users, written into the metadata log on its first start,
 as `kafka-storage format --add-scram`: SCRAM-SHA-512=[name=admin,salt=<b64>,saltedpassword=<b64>,iterations=N]
@@ -27,15 +31,28 @@ import sys
 from pathlib import Path
 
 from replog.metrics.config import split_metrics_config
+from replog.process_startup import end_quiet_start
 from replog.raft import config as quorum_keys_module
 from replog.raft.config import quorum_config_from_properties
 from replog.raft.file_log import CorruptRaftLogError
 from replog.raft.quorum_state_file import CorruptQuorumStateError, VoterSetMismatchError
+from replog.security.authorizer import AuthorizerConfig
+from replog.server.auth import ClusterMembers
+from replog.server.inter_broker import (
+    CONTROLLER_MECHANISM_KEY,
+    INTER_BROKER_MECHANISM_KEY,
+    NODE_LOGIN_KEYS,
+    NodeIdentity,
+    node_link_security,
+    parse_node_mechanism,
+)
 from replog.server.listener_config import ListenerSpec, SecurityProtocol, resolve_server_listeners
+from replog.server.listener_security import build_listener_security, is_listener_key
 from replog.server.listener_socket import write_ready_file
 from replog.server.properties import parse_bool, parse_listeners, read_properties
+from replog.server.sasl import SCRAM_MECHANISMS
 from replog.server.scram_credentials import parse_bootstrap_credentials
-from replog.server.tls import client_context
+from replog.server.tls import client_context, listener_ssl_props
 
 from .quorum import controller_quorum_config
 from .records import CorruptMetadataError
@@ -69,35 +86,74 @@ _KEYS = {
 
 
 _LISTENER_KEYS = ("advertised.listeners", "listener.security.protocol.map", "controller.listener.names")
-# How the controller reaches the brokers' inter-broker listeners: Kafka's key, PLAINTEXT or SASL_PLAINTEXT
-# (PLAIN over TCP), or SSL or SASL_SSL (PLAIN over TLS, trusting ssl.truststore.*, presenting ssl.keystore.*).
+DEFAULT_LISTENER = "PLAINTEXT://127.0.0.1:9093"
+_MEMBER_KEYS = ("super.users", "authorizer.class.name", "allow.everyone.if.no.acl.found")
+# How the controller reaches the brokers' inter-broker listeners: Kafka's key, PLAINTEXT, SSL, SASL_PLAINTEXT or
+# SASL_SSL (trusting ssl.truststore.*, presenting ssl.keystore.*).
 INTER_BROKER_PROTOCOL_KEY = "security.inter.broker.protocol"
 
 
-def _broker_ssl_context(props: dict[str, str]) -> ssl.SSLContext | None:
+def _broker_protocol(props: dict[str, str]) -> SecurityProtocol:
     protocol = props.get(INTER_BROKER_PROTOCOL_KEY, "PLAINTEXT").strip().upper()
-    if protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
-        return None
-    if protocol not in ("SSL", "SASL_SSL"):
+    if protocol not in SecurityProtocol.__members__:
         raise ValueError(f"{INTER_BROKER_PROTOCOL_KEY}={protocol}: expected PLAINTEXT, SASL_PLAINTEXT, SSL or "
                          f"SASL_SSL")
+    return SecurityProtocol[protocol]
+
+
+def _broker_ssl_context(props: dict[str, str]) -> ssl.SSLContext | None:
+    if not _broker_protocol(props).uses_tls:
+        return None
     return client_context({k: v for k, v in props.items() if k.startswith("ssl.")})
 
 
 def _controller_listener(props: dict[str, str]) -> ListenerSpec:
     """The controller's listener, its protocol from listener.security.protocol.map as a broker's. A controller
     node's listeners are all controller listeners (Kafka requires that of process.roles=controller), so without
-    controller.listener.names they are the ones named, and an unmapped name is PLAINTEXT as in KRaft. Nodes
-    reach the controller with SASL/PLAIN over plain TCP for now, so only a PLAINTEXT listener is served;
-    anything else is refused rather than served as plain text under a TLS name."""
+    controller.listener.names they are the ones named, and an unmapped name is PLAINTEXT as in KRaft."""
     if not props.get("controller.listener.names"):
-        names = ",".join(listener.name for listener in parse_listeners(props["listeners"]))
+        names = ",".join(listener.name for listener in parse_listeners(props.get("listeners", DEFAULT_LISTENER)))
         props = {**props, "controller.listener.names": names}
-    listener = resolve_server_listeners(props, "PLAINTEXT://127.0.0.1:9093")[0]
-    if listener.protocol is not SecurityProtocol.PLAINTEXT:
-        raise ValueError(f"listener {listener.name} is {listener.protocol.name}: the controller serves PLAINTEXT "
-                         f"only for now")
-    return listener
+    return resolve_server_listeners(props, DEFAULT_LISTENER)[0]
+
+
+def _cluster_members(props: dict[str, str]) -> ClusterMembers:
+    authorizer = AuthorizerConfig.from_properties(props.get("authorizer.class.name", ""), props.get("super.users", ""),
+                                                  True)
+    return ClusterMembers(authorizer.super_users,
+                          restricted=authorizer.enabled or bool(props.get("inter.broker.secret")))
+
+
+def controller_security_fields(props: dict[str, str]) -> dict[str, object]:
+    """The ControllerConfig fields of its security from its properties: the listener's TLS and SASL, who may
+    act for the cluster, and how it logs in to the brokers and the other voters (server/inter_broker.py).
+    ValueError names what is wrong."""
+    values: dict[str, object] = {}
+    listener = _controller_listener(props)
+    members = _cluster_members(props)
+    values["members"] = members
+    values["listener_security"] = build_listener_security(listener, props, None, members)
+    if listener.protocol.uses_sasl:
+        # The controllers' listener cannot take SCRAM: its credentials live in the log it serves (KAFKA-15513).
+        offered = values["listener_security"].sasl.mechanisms  # type: ignore[attr-defined]
+        if scram := [m for m in offered if m in SCRAM_MECHANISMS]:
+            raise ValueError(f"listener {listener.name}: a controller cannot offer {', '.join(scram)} (its "
+                             f"credentials are in the metadata log it serves); use PLAIN over TLS or mTLS")
+    identity = NodeIdentity.from_properties(f"controller-{props.get('node.id', '3000')}", props,
+                                            props.get("inter.broker.secret"))
+    if not identity.has_credentials and not listener.protocol.uses_tls:
+        raise ValueError("a controller must log in to the other nodes: set inter.broker.sasl.username and "
+                         "inter.broker.sasl.password, use SSL listeners with a keystore (mTLS), or, on an "
+                         "unsecured cluster, inter.broker.secret")
+    controller_tls = (client_context(listener_ssl_props(props, listener.name)) if listener.protocol.uses_tls
+                      else None)
+    values["controller_link"] = node_link_security(
+        listener.protocol, identity, parse_node_mechanism(props, CONTROLLER_MECHANISM_KEY), controller_tls,
+        link=f"controller listener {listener.name}")
+    values["broker_link"] = node_link_security(
+        _broker_protocol(props), identity, parse_node_mechanism(props, INTER_BROKER_MECHANISM_KEY),
+        _broker_ssl_context(props), link=f"the brokers' listener ({INTER_BROKER_PROTOCOL_KEY})")
+    return values
 
 
 def controller_config(props: dict[str, str]) -> ControllerConfig:
@@ -113,8 +169,9 @@ def controller_config(props: dict[str, str]) -> ControllerConfig:
         if key == "listeners":
             listener = _controller_listener(rest)
             values["host"], values["port"] = listener.host, listener.port
-        elif key in _LISTENER_KEYS or key.startswith("ssl."):
-            continue  # read with listeners, or for the brokers' TLS
+        elif (key in _LISTENER_KEYS or key in _MEMBER_KEYS or key in NODE_LOGIN_KEYS or key.startswith("ssl.")
+              or is_listener_key(key)):
+            continue  # read by controller_security_fields
         elif key == INTER_BROKER_PROTOCOL_KEY:
             values["broker_ssl_context"] = _broker_ssl_context(rest)
         elif key in _KEYS:
@@ -125,9 +182,9 @@ def controller_config(props: dict[str, str]) -> ControllerConfig:
                 raise ValueError(f"invalid value for {key}: {raw!r} ({e})") from e
         else:
             print(f"replog: unknown controller config key {key!r} ignored", file=sys.stderr)
-    for required in ("metadata.log.dir", "inter.broker.secret"):
-        if required not in props or not props[required]:
-            raise ValueError(f"{required} is required")
+    if not props.get("metadata.log.dir"):
+        raise ValueError("metadata.log.dir is required")
+    values |= controller_security_fields(rest)
     if int(values.get("leader_imbalance_check_interval_ms", 1)) <= 0:
         raise ValueError("leader.imbalance.check.interval.seconds must be positive")
     if not 0 <= int(values.get("leader_imbalance_per_broker_percentage", 10)) <= 100:
@@ -156,6 +213,7 @@ async def serve_controller(config: ControllerConfig) -> None:
     controller = ClusterController(config)
     await controller.start()
     write_ready_file(port=controller.port, metrics_port=controller.metrics_service.port)
+    end_quiet_start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

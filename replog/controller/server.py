@@ -28,14 +28,16 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from replog.client.connection import Connection
+from replog.client.security import ClientSecurity, SaslCredentials
 from replog.log.partition_log import TopicPartition
 from replog.metrics.service import MetricsService
 from replog.protocol.apis import CONTROLLER_API_SPECS
 from replog.raft.snapshots import SnapshotPolicy
 from replog.server.connection import ConnectionHolder
 from replog.server.dispatch import Dispatcher
-from replog.server.inter_broker import open_inter_broker_connection
-from replog.server.listener import listen, listening_port
+from replog.server.inter_broker import open_node_connection
+from replog.server.listener import ListenerSecurity, listen, listening_port
+from replog.server.sasl import PLAIN
 
 from . import records
 from .broker_control import BrokerControl
@@ -69,8 +71,8 @@ class ClusterController(QuorumRoles):
 
     def __init__(self, config: ControllerConfig, *, connect: ConnectFactory | None = None,
                  clock_ms=monotonic_ms) -> None:
-        """connect(host, port) opens an authenticated connection to a broker (default: SASL/PLAIN with the
-        inter-broker secret); clock_ms is the monotonic clock of broker sessions."""
+        """connect(host, port) opens an authenticated connection to a broker (default: as config.broker_link
+        says); clock_ms is the monotonic clock of broker sessions."""
         self.config = config
         self.clock_ms = clock_ms
         self.controller_epoch = FIRST_CONTROLLER_EPOCH
@@ -130,9 +132,11 @@ class ClusterController(QuorumRoles):
         await self.metrics_service.start()
         dispatcher = Dispatcher(build_handlers(self, config.inter_broker_secret, self._log.shell.handlers()),
                                 unsupported_version_body, api_specs=CONTROLLER_API_SPECS)
+        security = config.listener_security or ListenerSecurity(members=config.members)
         self._server = await listen(config.host, config.port, self.connections, dispatcher,
                                     max_frame_bytes=config.max_frame_bytes,
-                                    max_inflight=config.max_inflight_requests_per_connection, use_sendfile=False)
+                                    max_inflight=config.max_inflight_requests_per_connection, use_sendfile=False,
+                                    security=security)
         self._log.shell.on_commit = self._on_quorum_step
         self._on_quorum_step()
         if len(quorum.voter_ids) == 1:
@@ -278,17 +282,20 @@ class ClusterController(QuorumRoles):
         return None
 
     async def _open_controller_connection(self, host: str, port: int) -> Connection:
-        """To another voter of the quorum: authenticated as the inter-broker principal, as to brokers (and
-        PLAINTEXT, the controllers' listener)."""
-        return await self._open_node_connection(host, port, None)
+        """To another voter of the quorum, on its controller listener (PLAINTEXT with the shared secret on an
+        unsecured cluster)."""
+        return await self._open_node_connection(host, port, self.config.controller_link, None)
 
     async def _open_broker_connection(self, host: str, port: int) -> Connection:
-        return await self._open_node_connection(host, port, self.config.broker_ssl_context)
+        return await self._open_node_connection(host, port, self.config.broker_link, self.config.broker_ssl_context)
 
-    async def _open_node_connection(self, host: str, port: int, tls: ssl.SSLContext | None) -> Connection:
+    async def _open_node_connection(self, host: str, port: int, link: ClientSecurity | None,
+                                    tls: ssl.SSLContext | None) -> Connection:
         name = f"controller-{self.controller_id}"
-        return await open_inter_broker_connection(
-            host, port, client_id=name, username=name, secret=self.config.inter_broker_secret,
-            request_timeout_ms=self.config.request_timeout_ms, max_frame_bytes=self.config.max_frame_bytes,
-            local_host=self.config.inter_broker_bind_host, ssl_context=tls)
+        if link is None:  # an unsecured cluster: PLAIN with the secret every node shares
+            assert self.config.inter_broker_secret
+            link = ClientSecurity(tls, SaslCredentials(PLAIN, name, self.config.inter_broker_secret))
+        return await open_node_connection(
+            host, port, client_id=name, security=link, request_timeout_ms=self.config.request_timeout_ms,
+            max_frame_bytes=self.config.max_frame_bytes, local_host=self.config.inter_broker_bind_host)
 

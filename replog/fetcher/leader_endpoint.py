@@ -7,14 +7,18 @@ LeaderEndpointError; the fetcher then backs off every partition and the next cal
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
+from kio.schema.errors import ErrorCode
+
 from replog.client.connection import Connection
 from replog.client.errors import KafkaError
 from replog.fetcher.config import FetcherConfig
+from replog.fetcher.fetch_session import FetchSessionHandler, SessionRequest
 from replog.log.partition_log import TopicPartition
 from replog.protocol.apis import SUPPORTED_APIS, ApiKey, response_header_version
 from replog.protocol.fetch import FetchPartitionResult, decode_fetch_response
@@ -30,9 +34,16 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 _NO_LAST_FETCHED_EPOCH = -1
 _READ_UNCOMMITTED = 0
-# A full fetch every time: fetch sessions (KIP-227) would only save request bytes.
-_NO_FETCH_SESSION_ID = 0
-_FULL_FETCH_SESSION_EPOCH = -1
+
+
+_SESSION_ERRORS = (ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch)
+
+
+def _by_topic(tps: list[TopicPartition]) -> dict[str, list[int]]:
+    topics: dict[str, list[int]] = {}
+    for tp in tps:
+        topics.setdefault(tp.topic, []).append(tp.partition)
+    return topics
 
 
 class LeaderEndpointError(Exception):
@@ -62,7 +73,10 @@ class ListedOffset(NamedTuple):
 class LeaderEndpoint(Protocol):
     async def fetch(
         self, partitions: dict[TopicPartition, FetchRequestPartition]
-    ) -> dict[TopicPartition, FetchPartitionResult]: ...
+    ) -> dict[TopicPartition, FetchPartitionResult]:
+        """The answers of the partitions with news. In a fetch session (KIP-227) a partition whose data, HW,
+        log start and error are as last answered is left out: its fetch state stays as it is."""
+        ...
 
     async def offsets_for_leader_epoch(
         self, partitions: dict[TopicPartition, tuple[int, int]]
@@ -90,22 +104,34 @@ class RemoteLeaderEndpoint:
         self._replica_id = replica_id
         self._config = config
         self._connection: Connection | None = None
+        # One fetch session (KIP-227) per leader connection; sessions outlive connections on the leader.
+        self._session: FetchSessionHandler[FetchRequestPartition] = FetchSessionHandler()
 
     async def fetch(
         self, partitions: dict[TopicPartition, FetchRequestPartition]
     ) -> dict[TopicPartition, FetchPartitionResult]:
         assert partitions
-        body = encode_request(ApiKey.FETCH, FETCH_VERSION, self._fetch_request(partitions))
-        async with self._failures_as_endpoint_errors():
-            connection = await self._open()
-            frame = await connection.request(
-                ApiKey.FETCH, FETCH_VERSION, [body], timeout_ms=self._config.request_timeout_ms
-            )
-            assert frame is not None
-            _, start = decode_response_header(frame, response_header_version(ApiKey.FETCH, FETCH_VERSION))
-            # Records stay memoryviews into `frame`: the follower appends them without a copy.
-            response = decode_fetch_response(FETCH_VERSION, frame, start)
-        if response.error_code:
+        request = self._session.build(partitions)
+        body = encode_request(ApiKey.FETCH, FETCH_VERSION, self._fetch_request(request))
+        try:
+            async with self._failures_as_endpoint_errors():
+                connection = await self._open()
+                frame = await connection.request(
+                    ApiKey.FETCH, FETCH_VERSION, [body], timeout_ms=self._config.request_timeout_ms
+                )
+                assert frame is not None
+                _, start = decode_response_header(frame, response_header_version(ApiKey.FETCH, FETCH_VERSION))
+                # Records stay memoryviews into `frame`: the follower appends them without a copy.
+                response = decode_fetch_response(FETCH_VERSION, frame, start)
+        except (LeaderEndpointError, asyncio.CancelledError):
+            # Failed or abandoned (the fetcher cancels a round when a partition starts): whether the leader
+            # applied the request to our session is unknown, so the next fetch is a full one.
+            self._session.on_failure()
+            raise
+        if not self._session.on_response(request, response.error_code, response.session_id):
+            if response.error_code in _SESSION_ERRORS:
+                # Kafka's fetcher answers nothing and sends a full fetch next, without backing off.
+                return {}
             raise LeaderEndpointError(f"fetch failed as a whole with error {response.error_code}")
         return {
             TopicPartition(topic.topic, p.partition_index): p
@@ -113,10 +139,10 @@ class RemoteLeaderEndpoint:
             for p in topic.partitions
         }
 
-    def _fetch_request(self, partitions: dict[TopicPartition, FetchRequestPartition]) -> dict:
+    def _fetch_request(self, request: SessionRequest[FetchRequestPartition]) -> dict:
         config = self._config
         topics: dict[str, list[dict]] = {}
-        for tp, p in partitions.items():
+        for tp, p in request.partitions.items():
             topics.setdefault(tp.topic, []).append(
                 {
                     "partition": tp.partition,
@@ -135,10 +161,12 @@ class RemoteLeaderEndpoint:
             "min_bytes": config.min_bytes,
             "max_bytes": config.max_bytes,
             "isolation_level": _READ_UNCOMMITTED,
-            "session_id": _NO_FETCH_SESSION_ID,
-            "session_epoch": _FULL_FETCH_SESSION_EPOCH,
+            "session_id": request.session_id,
+            "session_epoch": request.epoch,
             "topics": [{"topic": topic, "partitions": ps} for topic, ps in topics.items()],
-            "forgotten_topics_data": [],
+            "forgotten_topics_data": [
+                {"topic": topic, "partitions": ps} for topic, ps in _by_topic(request.forgotten).items()
+            ],
             "rack_id": "",
         }
 

@@ -73,6 +73,9 @@ class ReplicaFetcher:
         self._failed: set[TopicPartition] = set()
         self._generations = itertools.count()
         self._changed = asyncio.Event()
+        # A partition started (or started over) since the round in flight began: that round is abandoned
+        # rather than waited out (see _round_unless_started).
+        self._started = asyncio.Event()
         self._stopping = False
         self._task: asyncio.Task | None = None
 
@@ -105,6 +108,7 @@ class ReplicaFetcher:
             )
             self._partitions[tp] = _Followed(state, log)
             self._failed.discard(tp)
+            self._started.set()
         self._changed.set()
 
     def remove_partitions(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, PartitionFetchState]:
@@ -168,11 +172,38 @@ class ReplicaFetcher:
                 # Cleared before looking at any state: a change made while a round awaits sets it again, so
                 # the idle wait below cannot miss it.
                 self._changed.clear()
-                if not await self.do_work():
+                if not await self._round_unless_started():
                     await self._wait_for_work()
         except Exception:
             logger.exception("%r stopped by an unexpected error", self)
             raise
+
+    async def _round_unless_started(self) -> bool:
+        """do_work(), abandoned if a partition starts (or starts over) before it ends; returns whether there
+        was work, as do_work does (an abandoned round counts: the next one follows at once).
+
+        A fetch with nothing new to read parks at the leader for up to replica.fetch.wait.max.ms, and the
+        leader answers a connection's requests in order, so a partition added meanwhile (this broker just
+        became its follower: a failover, a reassignment) would wait that long for its first fetch, and the
+        acks=all produces on its new leader with it. Kafka's fetcher thread waits it out; here the round is
+        abandoned and the connection closed (the next request opens another). A round applies an answer only
+        right after it arrives, with no await in between, so what is abandoned is an unanswered request: the
+        next round asks again from the same state."""
+        self._started.clear()
+        work = asyncio.ensure_future(self.do_work())
+        started = asyncio.ensure_future(self._started.wait())
+        try:
+            await asyncio.wait((work, started), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            started.cancel()
+            if not work.done():  # a partition started, or this task is being cancelled (stop)
+                work.cancel()
+                await asyncio.wait((work,))  # its request is off the connection before that closes
+        if not work.cancelled():
+            return work.result()
+        logger.info("%r: request abandoned: a partition started while it waited at the leader", self)
+        await self._endpoint.close()
+        return True
 
     async def do_work(self) -> bool:
         """One round (Kafka's AbstractFetcherThread.doWork): truncate the partitions that need it, then fetch
@@ -273,8 +304,7 @@ class ReplicaFetcher:
         for tp, sent_state in sent.items():
             result = results.get(tp)
             if result is None:
-                self._back_off_if_current(tp, sent_state, "fetch response lacks it")
-                continue
+                continue  # no news in a fetch session (KIP-227): its state stays, it is fetched again
             action = self._decide_fetch_result(tp, sent_state, result)
             if isinstance(action, decisions.ResolveOutOfRange):
                 out_of_range.append((tp, sent_state))

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from replog.client.cluster import PartitionInfo, metadata_request, snapshot_from_metadata
 from replog.client.connection import Connection
 from replog.client.errors import KafkaError
+from replog.client.security import ClientSecurity
 from replog.protocol.apis import ApiKey
 
 from .processes import HOST
@@ -24,11 +25,12 @@ METADATA_TIMEOUT_MS = 1_000  # a paused broker must not hold the view up
 class BrokerMetadataView:
     partitions: dict[tuple[str, int], PartitionInfo] = field(default_factory=dict)
     live_brokers: set[int] = field(default_factory=set)
+    security: ClientSecurity | None = None  # how to reach the brokers (a secured cluster's admin)
     answers: int = 0  # how many brokers answered the last refresh
 
     async def refresh(self, ports: Sequence[int]) -> None:
         """Ask every broker listening on these ports; keep the previous view if none answers."""
-        snapshots = [s for s in [await _metadata_at(port) for port in ports] if s is not None]
+        snapshots = [s for s in [await _metadata_at(port, self.security) for port in ports] if s is not None]
         if not snapshots:
             self.answers = 0
             return
@@ -45,8 +47,9 @@ class BrokerMetadataView:
         self.answers = len(snapshots)
 
 
-async def _metadata_at(port: int):
-    connection = Connection(HOST, port, client_id="replog-harness", request_timeout_ms=METADATA_TIMEOUT_MS)
+async def _metadata_at(port: int, security: ClientSecurity | None):
+    connection = Connection(HOST, port, client_id="replog-harness", request_timeout_ms=METADATA_TIMEOUT_MS,
+                            security=security)
     try:
         await connection.connect(METADATA_TIMEOUT_MS)
         return snapshot_from_metadata(await connection.send(ApiKey.METADATA, metadata_request(None, False)))

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from replog.client.errors import KafkaError
 from replog.client.quorum_admin import QuorumInfo, describe_quorum
+from replog.client.security import ClientSecurity
 
 from .controller_process import ControllerProcess
 from .metrics_layout import metrics_properties
@@ -35,7 +36,10 @@ def controller_host(index: int) -> str:
 
 
 class ControllerQuorumProcesses:
-    def __init__(self, root: Path, ids: list[int], overrides: dict[str, str]) -> None:
+    def __init__(self, root: Path, ids: list[int], overrides: dict[str, str],
+                 security: ClientSecurity | None = None) -> None:
+        """security: how to reach the controllers' listeners (a secured cluster's admin)."""
+        self.security = security
         self.hosts = {controller_id: controller_host(index) for index, controller_id in enumerate(ids)}
         self.processes = {
             controller_id: ControllerProcess(root / f"controller-{controller_id}", controller_id=controller_id,
@@ -79,7 +83,8 @@ class ControllerQuorumProcesses:
         for process in self.processes.values():
             if process.running and not process.paused:
                 try:
-                    answers.append(await describe_quorum([(HOST, process.port)], DESCRIBE_TIMEOUT_MS))
+                    answers.append(await describe_quorum([(HOST, process.port)], DESCRIBE_TIMEOUT_MS,
+                                                         security=self.security))
                 except KafkaError:
                     continue  # not the leader, or not answering: ask the next
         answers = [a for a in answers if a.leader_id >= 0]

@@ -40,6 +40,7 @@ from replog.metrics.config import MetricsConfig
 from replog.raft.config import QuorumConfig
 
 from .broker_process import BrokerProcess
+from .cluster_security import LocalClusterSecurity
 from .cluster_view import BrokerMetadataView
 from .controller_quorum import ControllerQuorumProcesses
 from .metrics_layout import METRICS_DIR, metrics_properties
@@ -70,15 +71,15 @@ class LocalCluster:
     def __init__(self, root: Path, *, brokers: int = 3, overrides: dict[str, str] | None = None,
                  session_timeout_ms: int = FAST_SESSION_TIMEOUT_MS, broker_proxies: bool = False,
                  controllers: int = 1, controller_processes: bool = False,
-                 controller_options: dict | None = None) -> None:
-        """controller_options: more ControllerConfig fields (a secured cluster's, cluster_security.py); for
-        in-process controllers only."""
+                 security: LocalClusterSecurity | None = None) -> None:
+        """security: TLS, SASL and the node credentials on every link (cluster_security.py); without it the
+        nodes share a random inter.broker.secret."""
         assert controllers >= 1
         assert controller_processes or not (broker_proxies and controllers > 1), (
             "in-process controllers with broker proxies: one only")
-        assert not (controller_processes and controller_options), "controller processes take no controller_options"
         self.root = root
-        self.secret = secrets.token_hex(16)
+        self.security = security
+        self.secret = None if security is not None else secrets.token_hex(16)
         # Dumps under root/metrics/<node>, as `replog cluster up` lays them out for `replog analyze`.
         self.metrics_dir = root / METRICS_DIR
         self.controller_config = ControllerConfig(
@@ -86,16 +87,19 @@ class LocalCluster:
             broker_session_timeout_ms=session_timeout_ms,
             metrics=MetricsConfig(dump_dir=self.metrics_dir / "controller"),
             **({"host": CONTROLLER_HOST, "inter_broker_bind_host": CONTROLLER_HOST} if broker_proxies else {}),
-            **(controller_options or {}))
+            **(security.controller_options if security is not None else {}))
         self.controllers: dict[int, ClusterController] = {}  # by id; the running ones are in running_controllers
         self.controller_configs: dict[int, ControllerConfig] = {}
         self.running_controllers: set[int] = set()
         self.quorum_processes: ControllerQuorumProcesses | None = None
-        self.view = BrokerMetadataView()  # with controller processes: the cluster as the brokers serve it
+        # with controller processes: the cluster as the brokers serve it
+        self.view = BrokerMetadataView(security=security.broker_client if security is not None else None)
         if controller_processes:
             ids = list(range(FIRST_CONTROLLER_ID, FIRST_CONTROLLER_ID + controllers))
-            self.quorum_processes = ControllerQuorumProcesses(root, ids, {
-                "inter.broker.secret": self.secret, "broker.session.timeout.ms": str(session_timeout_ms)})
+            node_login = security.controller_overrides if security is not None else {"inter.broker.secret": self.secret}
+            self.quorum_processes = ControllerQuorumProcesses(
+                root, ids, {**node_login, "broker.session.timeout.ms": str(session_timeout_ms)},
+                security.controller_client if security is not None else None)
         elif controllers == 1:
             self.controllers[FIRST_CONTROLLER_ID] = ClusterController(self.controller_config)
         else:
@@ -139,7 +143,9 @@ class LocalCluster:
         return self.controller
 
     async def start(self) -> None:
-        common = {**self.overrides, "inter.broker.secret": self.secret}
+        node_login = (self.security.broker_overrides if self.security is not None
+                      else {"inter.broker.secret": self.secret})
+        common = {**node_login, **self.overrides}
         if self.quorum_processes is not None:
             await self.quorum_processes.start()
             await self.quorum_processes.wait_for_leader(30.0)
@@ -269,7 +275,8 @@ class LocalCluster:
             return
         deadline = time.monotonic() + CREATE_TOPIC_TIMEOUT_S
         retried = False
-        async with Admin(",".join(b.bootstrap for b in self.brokers.values())) as admin:
+        async with Admin(",".join(b.bootstrap for b in self.brokers.values()),
+                         security=self.security.broker_client if self.security is not None else None) as admin:
             while True:
                 try:
                     await admin.create_topics([NewTopic(name, configs=configs, replica_assignment=assignment)])

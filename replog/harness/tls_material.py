@@ -77,3 +77,15 @@ def cert_pem(cert) -> bytes:
     from cryptography.hazmat.primitives import serialization
 
     return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def load_ca(key_path, cert_path):
+    """(private key, certificate) of a CA written by key_pem and cert_pem, to issue more certificates."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    with open(key_path, "rb") as f:
+        key = serialization.load_pem_private_key(f.read(), password=None)
+    with open(cert_path, "rb") as f:
+        cert = x509.load_pem_x509_certificate(f.read())
+    return key, cert

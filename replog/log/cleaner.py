@@ -79,7 +79,7 @@ class CleaningResult:
 
 def _mtime_ms(segment: LogSegment) -> int:
     """From the open file: the path may be unlinked by now."""
-    return os.fstat(segment.file.fileno()).st_mtime_ns // 1_000_000
+    return segment.mtime_ms()
 
 
 def _check(job: CleaningJob) -> None:

@@ -33,9 +33,9 @@ class LeaderEpochCache:
             assert earlier.epoch < later.epoch, (earlier, later)
             assert earlier.start_offset < later.start_offset, (earlier, later)
 
-    def _persist(self) -> None:
+    def _persist(self, durable: bool = True) -> None:
         self._check_monotonic()
-        self._checkpoint.write(self._entries)
+        self._checkpoint.write(self._entries, durable=durable)
 
     @property
     def latest_entry(self) -> EpochEntry | None:
@@ -52,13 +52,14 @@ class LeaderEpochCache:
     def entries(self) -> tuple[EpochEntry, ...]:
         return tuple(self._entries)
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
+    def assign(self, epoch: int, start_offset: int, *, durable: bool = True) -> bool:
         """Record that `epoch` starts at `start_offset`; returns whether anything changed.
 
         An older epoch, or the latest epoch at a later offset, is ignored. The
         latest epoch at an earlier offset, like any newer epoch, first drops
         every entry it contradicts (epoch or start offset not below the new
-        one), as Kafka does, so the cache stays monotonic in both fields.
+        one), as Kafka does, so the cache stays monotonic in both fields. `durable=False` leaves the
+        checkpoint unsynced, for a caller that syncs the file system before anyone relies on it.
         """
         assert epoch >= 0
         assert start_offset >= 0
@@ -73,7 +74,7 @@ class LeaderEpochCache:
         ):
             self._entries.pop()
         self._entries.append(EpochEntry(epoch, start_offset))
-        self._persist()
+        self._persist(durable)
         return True
 
     def epoch_for_offset(self, offset: int) -> int | None:

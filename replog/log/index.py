@@ -9,6 +9,12 @@ increase), and a lone all-zero first entry carries no information: a lookup
 with no entry answers with the segment start anyway. Truncation therefore
 zeroes the entries it drops. Indexes carry no checksum; a file that fails the
 sanity check raises CorruptIndexError and the segment rebuilds it.
+
+An index may give back its descriptors (release, for the broker's file budget) and reopens them on its next
+use: the entry count and the mapped size are kept, so a reopen maps the file again and reads nothing.
+Resizing a released index truncates the file by path, without opening it. The index of a new, empty
+segment may be created lazily (as Kafka's LazyIndex): no file until the first entry or lookup needs one,
+so thousands of new partitions cost no index files.
 """
 
 from __future__ import annotations
@@ -18,9 +24,11 @@ import io
 import mmap
 import os
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 from replog.log.errors import CorruptIndexError
+from replog.log.file_budget import SharedFile
 
 INT32_MAX = (1 << 31) - 1
 NO_TIMESTAMP = -1
@@ -36,16 +44,26 @@ class _MmapIndex(abc.ABC):
     ENTRY: struct.Struct
     ENTRY_CODES: str
 
-    def __init__(self, path: Path, base_offset: int, max_bytes: int) -> None:
+    def __init__(self, path: Path, base_offset: int, max_bytes: int, *, create_lazily: bool = False) -> None:
+        """`create_lazily`: when the file does not exist, create it only once it is used."""
         assert base_offset >= 0
         assert max_bytes >= self.ENTRY.size
         self.path = Path(path)
         self.base_offset = base_offset
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        self._file = io.FileIO(fd, "r+")
+        self._file: io.FileIO | None = None
         self._mm: mmap.mmap | None = None
+        self._size = 0  # the file's (and the mapping's) length, known while released too
         self._entries = 0
         self._allocated = 0  # bytes from the start known to have blocks (see ALLOCATION_CHUNK)
+        self._dirty = False  # entries written through the mapping since the last flush
+        self._deleted = False
+        # Told the descriptors a reopen took (the segment charges them to the broker's file budget).
+        self.on_open: Callable[[int], None] | None = None
+        self._created = not create_lazily or self.path.exists()
+        if not self._created:
+            self._size = self._round(max_bytes)
+            return
+        self._file = SharedFile(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644), "r+")
         try:
             self._open(max_bytes)
         except BaseException:
@@ -67,18 +85,61 @@ class _MmapIndex(abc.ABC):
         return max_bytes // self.ENTRY.size * self.ENTRY.size
 
     def _remap(self, size: int) -> None:
+        if self._deleted:
+            return  # nothing left to size (a deleted segment's close still trims)
+        self._size = size
+        # Blocks of a file that existed before may be sparse too: only the entries are known to be written.
+        self._allocated = min(self._allocated, size)
+        if self._file is None:
+            if self._created:
+                os.truncate(self.path, size)  # released: stays released
+            return
         if self._mm is not None:
             self._mm.close()
             self._mm = None
         os.ftruncate(self._file.fileno(), size)
-        # Blocks of a file that existed before may be sparse too: only the entries are known to be written.
-        self._allocated = min(self._allocated, size)
         if size > 0:
             self._mm = mmap.mmap(self._file.fileno(), size)
+
+    def _open_file(self) -> io.FileIO:
+        """The file, reopened and mapped again if it was released."""
+        if self._file is None:
+            file = SharedFile(os.open(self.path, os.O_RDWR if self._created else os.O_RDWR | os.O_CREAT, 0o644), "r+")
+            if not self._created:
+                os.ftruncate(file.fileno(), self._size)  # preallocated, as a new index is
+                self._created = True
+            if self._size > 0:
+                self._mm = mmap.mmap(file.fileno(), self._size)
+            self._file = file
+            if self.on_open is not None:
+                self.on_open(self.open_files)
+        return self._file
+
+    def _mapped(self) -> mmap.mmap:
+        self._open_file()
+        assert self._mm is not None
+        return self._mm
+
+    @property
+    def open_files(self) -> int:
+        """Descriptors held: the file's and, while mapped, the mapping's duplicate."""
+        if self._file is None:
+            return 0
+        return 1 if self._mm is None else 2
+
+    def release(self) -> None:
+        """Unmap and drop the file (a flush ticket holding it keeps it open until its fsync is done).
+        Written entries stay in the page cache; flush() fsyncs them through a fresh descriptor. Closing the
+        map never meets a BufferError: entries are read with struct.unpack_from, which keeps no export."""
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        self._file = None
 
     def _count_entries(self) -> int:
         if self._mm is None:
             return 0
+        assert self._file is not None
         # Read the file, not the mapping: touching a sparse page through a shared mapping allocates it (on
         # tmpfs), which on a full disk is SIGBUS. Entries are written from the start, so the first hole
         # (the file's end if it has none) bounds them.
@@ -103,7 +164,7 @@ class _MmapIndex(abc.ABC):
 
     @property
     def max_entries(self) -> int:
-        return 0 if self._mm is None else len(self._mm) // self.ENTRY.size
+        return self._size // self.ENTRY.size
 
     @property
     def is_full(self) -> bool:
@@ -111,27 +172,26 @@ class _MmapIndex(abc.ABC):
 
     def _entry(self, slot: int) -> tuple[int, int]:
         assert 0 <= slot < self._entries
-        assert self._mm is not None
-        return self.ENTRY.unpack_from(self._mm, slot * self.ENTRY.size)
+        return self.ENTRY.unpack_from(self._mm or self._mapped(), slot * self.ENTRY.size)
 
     def reserve(self, count: int) -> None:
         """Allocate blocks for up to `count` more entries (fewer if the file ends first); raises OSError
         (ENOSPC) rather than let a later write into the mmap die of SIGBUS."""
         assert count >= 0
-        size = 0 if self._mm is None else len(self._mm)
+        size = self._size
         needed = min(size, (self._entries + count) * self.ENTRY.size)
         if needed <= self._allocated:
             return
         end = min(size, -(-needed // ALLOCATION_CHUNK) * ALLOCATION_CHUNK)
-        os.posix_fallocate(self._file.fileno(), self._allocated, end - self._allocated)
+        os.posix_fallocate(self._open_file().fileno(), self._allocated, end - self._allocated)
         self._allocated = end
 
     def _write_entry(self, key: int, value: int) -> None:
         assert not self.is_full
-        assert self._mm is not None
         self.reserve(1)
-        self.ENTRY.pack_into(self._mm, self._entries * self.ENTRY.size, key, value)
+        self.ENTRY.pack_into(self._mapped(), self._entries * self.ENTRY.size, key, value)
         self._entries += 1
+        self._dirty = True
 
     def _floor_slot(self, target: int, field: int) -> int:
         """Slot of the last entry whose `field` is <= target, or -1."""
@@ -148,10 +208,10 @@ class _MmapIndex(abc.ABC):
         assert 0 <= keep <= self._entries
         if keep == self._entries:
             return
-        assert self._mm is not None
         start, end = keep * self.ENTRY.size, self._entries * self.ENTRY.size
-        self._mm[start:end] = bytes(end - start)  # zeroed: see the module docstring
+        self._mapped()[start:end] = bytes(end - start)  # zeroed: see the module docstring
         self._entries = keep
+        self._dirty = True
 
     def reset(self) -> None:
         self._truncate_entries(0)
@@ -167,10 +227,20 @@ class _MmapIndex(abc.ABC):
     def flush(self) -> None:
         if self._mm is not None:
             self._mm.flush()
+        elif self._file is None and self._dirty:
+            # Released since the last write: its pages are in the page cache, a new descriptor fsyncs them.
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self._dirty = False
 
     def close(self) -> None:
         self.trim_to_valid_size()
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
     def delete(self) -> None:
         """Unmap and unlink; the fd closes once no flush ticket holds the file object."""
@@ -178,11 +248,13 @@ class _MmapIndex(abc.ABC):
             self._mm.close()
             self._mm = None
         self._entries = 0
+        self._size = 0
+        self._deleted = True
         self.path.unlink(missing_ok=True)
 
     @property
     def file(self) -> io.FileIO:
-        return self._file
+        return self._open_file()
 
 
 class OffsetIndex(_MmapIndex):

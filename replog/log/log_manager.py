@@ -18,11 +18,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from replog.log.checkpoint import OffsetCheckpointFile, fsync_directory, write_atomically
+from replog.log.checkpoint import OffsetCheckpointFile, fsync_directory, sync_filesystem, write_atomically
 from replog.log.config import LogConfig
 from replog.log.dir_failure import LogDirFailureChannel
 from replog.log.dir_lock import DirectoryLock
 from replog.log.errors import CorruptCheckpointError, StorageError
+from replog.log.file_budget import FileBudget
 from replog.log.partition_log import PartitionLog, TopicPartition, parse_topic_partition
 from replog.log.segment import OS_FILE_OPS, SegmentFileOps
 
@@ -58,9 +59,12 @@ def _read_or_reset(path: Path) -> dict[tuple[str, int], int]:
 class LogManager:
     def __init__(
         self, log_dirs: list[Path], default_config: LogConfig, *, clock_ms: Callable[[], int],
-        file_ops: SegmentFileOps = OS_FILE_OPS,
+        file_ops: SegmentFileOps = OS_FILE_OPS, file_budget: FileBudget | None = None,
     ) -> None:
+        """`file_budget` bounds the segment files held open over all logs (log.open.files.max); None
+        keeps every segment's files open once used, as Kafka does."""
         assert log_dirs
+        self.file_budget = file_budget
         self.log_dirs = [Path(d) for d in log_dirs]
         assert len(set(self.log_dirs)) == len(self.log_dirs)
         self.default_config = default_config
@@ -180,11 +184,24 @@ class LogManager:
             planned.append(NewLog(tp, log_dir / f"{tp.topic}-{tp.partition}", config, topic_id))
         return planned
 
-    def open_new_log(self, new: NewLog) -> PartitionLog:
-        """Create the log's files. Reads no mutable LogManager state, so it may run in a worker thread."""
-        return PartitionLog.open(new.directory, new.config, clock_ms=self._clock_ms, clean_shutdown=True,
-                                 topic_id=new.topic_id, failure_channel=self.failure_channel,
-                                 file_ops=self._file_ops)
+    def open_new_log(self, new: NewLog, *, sync: bool = True) -> PartitionLog:
+        """Create the log's files. Reads no mutable LogManager state, so it may run in a worker thread. With
+        `sync=False` nothing is fsynced: call sync_new_logs for a batch of them before adopting any."""
+        log = PartitionLog.open(new.directory, new.config, clock_ms=self._clock_ms, clean_shutdown=True,
+                                topic_id=new.topic_id, failure_channel=self.failure_channel,
+                                file_ops=self._file_ops, sync_metadata=sync)
+        if self.file_budget is not None:
+            # Thousands may be created before any is adopted (a LeaderAndIsr for a whole new topic): each
+            # waits with no descriptor, and reopens its files on its first append.
+            log.release_file_handles()
+        return log
+
+    @staticmethod
+    def sync_new_logs(planned: Iterable[NewLog]) -> None:
+        """Make logs opened with sync=False durable (their directories, entries in the log dir, metadata
+        files): one file system sync per log dir; may run in a worker thread."""
+        for log_dir in {new.directory.parent for new in planned}:
+            sync_filesystem(log_dir)
 
     def adopt_new_log(self, new: NewLog, log: PartitionLog) -> None:
         """Register a log that open_new_log created; runs on the event loop."""
@@ -194,6 +211,9 @@ class LogManager:
         self._register(new.topic_partition, log, new.directory.parent)
 
     def _register(self, tp: TopicPartition, log: PartitionLog, log_dir: Path) -> None:
+        if self.file_budget is not None:
+            log.release_file_handles()  # loaded at startup: reopened by its first use, within the budget
+            log.attach_file_budget(self.file_budget)
         self._logs[tp] = log
         self._dir_of[tp] = log_dir
         self._logs_per_dir[log_dir] += 1

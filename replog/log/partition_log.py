@@ -29,6 +29,7 @@ from replog.log.config import LogConfig
 from replog.log.dir_failure import LogDirFailureChannel, disk_io
 from replog.log.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from replog.log.errors import OffsetOutOfRangeError
+from replog.log.file_budget import FileBudget
 from replog.log.flush import FlushTicket, RecoveryPoint
 from replog.log.log_loader import load_segments, rebuild_producer_state, recover_segments
 from replog.log.log_segments import LogSegments
@@ -103,6 +104,7 @@ class PartitionLog(LogTruncation):
         self._log_start_offset = 0
         self._high_watermark_metadata = LogOffsetMetadata(0)
         self._recovery_point = RecoveryPoint(0)
+        self._file_budget: FileBudget | None = None
         # Bumped by every truncation: the log cleaner gives up a cleaning that a truncation overtook.
         self.truncations = 0
         # The lowest offset truncated to since the log cleaner last looked: its checkpoint (the first dirty
@@ -124,10 +126,13 @@ class PartitionLog(LogTruncation):
         log_start_offset: int = 0,
         failure_channel: LogDirFailureChannel | None = None,
         file_ops: SegmentFileOps = OS_FILE_OPS,
+        sync_metadata: bool = True,
     ) -> PartitionLog:
+        """`sync_metadata=False`: a new log's partition.metadata is not fsynced; the caller syncs the file
+        system before the log is used (LogManager.sync_new_logs)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        topic_id = PartitionMetadataFile(directory).reconcile(topic_id)
+        topic_id = PartitionMetadataFile(directory).reconcile(topic_id, durable=sync_metadata)
         log = cls(directory, config, clock_ms, topic_id, failure_channel, file_ops)
         for segment in load_segments(directory, log._open_segment, max_message_bytes=config.max_message_bytes,
                                      file_ops=file_ops):
@@ -140,7 +145,7 @@ class PartitionLog(LogTruncation):
         return log
 
     def _open_segment(self, base_offset: int, file_suffix: str = "") -> LogSegment:
-        return LogSegment(
+        segment = LogSegment(
             self.directory,
             base_offset,
             index_interval_bytes=self._config.index_interval_bytes,
@@ -149,6 +154,21 @@ class PartitionLog(LogTruncation):
             file_ops=self._file_ops,
             file_suffix=file_suffix,
         )
+        if self._file_budget is not None:
+            segment.attach_file_budget(self._file_budget)
+        return segment
+
+    def attach_file_budget(self, budget: FileBudget) -> None:
+        """Charge every segment's descriptors to the broker's budget, now and as segments roll; on the event
+        loop thread (a log opened in a worker thread is attached when the LogManager adopts it)."""
+        self._file_budget = budget
+        for segment in self._segments:
+            segment.attach_file_budget(budget)
+
+    def release_file_handles(self) -> None:
+        """Close every segment's descriptors until the next use: a new, empty log costs none while idle."""
+        for segment in self._segments:
+            segment.release_file_handles()
 
     def _finish_load(self, recovery_point: int, log_start_offset: int) -> None:
         active = self.active_segment

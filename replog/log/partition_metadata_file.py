@@ -29,16 +29,16 @@ class PartitionMetadataFile:
         except (AssertionError, KeyError, ValueError) as exc:
             raise CorruptCheckpointError(f"{self.path}: malformed partition metadata") from exc
 
-    def write(self, topic_id: uuid.UUID) -> None:
-        write_atomically(self.path, f"version: {VERSION}\ntopic_id: {topic_id}\n".encode())
+    def write(self, topic_id: uuid.UUID, *, durable: bool = True) -> None:
+        write_atomically(self.path, f"version: {VERSION}\ntopic_id: {topic_id}\n".encode(), durable=durable)
 
-    def reconcile(self, topic_id: uuid.UUID | None) -> uuid.UUID | None:
+    def reconcile(self, topic_id: uuid.UUID | None, *, durable: bool = True) -> uuid.UUID | None:
         """The directory's topic id: the stored one, which must equal `topic_id` when both are known, else
-        `topic_id` (written down now)."""
+        `topic_id` (written down now; fsynced unless not `durable`, see write_atomically)."""
         stored = self.read()
         if stored is None:
             if topic_id is not None:
-                self.write(topic_id)
+                self.write(topic_id, durable=durable)
             return topic_id
         if topic_id is not None and topic_id != stored:
             raise InconsistentTopicIdError(f"{self.path}: stored topic id {stored}, given {topic_id}")

@@ -3,6 +3,10 @@
 The segment knows only its own files. Batches arrive already validated and
 stamped; the segment appends them, keeps its sparse indexes, answers reads
 with file slices (never copying data), and rebuilds itself after a crash.
+
+Its descriptors may be given back for the broker's file budget (file_budget.py): the log file and the index
+maps reopen on the next use, and all the state a segment answers from without I/O (size, next offset, max
+timestamp) stays in memory.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import NamedTuple
 
 from replog.log.config import LogConfig
 from replog.log.errors import CorruptIndexError, StorageError
+from replog.log.file_budget import FileBudget, SharedFile
 from replog.log.index import INT32_MAX, NO_TIMESTAMP, OffsetIndex, TimeIndex
 from replog.protocol.records import (
     RECORD_BATCH_OVERHEAD,
@@ -40,9 +45,10 @@ class FileSlice:
     """Bytes [position, position+length) of an open file, for sendfile or pread.
 
     Holding the file object keeps its fd open even after the segment is
-    deleted: deletion unlinks paths but never closes the log file, so CPython
-    closes the fd when the last in-flight slice is dropped. That is replog's
-    stand-in for Kafka's file.delete.delay.ms.
+    deleted or has given its descriptors back to the file budget: neither
+    closes the log file, so CPython closes the fd when the last in-flight slice
+    is dropped (SharedFile). That is replog's stand-in for Kafka's
+    file.delete.delay.ms, and the pin that keeps eviction from cutting a send.
     """
 
     file: io.FileIO
@@ -108,8 +114,9 @@ class LogSegment:
         self.file_suffix = file_suffix
         self.log_path = self.directory / segment_file_name(base_offset, LOG_SUFFIX + file_suffix)
         fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self._file = io.FileIO(fd, "r+")
+        self._file: io.FileIO | None = SharedFile(fd, "r+")
         self._size = os.fstat(fd).st_size
+        self._budget: FileBudget | None = None
         # True when an index was missing or corrupt: the caller must recover().
         self.needs_recovery = False
         self.offset_index = self._open_index(OffsetIndex, INDEX_SUFFIX, max_index_bytes)
@@ -122,13 +129,59 @@ class LogSegment:
         self._bytes_since_index = 0
         if not self.needs_recovery:
             self._load_tail_state()
+        self.offset_index.on_open = self._files_opened
+        self.time_index.on_open = self._files_opened
+
+    # ------------------------------------------------------------ descriptors
+
+    def attach_file_budget(self, budget: FileBudget) -> None:
+        """Charge this segment's descriptors to `budget` from now on; called on the event loop thread."""
+        self._budget = budget
+        budget.opened(self, self.open_files)
+
+    @property
+    def open_files(self) -> int:
+        return (self._file is not None) + self.offset_index.open_files + self.time_index.open_files
+
+    def release_file_handles(self) -> None:
+        """Give back every descriptor (the file budget evicts this segment); the next use reopens them. A
+        response still sending from the log file keeps it open through its FileSlice."""
+        if self._budget is not None:
+            self._budget.closed(self)
+        self._file = None
+        self.offset_index.release()
+        self.time_index.release()
+
+    def _files_opened(self, count: int) -> None:
+        if self._budget is not None:
+            self._budget.opened(self, count)
+
+    def _log_file(self) -> io.FileIO:
+        """The log file, reopened if it was released; this segment becomes the budget's most recently used."""
+        file = self._file
+        if file is None:
+            file = self._file = SharedFile(os.open(self.log_path, os.O_RDWR | os.O_APPEND), "r+")
+            self._files_opened(1)
+        elif self._budget is not None:
+            self._budget.used(self)
+        return file
+
+    def _file_for_reading(self) -> io.FileIO:
+        """The log file for the log cleaner's thread, which must not touch the budget: the open one, else a
+        private descriptor closed when the caller drops it."""
+        file = self._file
+        return file if file is not None else SharedFile(os.open(self.log_path, os.O_RDONLY), "r")
 
     def _open_index(self, kind: type[OffsetIndex] | type[TimeIndex], suffix: str, max_bytes: int):
         path = self.directory / segment_file_name(self.base_offset, suffix + self.file_suffix)
         if not path.exists() and self._size > 0:
             self.needs_recovery = True
+        # A new, empty segment of the log creates its index files on first use (the first append reserves
+        # index space before writing): a data file never lacks its indexes. The cleaner's output is exempt,
+        # as the swap renames its files.
+        lazily = self._size == 0 and not self.file_suffix
         try:
-            return kind(path, self.base_offset, max_bytes)
+            return kind(path, self.base_offset, max_bytes, create_lazily=lazily)
         except CorruptIndexError:
             self.needs_recovery = True
             path.unlink()
@@ -171,15 +224,23 @@ class LogSegment:
 
     @property
     def file(self) -> io.FileIO:
-        return self._file
+        return self._log_file()
+
+    def mtime_ms(self) -> int:
+        """When the log file was last written (the log cleaner's thread may ask)."""
+        file = self._file_for_reading()
+        return os.fstat(file.fileno()).st_mtime_ns // 1_000_000
 
     def _scan_headers(
-        self, start: int, end: int, *, tolerant: bool = False
+        self, start: int, end: int, *, tolerant: bool = False, file: io.FileIO | None = None
     ) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch in [start, end), reading headers only."""
+        if file is None:
+            file = self._log_file()
+        fd = file.fileno()
         position = start
         while position + RECORD_BATCH_OVERHEAD <= end:
-            raw = self._ops.pread(self._file.fileno(), RECORD_BATCH_OVERHEAD, position)
+            raw = self._ops.pread(fd, RECORD_BATCH_OVERHEAD, position)
             try:
                 header = parse_header(raw) if len(raw) == RECORD_BATCH_OVERHEAD else None
             except CorruptRecordError:
@@ -218,10 +279,14 @@ class LogSegment:
             headers.append((start + position, header))
             position += header.size_in_bytes
         assert position == len(batches)
-        # Index space first (each batch adds at most one entry to each index): a full disk fails the
-        # append before any byte is written, never between the log write and its index entries.
-        self.offset_index.reserve(len(headers))
-        self.time_index.reserve(len(headers))
+        # Index space first: a full disk fails the append before any byte is written, never between the log
+        # write and its index entries. Only for the entries this append will write (a batch gets one in
+        # each index once index_interval_bytes have passed), so that small appends to a new segment do not
+        # create its lazily created index files before they hold anything.
+        entries = self._index_entries_for(headers)
+        if entries:
+            self.offset_index.reserve(entries)
+            self.time_index.reserve(entries)
         self._write_all(batches)
         for header_position, header in headers:
             self._index_batch(header, header_position)
@@ -229,22 +294,35 @@ class LogSegment:
         assert self._max_timestamp >= max_timestamp
         assert offset_of_max_timestamp <= largest_offset
 
+    def _index_entries_for(self, headers: list[tuple[int, BatchHeader]]) -> int:
+        """How many entries _index_batch will add to each index for these batches."""
+        since_index = self._bytes_since_index
+        entries = 0
+        for _, header in headers:
+            if since_index > self.index_interval_bytes:
+                entries += 1
+                since_index = 0
+            since_index += header.size_in_bytes
+        return entries
+
     def _write_all(self, data: memoryview) -> None:
         """Write all of `data` or none of it: a failed write (a full disk takes part of it, then ENOSPC)
         is cut off again, so no torn batch is left for a later append to follow or a read to serve."""
         start = self._size
         written = 0
+        file = self._log_file()
+        fd = file.fileno()
         try:
             # A regular file takes a whole write unless the disk fails; the loop
             # still handles a short write, bounded by the data length.
             while written < len(data):
-                count = self._ops.write(self._file.fileno(), data[written:])
+                count = self._ops.write(fd, data[written:])
                 assert count > 0
                 written += count
         except OSError as exc:
             if written:
                 try:
-                    os.ftruncate(self._file.fileno(), start)
+                    os.ftruncate(fd, start)
                 except OSError:
                     pass  # the dir goes offline; recovery at the next start truncates the torn batch
             raise StorageError(exc.errno, f"append to {self.log_path} failed: {exc.strerror}") from exc
@@ -268,11 +346,12 @@ class LogSegment:
     def batches(self) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of every batch, without the offset index: the log cleaner reads sealed
         segments from its thread this way, touching only the log file it holds."""
-        return self._scan_headers(0, self._size)
+        return self._scan_headers(0, self._size, file=self._file_for_reading())
 
     def read_batch(self, position: int, header: BatchHeader) -> RecordBatch:
-        """Load one whole batch (a copy) whose header was found at `position`."""
-        data = self._ops.pread(self._file.fileno(), header.size_in_bytes, position)
+        """Load one whole batch (a copy) whose header was found at `position` (the cleaner's thread too)."""
+        file = self._file_for_reading()  # held while read: a private one closes when dropped
+        data = self._ops.pread(file.fileno(), header.size_in_bytes, position)
         if len(data) != header.size_in_bytes:
             raise StorageError(f"{self.log_path}: batch at {position} is cut short")
         batch = RecordBatch(memoryview(data))
@@ -297,7 +376,7 @@ class LogSegment:
             end = batch_end
         if end == location.position:
             return None
-        return FileSlice(self._file, location.position, end - location.position)
+        return FileSlice(self._log_file(), location.position, end - location.position)
 
     def recover(self, max_message_bytes: int, on_batch: Callable[[BatchHeader], None]) -> int:
         """Rebuild the indexes from the data, validating every batch's CRC.
@@ -312,12 +391,14 @@ class LogSegment:
         self._max_timestamp = NO_TIMESTAMP
         self._offset_of_max_timestamp = self.base_offset
         self._bytes_since_index = 0
-        file_size = os.fstat(self._file.fileno()).st_size
+        file = self._log_file()
+        fd = file.fileno()
+        file_size = os.fstat(fd).st_size
         valid_end = 0
         for position, header in self._scan_headers(0, file_size, tolerant=True):
             if header.size_in_bytes > max_message_bytes or header.base_offset < self._next_offset:
                 break
-            data = self._ops.pread(self._file.fileno(), header.size_in_bytes, position)
+            data = self._ops.pread(fd, header.size_in_bytes, position)
             if len(data) != header.size_in_bytes or not RecordBatch(memoryview(data)).is_crc_valid():
                 break
             self._index_batch(header, position)
@@ -325,7 +406,7 @@ class LogSegment:
             valid_end = position + header.size_in_bytes
         truncated = file_size - valid_end
         if truncated:
-            os.ftruncate(self._file.fileno(), valid_end)
+            os.ftruncate(fd, valid_end)
         self._size = valid_end
         self.needs_recovery = False
         assert self._size <= file_size
@@ -339,7 +420,8 @@ class LogSegment:
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         removed = self._size - location.position
-        os.ftruncate(self._file.fileno(), location.position)
+        file = self._log_file()
+        os.ftruncate(file.fileno(), location.position)
         self._size = location.position
         self._bytes_since_index = 0
         self._load_tail_state()
@@ -371,18 +453,27 @@ class LogSegment:
         self.time_index.resize(max_bytes)
 
     def flush(self) -> None:
-        self._ops.fsync(self._file.fileno())
+        file = self._log_file()
+        self._ops.fsync(file.fileno())
         self.offset_index.flush()
         self.time_index.flush()
 
     def close(self) -> None:
+        if self._budget is not None:
+            self._budget.closed(self)
+            self._budget = None
         self.seal()
         self.offset_index.close()
         self.time_index.close()
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
     def delete(self) -> None:
         """Unlink the files. The log file object is deliberately left open (see FileSlice)."""
+        if self._budget is not None:
+            self._budget.closed(self)
+            self._budget = None
         self.offset_index.delete()
         self.time_index.delete()
         self.log_path.unlink(missing_ok=True)

@@ -78,7 +78,7 @@ class ApiSpec:
 SUPPORTED_APIS: dict[int, ApiSpec] = {
     spec.key: spec
     for spec in (
-        ApiSpec(ApiKey.PRODUCE, 3, 9, 9),
+        ApiSpec(ApiKey.PRODUCE, 3, 10, 9),  # v10: the current leader in NOT_LEADER_OR_FOLLOWER (KIP-951)
         ApiSpec(ApiKey.FETCH, 4, 12, 12),
         ApiSpec(ApiKey.LIST_OFFSETS, 1, 7, 6),
         ApiSpec(ApiKey.METADATA, 1, 12, 9),

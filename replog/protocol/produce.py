@@ -1,4 +1,4 @@
-"""Hand-written ProduceRequest codec (v3-9): record data stays a writable memoryview into the frame, so the
+"""Hand-written ProduceRequest codec (v3-10; v10 only adds response fields): record data stays a writable memoryview into the frame, so the
 broker validates and stamps batches in place and appends them without a copy. kio would hand back
 immutable bytes copies (see benchmarks/codec_kio_vs_handwritten.py for the measured difference)."""
 

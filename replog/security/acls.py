@@ -59,8 +59,10 @@ class Permission(enum.IntEnum):
     ALLOW = 3
 
 
-# The resource types replog authorizes, and which operations each can carry (Kafka's ResourceType docs:
-# an ACL naming another operation for the type is refused with INVALID_REQUEST).
+# The resource types replog stores ACLs for, and which operations each can carry (Kafka's
+# AclEntry.supportedOperations, plus ALL; an ACL naming another operation for the type is refused with
+# INVALID_REQUEST). DELEGATION_TOKEN and USER (KIP-48, KIP-373) guard the delegation-token APIs, which replog
+# does not have: their ACLs are stored, listed and deleted as Kafka's are, so tools that manage them work.
 SUPPORTED_OPERATIONS: dict[ResourceType, frozenset[Operation]] = {
     ResourceType.TOPIC: frozenset({Operation.ALL, Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE,
                                    Operation.ALTER, Operation.DESCRIBE, Operation.DESCRIBE_CONFIGS,
@@ -70,6 +72,8 @@ SUPPORTED_OPERATIONS: dict[ResourceType, frozenset[Operation]] = {
                                      Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS,
                                      Operation.IDEMPOTENT_WRITE, Operation.ALTER, Operation.DESCRIBE}),
     ResourceType.TRANSACTIONAL_ID: frozenset({Operation.ALL, Operation.DESCRIBE, Operation.WRITE}),
+    ResourceType.DELEGATION_TOKEN: frozenset({Operation.ALL, Operation.DESCRIBE}),
+    ResourceType.USER: frozenset({Operation.ALL, Operation.CREATE_TOKENS, Operation.DESCRIBE_TOKENS}),
 }
 
 

@@ -14,8 +14,8 @@ import logging
 
 from replog.protocol.frames import FrameDecoder, FrameError
 
-from .auth import INTER_BROKER_ONLY, Session
-from .dispatch import CloseConnection, Dispatcher, is_awaitable
+from .auth import INTER_BROKER_ONLY, ONLY_SECRET_HOLDERS, ClusterMembers, Session
+from .dispatch import CloseConnection, Dispatcher, SessionExpired, is_awaitable
 from .sasl import ListenerSasl
 from .tls import certificate_principal
 from .writer import SocketWriter, TransportWriter
@@ -42,7 +42,8 @@ class _Slot:
 class ServerConnection(asyncio.BufferedProtocol):
     def __init__(self, holder: "ConnectionHolder", dispatcher: Dispatcher, *, max_frame_bytes: int, max_inflight: int,
                  use_sendfile: bool, idle_timeout_ms: int | None = None, listener_name: str = "PLAINTEXT",
-                 sasl: ListenerSasl = INTER_BROKER_ONLY, tls: bool = False) -> None:
+                 sasl: ListenerSasl = INTER_BROKER_ONLY, tls: bool = False,
+                 members: ClusterMembers = ONLY_SECRET_HOLDERS) -> None:
         self._holder = holder
         self._dispatcher = dispatcher
         self._max_frame_bytes = max_frame_bytes
@@ -63,7 +64,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._last_active = 0.0  # loop time of the last bytes read or response queued
         self._idle_check: asyncio.TimerHandle | None = None
         self.peer = "?"
-        self.session = Session(listener_name=listener_name, sasl=sasl)
+        self.session = Session(listener_name=listener_name, sasl=sasl, members=members)
         self.idle = asyncio.Event()
         self.idle.set()
 
@@ -80,7 +81,7 @@ class ServerConnection(asyncio.BufferedProtocol):
             ssl_object = transport.get_extra_info("ssl_object")
             principal = certificate_principal(ssl_object.getpeercert(binary_form=True))
             if principal is not None:  # mTLS; on SASL_SSL, SASL sets the principal
-                self.session.principal = principal
+                self.session.identified_by_certificate(principal)
         else:
             self._writer = SocketWriter(
                 self._loop, transport.get_extra_info("socket").fileno(), use_sendfile=self._use_sendfile,
@@ -145,6 +146,8 @@ class ServerConnection(asyncio.BufferedProtocol):
         try:
             result = self._dispatcher.dispatch(frame, self.peer, self.close, self.session)
         except CloseConnection as e:
+            if isinstance(e, SessionExpired):
+                self._holder.expired_sessions_closed += 1
             self._abort(str(e))
             return
         except Exception:
@@ -254,6 +257,8 @@ class ConnectionHolder:
         self.max_connections = max_connections
         self.connections: set[ServerConnection] = set()
         self.shutting_down = False
+        self.expired_sessions_closed = 0  # KIP-368: connections closed for a request after their session ended
+        self._closed_reauthentications = 0  # successful re-authentications of the connections since closed
 
     def connection_opened(self, connection: ServerConnection) -> None:
         if self.shutting_down or len(self.connections) >= self.max_connections:
@@ -263,7 +268,14 @@ class ConnectionHolder:
         self.connections.add(connection)
 
     def connection_closed(self, connection: ServerConnection) -> None:
-        self.connections.discard(connection)
+        if connection in self.connections:
+            self.connections.discard(connection)
+            self._closed_reauthentications += connection.session.reauthentications
+
+    @property
+    def reauthentications(self) -> int:
+        """Successful SASL re-authentications (KIP-368) on this server's connections, open and closed."""
+        return self._closed_reauthentications + sum(c.session.reauthentications for c in self.connections)
 
     def stop_reading(self) -> None:
         """Shutdown, first stage: refuse new connections and new requests; in-flight ones still finish."""

@@ -24,6 +24,7 @@ from replog.protocol.headers import (
 from replog.protocol.primitives import DecodeError
 
 from .auth import SaslState, Session
+from .reauth import Verdict, on_authenticated_request
 from .sasl import SaslAuthenticationFailed
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,10 @@ _BEFORE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, 
 
 class CloseConnection(Exception):
     """The request cannot be answered; the connection is closed."""
+
+
+class SessionExpired(CloseConnection):
+    """A request on a connection whose SASL session has ended (KIP-368); counted, then closed."""
 
 
 @dataclass(slots=True)
@@ -90,6 +95,8 @@ class Dispatcher:
                 # KIP-511: answer with a v0-encoded body carrying UNSUPPORTED_VERSION and our versions.
                 return frame_response(correlation_id, 0, self._unsupported_api_versions())
             raise CloseConnection(f"unsupported version {api_version} of API {api_key}")
+        if session.sasl_state is SaslState.AUTHENTICATED:
+            _check_session(session, api_key)
         if session.sasl_state is SaslState.HANDSHAKE_DONE and api_key != ApiKey.SASL_AUTHENTICATE:
             # KIP-152: after SaslHandshake v1 the only legal next request is SaslAuthenticate.
             raise CloseConnection(f"API key {api_key} sent between SaslHandshake and SaslAuthenticate")
@@ -128,15 +135,31 @@ class Dispatcher:
             raise CloseConnection(f"malformed {ApiKey(header.api_key).name} v{header.api_version}: {e}") from e
 
 
+def _check_session(session: Session, api_key: int) -> None:
+    """KIP-368 on an authenticated connection: close it once its session has expired, unless the request is a
+    SaslHandshake that begins re-authentication (a refused one is answered ILLEGAL_SASL_STATE by its handler)."""
+    is_handshake = api_key == ApiKey.SASL_HANDSHAKE
+    if session.expires_at is None and not is_handshake:
+        return  # the common case: no session lifetime
+    now = time.monotonic()
+    verdict = on_authenticated_request(is_handshake=is_handshake, expires_at=session.expires_at,
+                                       last_reauth_start=session.last_reauth_start, now=now)
+    if verdict is Verdict.CLOSE_EXPIRED:
+        raise SessionExpired(f"SASL session of {session.principal} expired: no re-authentication within "
+                              f"connections.max.reauth.ms (KIP-368)")
+    if verdict is Verdict.REAUTHENTICATE:
+        session.begin_reauthentication(now)
+
+
 def _raw_sasl_token(frame: bytearray, session: Session) -> Body:
     """After SaslHandshake v0 (KIP-43) a frame is a bare SASL token and the answer is the server's token,
     size-prefixed; v0 has no error field, so a failed authentication closes the connection, as Kafka does."""
     try:
         answer, authenticated = session.exchange.step(bytes(frame))
+        if authenticated is not None:
+            session.authenticated(authenticated, time.monotonic())  # v0 clients learn no lifetime (KIP-368)
     except SaslAuthenticationFailed as e:
         raise CloseConnection(f"SASL authentication failed: {e}") from e
-    if authenticated is not None:
-        session.authenticated(authenticated)
     return [size_prefix(len(answer)) + answer]
 
 

@@ -8,7 +8,7 @@ import asyncio
 import ssl
 from dataclasses import dataclass
 
-from .auth import INTER_BROKER_ONLY
+from .auth import INTER_BROKER_ONLY, ONLY_SECRET_HOLDERS, ClusterMembers
 from .connection import ConnectionHolder, ServerConnection
 from .dispatch import Dispatcher
 from .listener_socket import listen_address
@@ -24,6 +24,7 @@ class ListenerSecurity:
     name: str = "PLAINTEXT"
     tls: ssl.SSLContext | None = None
     sasl: ListenerSasl = INTER_BROKER_ONLY
+    members: ClusterMembers = ONLY_SECRET_HOLDERS  # who may perform cluster actions (auth.py)
 
 
 async def listen(host: str, port: int, holder: ConnectionHolder, dispatcher: Dispatcher, *, max_frame_bytes: int,
@@ -36,7 +37,8 @@ async def listen(host: str, port: int, holder: ConnectionHolder, dispatcher: Dis
     def make_connection() -> ServerConnection:
         return ServerConnection(holder, dispatcher, max_frame_bytes=max_frame_bytes, max_inflight=max_inflight,
                                 use_sendfile=use_sendfile, idle_timeout_ms=idle_timeout_ms,
-                                listener_name=security.name, sasl=security.sasl, tls=security.tls is not None)
+                                listener_name=security.name, sasl=security.sasl, tls=security.tls is not None,
+                                members=security.members)
 
     tls = {} if security.tls is None else {"ssl": security.tls, "ssl_handshake_timeout": TLS_HANDSHAKE_TIMEOUT_S}
     return await asyncio.get_running_loop().create_server(make_connection, **listen_address(host, port),

@@ -150,11 +150,17 @@ class ListenerSasl:
 
     required: a SASL_PLAINTEXT or SASL_SSL listener, where nothing but ApiVersions and the SASL exchange is
     answered before authentication. On other listeners SASL is optional: the inter-broker principal uses it.
+    Sessions have a lifetime (KIP-368, reauth.py) only on SASL listeners, as in Kafka.
     """
 
     mechanisms: tuple[str, ...]
     store: CredentialStore
     required: bool = False
+    max_reauth_ms: tuple[tuple[str, int], ...] = ()  # (mechanism, connections.max.reauth.ms); absent: 0, off
+
+    def reauth_ms(self, mechanism: str) -> int:
+        """KIP-368: the session lifetime of a client authenticated with mechanism (0: unlimited)."""
+        return dict(self.max_reauth_ms).get(mechanism, 0)
 
     def exchange(self, mechanism: str, inter_broker_secret: str | None) -> MechanismExchange:
         """inter_broker_secret: the PLAIN password of the inter-broker principal (None: nobody has it)."""

@@ -156,6 +156,25 @@ def decide_alterations(table: ScramCredentialTable, deletions: Sequence[Deletion
     return [UserResult(c.name) for c in changes] + list(errors.values()), changes
 
 
+def apply_changes(table: ScramCredentialTable, changes: Sequence[Deletion | Upsertion]) -> None:
+    """Carry out accepted changes (decide_alterations) on a table directly: what a single node without a
+    metadata log does, where a controller commits records instead (controller/scram.py)."""
+    for change in changes:
+        mechanism = MECHANISM_CODES[change.mechanism]
+        if isinstance(change, Deletion):
+            table.remove(mechanism, change.name)
+        else:
+            table.put(mechanism, change.name,
+                      derive_credential(mechanism, change.salt, change.salted_password, change.iterations))
+
+
+def changes_of_request(request) -> tuple[list[Deletion], list[Upsertion]]:
+    """The deletions and upsertions of a decoded AlterUserScramCredentials request."""
+    return ([Deletion(d.name, int(d.mechanism)) for d in request.deletions],
+            [Upsertion(u.name, int(u.mechanism), int(u.iterations), bytes(u.salt), bytes(u.salted_password))
+             for u in request.upsertions])
+
+
 def _validate(table: ScramCredentialTable, change: Deletion | Upsertion) -> UserResult | None:
     if not change.name:
         return UserResult(change.name, UNACCEPTABLE_CREDENTIAL, "Username must not be empty")

@@ -44,6 +44,17 @@ async def test_long_runs_with_quorum_and_broker_faults_find_no_anomaly(tmp_path,
         assert report.count(op) > 0, op
 
 
+@pytest.mark.timeout(240)
+async def test_a_short_run_over_sasl_ssl_with_every_quorum_fault_finds_no_anomaly(tmp_path):
+    """The same faults on a secured quorum: TLS on the controllers' listeners too, each node logging in as
+    itself (no shared secret), the controllers re-electing and the brokers re-registering over TLS."""
+    report = await run_chaos(tmp_path, duration=SHORT_DURATION_S, faults=nemesis.QUORUM_FAULTS, seed=SHORT_SEED,
+                             controllers=3, security="sasl_ssl")
+    assert_clean(report)
+    assert report.nemesis_errors == []
+    assert "(SASL_SSL)" in (tmp_path / "broker-1.out").read_text()
+
+
 def test_quorum_faults_without_a_quorum_are_refused_by_the_command(capsys):
     assert cli.main(["chaos", "--nemesis", "controller-kill", "--duration", "5"]) == cli.EXIT_USAGE
     assert "controller-kill needs --controllers 3 or more" in capsys.readouterr().err

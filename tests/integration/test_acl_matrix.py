@@ -172,6 +172,19 @@ async def test_each_api_refuses_without_its_acl_and_answers_with_it(tmp_path):
         await check_rows(cluster, admin, ROWS)
 
 
+async def test_auto_creation_in_a_cluster_needs_create_and_is_done_by_the_controller(tmp_path):
+    """A broker with a controller creates no topic itself: with CREATE, Metadata asks the controller and answers
+    LEADER_NOT_AVAILABLE until the topic reaches the broker; without it, TOPIC_AUTHORIZATION_FAILED."""
+    async with acl_cluster(tmp_path) as cluster, cluster.admin() as admin:
+        await check_rows(cluster, admin, [AUTO_CREATE])
+        assert "auto-made" in cluster.controller.metadata.topics
+        topic_level = dataclasses.replace(AUTO_CREATE, request={**AUTO_CREATE.request, "topics": [
+            {"name": "auto-topic-acl", "topic_id": None}]}, needs=allow(TOPIC, "auto-topic-acl", OP.CREATE),
+            given=(allow(TOPIC, "auto-topic-acl", OP.DESCRIBE),))
+        await check_rows(cluster, admin, [topic_level])  # CREATE on the topic itself is enough too
+        assert "auto-topic-acl" in cluster.controller.metadata.topics
+
+
 async def test_a_single_node_keeps_its_acls_and_auto_creation_needs_create(tmp_path):
     """No controller: the node decides ACLs itself and keeps them in its state file across a restart."""
     async with acl_cluster(tmp_path, with_controller=False) as cluster, cluster.admin() as admin:

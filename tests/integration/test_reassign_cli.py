@@ -82,6 +82,10 @@ async def test_generate_execute_with_throttle_verify_and_cancel(cluster, tmp_pat
     assert busy.returncode != 0 and b"Use --additional" in busy.stderr
     verified = await run("reassign", *server, "--verify", "--reassignment-json-file", str(stuck))
     assert b"Reassignment of partition spread-0 is still in progress." in verified.stdout
+    described = await run("topics", "describe", *server, "--topic", "spread")
+    assert described.returncode == 0, described.stderr
+    line = next(x for x in described.stdout.decode().splitlines() if "Partition: 0" in x)
+    assert "\tIsr: 3,4\tAdding Replicas: 1\tRemoving Replicas: 4\t" in line, line
     cancelled = await run("reassign", *server, "--cancel", "--reassignment-json-file", str(stuck))
     assert cancelled.returncode == 0, cancelled.stderr
     assert b"Successfully cancelled partition reassignments for spread-0" in cancelled.stdout

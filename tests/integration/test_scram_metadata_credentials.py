@@ -8,7 +8,7 @@ import secrets
 import time
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
     AdminClient,
     NewTopic,
@@ -28,6 +28,7 @@ from replog.controller.server import ClusterController, ControllerConfig
 from replog.harness.broker_process import BrokerProcess
 from replog.harness.local_cluster import FAST_REPLICATION
 from replog.server.scram_credentials import Deletion, parse_bootstrap_credentials
+from tests.sasl_clients import produce_one, sasl_config
 
 HOST = "127.0.0.1"
 ADMIN_PASSWORD = "admin-" + secrets.token_hex(8)
@@ -62,26 +63,6 @@ async def cluster(tmp_path):
     finally:
         await asyncio.to_thread(broker.stop)
         await controller.stop()
-
-
-def sasl_config(port: int, user: str, password: str, mechanism: str = "SCRAM-SHA-512") -> dict:
-    return {"bootstrap.servers": f"{HOST}:{port}", "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password}
-
-
-def produce_one(config: dict, topic: str) -> KafkaError | None:
-    """The delivery error of one record (None: delivered), or the client's authentication error."""
-    errors: list = []
-    producer = Producer({**config, "message.timeout.ms": 10_000, "error_cb": errors.append})
-    outcome: list = []
-    producer.produce(topic, b"value", on_delivery=lambda err, msg: outcome.append(err))
-    deadline = time.monotonic() + DEADLINE_S
-    while not outcome and time.monotonic() < deadline:
-        producer.poll(0.1)
-        if any(e.code() == KafkaError._AUTHENTICATION for e in errors):
-            return next(e for e in errors if e.code() == KafkaError._AUTHENTICATION)
-    assert outcome, "no delivery report"
-    return outcome[0]
 
 
 async def test_a_user_created_through_the_admin_api_logs_in_and_is_refused_once_deleted(cluster):

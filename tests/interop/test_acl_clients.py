@@ -152,3 +152,59 @@ async def test_acls_survive_a_controller_restart(tmp_path):
         assert list(cluster.controller.metadata.acls) == []
         error = await asyncio.to_thread(produce_error, cluster.confluent_config("alice"), "orders")
         assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+async def test_confluent_producer_auto_creates_a_topic_in_a_cluster_only_with_create(tmp_path):
+    """librdkafka's producer asks Metadata to create the topic it writes to (allow.auto.create.topics): the broker
+    refuses without CREATE on the cluster or the topic, and with it the controller creates the topic."""
+    refused_topic, created_topic = f"auto-{uuid.uuid4().hex[:6]}", f"auto-{uuid.uuid4().hex[:6]}"
+    async with acl_cluster(tmp_path) as cluster:
+        admin = AdminClient(cluster.confluent_config("admin"))
+        await asyncio.to_thread(create_acls, admin, [
+            binding(CResourceType.TOPIC, "auto-", AclOperation.WRITE, pattern=ResourcePatternType.PREFIXED),
+            binding(CResourceType.TOPIC, created_topic, AclOperation.CREATE)])
+        alice = cluster.confluent_config("alice")
+        error = await asyncio.to_thread(produce_error, alice, refused_topic)
+        assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        assert refused_topic not in cluster.controller.metadata.topics
+        assert await asyncio.to_thread(produce_error, alice, created_topic) is None
+        assert created_topic in cluster.controller.metadata.topics
+
+
+async def test_kafka_python_admin_manages_user_and_delegation_token_acls(tmp_path):
+    """KIP-373's USER resource (CreateTokens, DescribeTokens) and DELEGATION_TOKEN (Describe), which
+    confluent-kafka's AdminClient cannot name: created, listed, refused for an operation the type lacks, and
+    deleted, through kafka-python."""
+    kafka_admin = pytest.importorskip("kafka.admin")
+    async with acl_cluster(tmp_path) as cluster:
+        client = kafka_admin.KafkaAdminClient(
+            bootstrap_servers=cluster.bootstrap, security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+            sasl_plain_username="admin", sasl_plain_password="admin-secret")
+
+        def acl(resource_type, name, operation):
+            return kafka_admin.ACL("User:alice", "*", operation, kafka_admin.ACLPermissionType.ALLOW,
+                                   kafka_admin.ResourcePattern(resource_type, name))
+
+        user, token = kafka_admin.ResourceType.USER, kafka_admin.ResourceType.DELEGATION_TOKEN
+        try:
+            result = await asyncio.to_thread(client.create_acls, [
+                acl(user, "bob", kafka_admin.ACLOperation.CREATE_TOKENS),
+                acl(user, "bob", kafka_admin.ACLOperation.DESCRIBE_TOKENS),
+                acl(token, "token-1", kafka_admin.ACLOperation.DESCRIBE)])
+            assert result["failed"] == [] and len(result["succeeded"]) == 3
+            refused = await asyncio.to_thread(client.create_acls, [acl(user, "bob", kafka_admin.ACLOperation.READ)])
+            assert [error.errno for error in refused["failed"]] == [42] and refused["succeeded"] == []  # INVALID_REQUEST
+            acls, _ = await asyncio.to_thread(client.describe_acls, kafka_admin.ACLFilter(
+                None, None, kafka_admin.ACLOperation.ANY, kafka_admin.ACLPermissionType.ANY,
+                kafka_admin.ResourcePatternFilter(user, None, kafka_admin.ACLResourcePatternType.ANY)))
+            assert sorted(a.operation.name for a in acls) == ["CREATE_TOKENS", "DESCRIBE_TOKENS"]
+            deleted = await asyncio.to_thread(client.delete_acls, [kafka_admin.ACLFilter(
+                None, None, kafka_admin.ACLOperation.ANY, kafka_admin.ACLPermissionType.ANY,
+                kafka_admin.ResourcePatternFilter(token, "token-1", kafka_admin.ACLResourcePatternType.LITERAL))])
+            assert [len(matches) for _, matches, _ in deleted] == [1]
+            async with cluster.admin() as own:
+                left = await acl_admin.describe_acls(own, EVERY_ACL)
+            assert {(b.resource_type, b.operation) for b in left} == {
+                (ResourceType.USER, Operation.CREATE_TOKENS), (ResourceType.USER, Operation.DESCRIBE_TOKENS)}
+        finally:
+            client.close()

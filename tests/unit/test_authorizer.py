@@ -15,6 +15,7 @@ from replog.security.acls import (
 from replog.security.authorizer import AclIndex, Authorizer, AuthorizerConfig
 
 TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
+USER, TOKEN = ResourceType.USER, ResourceType.DELEGATION_TOKEN
 LITERAL, PREFIXED = PatternType.LITERAL, PatternType.PREFIXED
 ALLOW, DENY = Permission.ALLOW, Permission.DENY
 Op = Operation
@@ -69,6 +70,27 @@ def authorizer(*bindings, super_users=(), allow_if_none=False):
 )
 def test_authorize(bindings, principal, op, name, expected):
     assert authorizer(*bindings).authorize(principal, HOST, op, TOPIC, name) is expected
+
+
+@pytest.mark.parametrize(
+    ("bindings", "op", "resource_type", "name", "expected"),
+    [
+        # No implication between the token operations (Kafka's AclAuthorizer implies only DESCRIBE and
+        # DESCRIBE_CONFIGS); ALL grants both.
+        ((acl(rtype=USER, name="bob", op=Op.CREATE_TOKENS),), Op.CREATE_TOKENS, USER, "bob", True),
+        ((acl(rtype=USER, name="bob", op=Op.CREATE_TOKENS),), Op.DESCRIBE_TOKENS, USER, "bob", False),
+        ((acl(rtype=USER, name="bob", op=Op.ALL),), Op.DESCRIBE_TOKENS, USER, "bob", True),
+        ((acl(rtype=USER, name="svc-", op=Op.DESCRIBE_TOKENS, pattern=PREFIXED),), Op.DESCRIBE_TOKENS, USER,
+         "svc-orders", True),
+        # A user named like a topic is another resource.
+        ((acl(name="bob", op=Op.ALL),), Op.CREATE_TOKENS, USER, "bob", False),
+        ((acl(rtype=TOKEN, name="t1", op=Op.DESCRIBE),), Op.DESCRIBE, TOKEN, "t1", True),
+        ((acl(rtype=TOKEN, name="t1", op=Op.DESCRIBE, perm=DENY), acl(rtype=TOKEN, name="*", op=Op.ALL)),
+         Op.DESCRIBE, TOKEN, "t1", False),
+    ],
+)
+def test_authorize_user_and_delegation_token_resources(bindings, op, resource_type, name, expected):
+    assert authorizer(*bindings).authorize(ALICE, HOST, op, resource_type, name) is expected
 
 
 @pytest.mark.parametrize(
@@ -182,6 +204,14 @@ def test_filters(binding_filter, expected):
         (acl(pattern=PatternType.MATCH), "Invalid patternType"),
         (acl(perm=Permission.ANY), "Invalid permission"),
         (acl(rtype=ResourceType.ANY), "Invalid resource type"),
+        # KIP-373's USER resource takes CreateTokens and DescribeTokens; a DELEGATION_TOKEN takes Describe
+        (acl(rtype=USER, name="bob", op=Op.CREATE_TOKENS), None),
+        (acl(rtype=USER, name="svc-", op=Op.DESCRIBE_TOKENS, pattern=PREFIXED), None),
+        (acl(rtype=USER, name="bob", op=Op.ALL), None),
+        (acl(rtype=USER, name="bob", op=Op.READ), "Invalid operation READ for USER"),
+        (acl(rtype=TOKEN, name="token-id", op=Op.DESCRIBE), None),
+        (acl(rtype=TOKEN, name="token-id", op=Op.ALTER), "Invalid operation ALTER for DELEGATION_TOKEN"),
+        (acl(rtype=TOKEN, name="token-id", op=Op.CREATE_TOKENS), "Invalid operation"),
     ],
 )
 def test_binding_validation(binding, error):

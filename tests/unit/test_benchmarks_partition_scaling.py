@@ -4,7 +4,7 @@ from collections import Counter
 
 from benchmarks.partition_scaling import (
     FD_HEADROOM,
-    FDS_PER_PARTITION,
+    FDS_PER_OPEN_SEGMENT,
     fits_open_file_limit,
     round_robin_assignment,
 )
@@ -18,6 +18,12 @@ def test_round_robin_assignment_gives_each_broker_a_third_of_the_leaders_and_eve
 
 
 def test_a_partition_count_is_skipped_when_its_logs_would_not_fit_the_open_file_limit():
-    limit = 1_000 * FDS_PER_PARTITION + FD_HEADROOM
-    assert fits_open_file_limit(1_000, limit)
-    assert not fits_open_file_limit(1_001, limit)
+    limit = 1_000 * FDS_PER_OPEN_SEGMENT + FD_HEADROOM
+    # A budget as large as the limit: every segment may stay open, as before the budget.
+    assert fits_open_file_limit(1_000, limit, budget=limit)
+    assert not fits_open_file_limit(1_001, limit, budget=limit)
+
+
+def test_the_default_file_budget_fits_ten_thousand_partitions_under_a_twenty_thousand_file_limit():
+    assert fits_open_file_limit(10_000, 20_000)
+    assert not fits_open_file_limit(10_000, 20_000, budget=20_000)

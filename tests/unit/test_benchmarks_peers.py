@@ -142,3 +142,11 @@ def test_compared_rows_judge_the_peer_against_replog_from_the_same_run():
     assert (cpu.unit, cpu.value.median, cpu.baseline_value, cpu.ratio) == ("CPU-s/GiB", 5.0, 2.0, 2.5)
     assert cpu.case == "Tansu produce: broker CPU" and cpu.baseline == "replog"
     assert cpu.extra["baseline_samples"] == [1.0, 2.0, 3.0]
+
+
+def test_compared_rows_carry_the_notes_given():
+    figures = (Stats.of([2.0]), Stats.of([1.0]))
+    rows = peers.compared("case", figures, "replog", figures, peers.Volumes(MiB, warmup=0, repeats=1),
+                          {"replog_page_cache": "50.0% of 1 MiB resident"})  # fmt: skip
+    assert [row.extra["replog_page_cache"] for row in rows] == ["50.0% of 1 MiB resident"] * 2
+    assert all(row.extra["run_bytes"] == MiB for row in rows)

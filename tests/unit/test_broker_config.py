@@ -1,3 +1,4 @@
+import resource
 from pathlib import Path
 
 import pytest
@@ -63,3 +64,11 @@ def test_log_cleaner_keys_reach_the_cleaner_and_the_topic_defaults():
 def test_bad_log_cleaner_values_are_errors(override):
     with pytest.raises(ValueError):
         load_config(None, [override])
+
+
+def test_log_open_files_max_defaults_to_half_the_open_file_limit_and_refuses_a_tiny_budget():
+    soft_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    assert config_from_properties({}).file_budget().max_open_files == max(64, soft_limit // 2)
+    assert config_from_properties({"log.open.files.max": "500"}).file_budget().max_open_files == 500
+    with pytest.raises(ValueError, match="log.open.files.max"):
+        load_config(None, ["log.open.files.max=10"])

@@ -49,6 +49,21 @@ def test_producer_and_consumer_shorthands():
         (ResourceType.GROUP, Operation.READ)}
 
 
+def test_add_user_and_delegation_token_resources_as_kafka_acls():
+    made = bindings_to_add(args("--add", "--allow-principal", "User:alice", "--operation", "CreateTokens",
+                                "--operation", "DescribeTokens", "--user-principal", "bob"))
+    assert made == [AclBinding(ResourceType.USER, "bob", PatternType.LITERAL, "User:alice", "*", op, Permission.ALLOW)
+                    for op in (Operation.CREATE_TOKENS, Operation.DESCRIBE_TOKENS)]
+    made = bindings_to_add(args("--add", "--allow-principal", "User:alice", "--operation", "Describe",
+                                "--delegation-token", "token-1"))
+    assert made == [AclBinding(ResourceType.DELEGATION_TOKEN, "token-1", PatternType.LITERAL, "User:alice", "*",
+                               Operation.DESCRIBE, Permission.ALLOW)]
+    with pytest.raises(ValueError, match="Invalid operation READ for USER"):
+        bindings_to_add(args("--add", "--allow-principal", "User:a", "--operation", "Read", "--user-principal", "b"))
+    listed = filters_of(args("--list", "--user-principal", "bob"), default_pattern=PatternType.ANY)
+    assert [(f.resource_type, f.name) for f in listed] == [(ResourceType.USER, "bob")]
+
+
 @pytest.mark.parametrize(("argv", "error"), [
     (("--add", "--topic", "t"), "--allow-principal or --deny-principal"),
     (("--add", "--allow-principal", "User:a"), "needs a resource"),

@@ -11,7 +11,7 @@ import pytest
 
 from replog.client.cluster import BrokerInfo
 from replog.client.quorum_admin import QuorumInfo, ReplicaState
-from replog.cluster_control import ClusterStatus, NodeStatus, add_broker, format_status, status_json
+from replog.cluster_control import ClusterStatus, NodeStatus, format_status, status_json
 from replog.cluster_nodes.manifest import (
     CLUSTER_FILE,
     ClusterError,
@@ -310,11 +310,3 @@ def test_added_broker_properties_keep_the_overrides_and_take_the_new_identity(tm
     assert added["metrics.port"] == "0" and added["metrics.dump.dir"].endswith("broker-4")
     for kept in ("num.partitions", "inter.broker.secret", "controller.quorum.bootstrap.servers"):
         assert added[kept] == properties["broker-1"][kept]
-
-
-def test_add_broker_refuses_a_secured_cluster_it_cannot_issue_a_certificate_for(tmp_path):
-    manifest, _ = plan(tmp_path)
-    save_manifest(manifest)
-    (tmp_path / "client.properties").write_text("security.protocol=SSL\nssl.ca.location=/nonexistent/ca.pem\n")
-    with pytest.raises(ClusterError, match="PLAINTEXT clusters only"):
-        add_broker(tmp_path)

@@ -143,7 +143,8 @@ async def test_fetch_sends_a_follower_fetch_v12_and_keeps_records_in_the_frame()
         1,
         5_000,
     )
-    assert (request.isolation_level, request.session_id, request.session_epoch) == (0, 0, -1)
+    # The first fetch is a full one that asks for a fetch session (KIP-227: id 0, epoch 0).
+    assert (request.isolation_level, request.session_id, request.session_epoch) == (0, 0, 0)
     sent = {(t.topic, p.partition): p for t in request.topics for p in t.partitions}
     orders = sent[(TP.topic, TP.partition)]
     assert (orders.current_leader_epoch, orders.fetch_offset, orders.last_fetched_epoch) == (6, 40, 5)

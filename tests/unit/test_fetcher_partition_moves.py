@@ -166,3 +166,39 @@ async def test_a_leader_at_a_new_address_gets_a_new_fetcher_with_all_its_partiti
     )
     for tp, initial in partitions.items():
         assert_identical(initial.log, leader.logs[tp])
+
+
+async def test_a_partition_added_during_a_parked_fetch_is_fetched_without_waiting_for_it(tmp_path):
+    """A failover makes this broker the follower of partitions whose new leader it already fetches from; their
+    first fetch must not wait out the fetch parked there (replica.fetch.wait.max.ms, behind which the leader
+    would queue the next request on the connection): the parked one is abandoned on a fresh connection."""
+    leader = FakeLeader(1)
+    leader_log = open_log(tmp_path, "leader")
+    append_as_leader(leader_log, 1, 2)
+    leader.lead(TP, leader_log, 1)
+    new_log = open_log(tmp_path, "leader", TP2)
+    append_as_leader(new_log, 1, 3)
+    leader.lead(TP2, new_log, 1)
+    follower, new_follower = open_log(tmp_path, "follower"), open_log(tmp_path, "follower", TP2)
+    endpoint = leader.endpoint(CONFIG)
+    fetcher = ReplicaFetcher(1, 0, endpoint, CONFIG, clock_ms)
+    fetcher.add_partitions(follow(leader, follower, 1))
+    fetcher.start()
+    try:
+        await wait_until(lambda: in_sync(follower, leader_log), what="following the first partition")
+        leader.gate = asyncio.Event()  # held shut: the fetch in flight never answers by itself
+        await wait_until(lambda: leader.parked == 1, what="a parked fetch")
+        fetcher.add_partitions(follow(leader, new_follower, 1, TP2))
+
+        await wait_until(lambda: leader.calls_for("fetch", TP2), what="a fetch with the new partition")
+        assert endpoint.closed, "the abandoned request's connection is closed, not reused"
+        assert leader.parked == 2
+        assert follower.log_end_offset == leader_log.log_end_offset  # nothing of the abandoned fetch applied
+
+        leader.gate.set()
+        leader.gate = None
+        await wait_until(lambda: in_sync(new_follower, new_log), what="the new partition caught up")
+        assert_identical(new_follower, new_log)
+        assert_identical(follower, leader_log)
+    finally:
+        await fetcher.stop()

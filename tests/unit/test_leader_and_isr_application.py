@@ -3,6 +3,7 @@ event loop, requests apply one at a time in arrival order, and a partition that 
 with its own error while the rest of the request applies."""
 
 import asyncio
+import errno
 import uuid
 
 import pytest
@@ -10,7 +11,9 @@ from kio.schema.errors import ErrorCode
 
 from replog.broker import replica_manager as replica_manager_module
 from replog.broker.replica_manager import ReplicaManager
+from replog.log.checkpoint import LeaderEpochCheckpointFile
 from replog.log.config import LogConfig
+from replog.log.epoch_cache import LEADER_EPOCH_CHECKPOINT
 from replog.log.log_manager import LogManager
 from replog.protocol.control import LeaderAndIsrPartitionState, LeaderAndIsrRequest, LeaderAndIsrTopicState
 
@@ -118,3 +121,39 @@ async def test_a_partition_named_twice_in_one_request_gets_one_log(tmp_path):
     assert error == ErrorCode.none
     assert errors[(TOPIC_ID, 0)] in (ErrorCode.none, ErrorCode.stale_controller_epoch)
     assert len(manager.log_manager.all_logs()) == 2 and manager.get_partition("t", 0).is_leader
+
+
+async def test_new_logs_this_broker_leads_start_with_the_leader_epoch_written_by_their_creation(
+        tmp_path, monkeypatch):
+    manager = replica_manager(tmp_path)
+    persisted = []
+    real_write = LeaderEpochCheckpointFile.write
+
+    def recording_write(checkpoint, entries, *, durable=True):
+        persisted.append((checkpoint.path.parent.name, list(entries), durable))
+        real_write(checkpoint, entries, durable=durable)
+
+    monkeypatch.setattr(LeaderEpochCheckpointFile, "write", recording_write)
+    request = leader_and_isr(2, leader=LOCAL, leader_epoch=4)
+    request.topic_states[0].partition_states[1].leader = OTHER
+    error, _ = await manager.become_leader_or_follower(request)
+    assert error == ErrorCode.none
+    # One write, in the creation batch (made durable by its file system sync), none by make_leader.
+    assert persisted == [("t-0", [(4, 0)], False)]
+    assert manager.get_partition("t", 0).log.epoch_cache.entries() == ((4, 0),)
+    assert manager.get_partition("t", 1).log.epoch_cache.entries() == ()
+    assert LeaderEpochCheckpointFile(tmp_path / "t-0" / LEADER_EPOCH_CHECKPOINT).read() == [(4, 0)]
+
+
+async def test_new_logs_whose_sync_fails_are_answered_with_a_storage_error_and_their_dir_goes_offline(
+        tmp_path, monkeypatch):
+    def failing_sync(planned):
+        raise OSError(errno.EIO, "syncfs failed")
+
+    monkeypatch.setattr(LogManager, "sync_new_logs", staticmethod(failing_sync))
+    manager = replica_manager(tmp_path)
+    error, errors = await manager.become_leader_or_follower(leader_and_isr(2, leader=LOCAL, leader_epoch=1))
+    assert error == ErrorCode.none
+    assert errors == {(TOPIC_ID, 0): ErrorCode.kafka_storage_error, (TOPIC_ID, 1): ErrorCode.kafka_storage_error}
+    assert manager.log_manager.failure_channel.offline_dirs == [tmp_path]
+    assert manager.get_partition("t", 0) is None

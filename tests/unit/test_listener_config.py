@@ -143,7 +143,9 @@ def test_the_controller_serves_its_controller_listener_as_plaintext(names):
 
 
 @pytest.mark.parametrize("props, message", [
-    ({"listeners": "SSL://127.0.0.1:9093"}, "listener SSL is SSL: the controller serves PLAINTEXT only"),
+    ({"listeners": "SSL://127.0.0.1:9093"}, "listener SSL \\(SSL\\): a TLS listener needs a key"),
+    ({"listeners": "CONTROLLER://127.0.0.1:9093", "listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT",
+      "sasl.enabled.mechanisms": "SCRAM-SHA-512"}, "a controller cannot offer SCRAM-SHA-512"),
     ({"listeners": "CONTROLLER://127.0.0.1:9093", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT"},
      "listener CONTROLLER://127.0.0.1:9093 has no security protocol"),
 ])

@@ -7,6 +7,8 @@ import base64
 import pytest
 import scramp
 
+from replog.broker.local_controller import STATE_FILE, LocalController
+from replog.broker.metadata import MetadataImage
 from replog.controller import records
 from replog.controller.cluster import ClusterMetadata
 from replog.controller.scram import bootstrap_records, change_records
@@ -149,3 +151,21 @@ def test_update_metadata_carries_the_credentials():
     request = UpdateMetadataRequest(3000, 1, 5, [], [], scram_credentials=[entry])
     decoded = decode_update_metadata_request(encode_update_metadata_request(request), 0)
     assert decoded.scram_credentials == [entry]
+
+
+def test_a_single_node_keeps_keys_not_passwords_in_its_state_file_across_restarts(tmp_path):
+    first = LocalController(tmp_path, MetadataImage("cluster", 1), node_id=1)
+    results = first.alter_scram_credentials([], [upsert("alice", SHA256, password="alice-secret"),
+                                                 upsert("bob", password="bob-secret")])
+    assert [(r.user, r.error_code) for r in results] == [("alice", NONE), ("bob", NONE)]
+    state = (tmp_path / STATE_FILE).read_text()
+    assert "alice-secret" not in state and "bob-secret" not in state
+
+    restarted = LocalController(tmp_path, MetadataImage("cluster", 1), node_id=1)
+    assert login(restarted.image.scram, "SCRAM-SHA-256", "alice", "alice-secret") == "User:alice"
+    assert restarted.image.scram == first.image.scram
+
+    refused = restarted.alter_scram_credentials([Deletion("alice", SHA512)], [])
+    assert [(r.user, r.error_code) for r in refused] == [("alice", RESOURCE_NOT_FOUND)]
+    restarted.alter_scram_credentials([Deletion("alice", SHA256)], [])
+    assert LocalController(tmp_path, MetadataImage("cluster", 1), node_id=1).image.scram.users() == ["bob"]

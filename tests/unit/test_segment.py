@@ -15,14 +15,20 @@ def _append(segment, base_offset, count=1, value=b"v" * 50, ts=None):
 
 
 def test_file_names(tmp_path):
-    segment = _segment(tmp_path, base=42)
+    segment = _segment(tmp_path, base=42, interval=0)
+    # The indexes of a new, empty segment are created by their first entry (as Kafka's LazyIndex): the
+    # first batch gets none, the second one (index_interval_bytes after it) does.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["00000000000000000042.log"]
+    assert segment.size == 0
+    assert segment.next_offset == 42
+    _append(segment, 42)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["00000000000000000042.log"]
+    _append(segment, 43)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "00000000000000000042.index",
         "00000000000000000042.log",
         "00000000000000000042.timeindex",
     ]
-    assert segment.size == 0
-    assert segment.next_offset == 42
 
 
 def test_append_read_translate(tmp_path):

@@ -47,7 +47,6 @@ from . import (
 from .context import ConfigAdmin, ControlPlane, GroupCoordination, TopicAdmin
 
 _REPLICA_APIS = {
-    ApiKey.PRODUCE: produce,
     ApiKey.FETCH: fetch,
     ApiKey.LIST_OFFSETS: list_offsets,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
@@ -94,7 +93,8 @@ _ADMIN_APIS = {
 }
 BROKER_APIS = (frozenset(_REPLICA_APIS) | frozenset(_TOPIC_APIS) | frozenset(_CONTROL_APIS) | frozenset(_GROUP_APIS)
                | frozenset(_ADMIN_APIS)
-               | {ApiKey.INIT_PRODUCER_ID, ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+               | {ApiKey.PRODUCE, ApiKey.INIT_PRODUCER_ID, ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE,
+                  ApiKey.SASL_AUTHENTICATE})
 
 
 def build_handlers(replicas: ReplicaManager, access: Access, topics: TopicAdmin, control: ControlPlane,
@@ -107,6 +107,8 @@ def build_handlers(replicas: ReplicaManager, access: Access, topics: TopicAdmin,
         **{key: functools.partial(module.handle, control=control) for key, module in _CONTROL_APIS.items()},
         **{key: functools.partial(module.handle, admin=admin) for key, module in _ADMIN_APIS.items()},
         **{key: functools.partial(module.handle, groups=groups) for key, module in _GROUP_APIS.items()},
+        # Produce also reads the metadata image: a NOT_LEADER_OR_FOLLOWER answer names the leader (KIP-951).
+        ApiKey.PRODUCE: functools.partial(produce.handle, replicas=replicas, access=access, topics=topics),
         ApiKey.INIT_PRODUCER_ID: functools.partial(init_producer_id.handle, allocate_producer_id=allocate_producer_id,
                                                    access=access),
         **shared_handlers(BROKER_APIS, inter_broker_secret),

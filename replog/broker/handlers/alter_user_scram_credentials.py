@@ -1,8 +1,8 @@
 """AlterUserScramCredentials (key 51), v0 (KIP-554): add, replace or delete users' SCRAM credentials. The
 controller decides and keeps them in its metadata log (forwarded, KIP-590, as KRaft brokers forward it), then
-sends them to every broker with UpdateMetadata. A single node without a controller has no metadata log: it
-refuses, each user with UNSUPPORTED_VERSION, as Kafka answers when its metadata cannot hold SCRAM. Kafka asks
-for ALTER on the cluster: without it, every user gets CLUSTER_AUTHORIZATION_FAILED."""
+sends them to every broker with UpdateMetadata. A single node without a controller decides with the same rules
+and keeps them in its state file (local_controller.py), as it keeps topics and ACLs. Kafka asks for ALTER on
+the cluster: without it, every user gets CLUSTER_AUTHORIZATION_FAILED."""
 
 import logging
 
@@ -13,6 +13,7 @@ from replog.protocol.apis import ApiKey
 from replog.protocol.messages import decode_request, encode_response
 from replog.security.acls import Operation
 from replog.server.dispatch import RequestContext
+from replog.server.scram_credentials import changes_of_request
 
 from .context import ConfigAdmin
 
@@ -30,11 +31,12 @@ def handle(ctx: RequestContext, admin: ConfigAdmin):
     if not admin.access.allows_cluster(ctx, Operation.ALTER):
         body = _body(request, ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
         return [encode_response(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ctx.api_version, body)]
-    if admin.forward_to_controller is None:
-        body = _body(request, ErrorCode.unsupported_version, "SCRAM credentials live in a controller's metadata "
-                     "log; this single node has none (use sasl.scram.credentials.file)")
-        return [encode_response(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ctx.api_version, body)]
-    return _forward(ctx, admin, request)
+    if admin.forward_to_controller is not None:
+        return _forward(ctx, admin, request)
+    results = admin.local.alter_scram_credentials(*changes_of_request(request))
+    body = {"throttle_time": 0, "results": [{"user": r.user, "error_code": r.error_code,
+                                             "error_message": r.error_message} for r in results]}
+    return [encode_response(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ctx.api_version, body)]
 
 
 async def _forward(ctx: RequestContext, admin: ConfigAdmin, request) -> list:

@@ -5,7 +5,7 @@ Produce, Fetch, ListOffsets and OffsetForLeaderEpoch take the ReplicaManager its
 """
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -15,6 +15,7 @@ from replog.log.config import LogConfig
 from replog.log.dynamic_configs import ConfigResource
 from replog.security.acl_requests import AclChanges
 from replog.server.dispatch import RequestContext
+from replog.server.scram_credentials import Deletion, Upsertion, UserResult
 
 from ..access import Access
 from ..config import BrokerConfig
@@ -48,6 +49,12 @@ class ForwardToController(Protocol):
     def __call__(self, ctx: RequestContext, body: bytes | None = None) -> Awaitable[bytes]: ...
 
 
+class SendToController(Protocol):
+    """The broker's own request (api key, version, body) to the active controller; its answer body back."""
+
+    def __call__(self, api_key: int, version: int, body: bytes) -> Awaitable[bytes]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class TopicAdmin:
     """What Metadata, CreateTopics and DeleteTopics use. A single node decides topics itself (create_topic,
@@ -62,6 +69,8 @@ class TopicAdmin:
     # Set once the controller's first UpdateMetadata is applied; a single node never waits for it.
     has_metadata: asyncio.Event
     access: Access
+    # In a cluster: the broker's own requests to the controller (Metadata's auto-creation); None on a single node.
+    send_to_controller: SendToController | None = None
 
     @property
     def in_cluster(self) -> bool:
@@ -111,6 +120,9 @@ class LocalAdmin(Protocol):
                           validate_only: bool) -> None: ...
 
     def change_acls(self, changes: AclChanges) -> None: ...
+
+    def alter_scram_credentials(self, deletions: Sequence[Deletion],
+                                upsertions: Sequence[Upsertion]) -> list[UserResult]: ...
 
 
 @dataclass(frozen=True, slots=True)

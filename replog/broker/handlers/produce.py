@@ -1,8 +1,9 @@
-"""Produce (key 0), v3-9: append each partition's batches as leader; answer per acks.
+"""Produce (key 0), v3-10: append each partition's batches as leader; answer per acks.
 
 acks=0 sends no response (an error closes the connection so the client refreshes metadata, like Kafka);
 acks=1 answers after the local append; for acks=all the replica manager parks a DelayedProduce until the
-high watermark passes every appended partition's last offset, or the request timeout.
+high watermark passes every appended partition's last offset, or the request timeout. From v10 a
+NOT_LEADER_OR_FOLLOWER answer names the partition's current leader (KIP-951, leader_hints.py).
 """
 
 import asyncio
@@ -17,10 +18,15 @@ from replog.security.acls import Operation, ResourceType
 from replog.server.dispatch import RequestContext
 
 from ..access import Access
+from ..leader_hints import current_leader, node_endpoints
+from ..metadata import MetadataImage
 from ..replica_manager import VALID_ACKS, AppendResults, PartitionAppendResult, ReplicaManager
+from .context import TopicAdmin
+
+FIRST_LEADER_HINT_VERSION = 10  # KIP-951: CurrentLeader per partition, NodeEndpoints per response
 
 
-def handle(ctx: RequestContext, replicas: ReplicaManager, access: Access):
+def handle(ctx: RequestContext, replicas: ReplicaManager, access: Access, topics: TopicAdmin):
     request = decode_produce_request(ctx.api_version, ctx.frame, ctx.body_offset)
     entries = [(topic.name, p.index, p.records) for topic in request.topics for p in topic.partitions]
     if request.transactional_id is not None and request.acks in VALID_ACKS:
@@ -43,9 +49,10 @@ def handle(ctx: RequestContext, replicas: ReplicaManager, access: Access):
         if any(r.error_code != ErrorCode.none for r in results.values()):
             ctx.close_connection()
         return None
+    hints = _LeaderHints(ctx, replicas, topics.image) if ctx.api_version >= FIRST_LEADER_HINT_VERSION else None
     if isinstance(results, dict):
-        return [_encode(ctx.api_version, results)]
-    return _encode_later(results, ctx.api_version)
+        return [_encode(ctx.api_version, results, hints)]
+    return _encode_later(results, ctx.api_version, hints)
 
 
 def _refusal(topic: str, writable: bool) -> PartitionAppendResult:
@@ -59,15 +66,33 @@ async def _merged(future: asyncio.Future[AppendResults], refusals: AppendResults
     return {**await future, **refusals}
 
 
-async def _encode_later(future, version: int) -> list:
-    return [_encode(version, await future)]
+class _LeaderHints:
+    """Read when the answer is encoded (after an acks=all wait, leadership may have moved meanwhile)."""
+
+    def __init__(self, ctx: RequestContext, replicas: ReplicaManager, image: MetadataImage) -> None:
+        self._listener_name = ctx.session.listener_name
+        self._replicas = replicas
+        self._image = image
+        self.leaders: set[int] = set()
+
+    def current_leader(self, topic: str, index: int) -> dict:
+        leader = current_leader(self._replicas.get_partition(topic, index), self._image, topic, index)
+        self.leaders.add(leader.leader_id)
+        return {"leader_id": leader.leader_id, "leader_epoch": leader.leader_epoch}
+
+    def node_endpoints(self) -> list[dict]:
+        return node_endpoints(self._image, self.leaders, self._listener_name)
 
 
-def _encode(version: int, results: AppendResults) -> bytes:
+async def _encode_later(future, version: int, hints: _LeaderHints | None) -> list:
+    return [_encode(version, await future, hints)]
+
+
+def _encode(version: int, results: AppendResults, hints: _LeaderHints | None) -> bytes:
     by_topic: dict[str, list[dict]] = {}
     for (topic, index), r in results.items():
         info = r.info
-        by_topic.setdefault(topic, []).append({
+        entry = {
             "index": index,
             "error_code": r.error_code,
             "base_offset": info.first_offset if info else -1,
@@ -75,7 +100,12 @@ def _encode(version: int, results: AppendResults) -> bytes:
             "log_start_offset": info.log_start_offset if info else -1,
             "record_errors": [],
             "error_message": r.error_message,
-        })
+        }
+        if hints is not None and r.error_code == ErrorCode.not_leader_or_follower:
+            entry["current_leader"] = hints.current_leader(topic, index)
+        by_topic.setdefault(topic, []).append(entry)
     body = {"responses": [{"name": t, "partition_responses": ps} for t, ps in by_topic.items()],
             "throttle_time": 0}
+    if hints is not None and hints.leaders:
+        body["node_endpoints"] = hints.node_endpoints()
     return encode_response(ApiKey.PRODUCE, version, body)
