@@ -261,3 +261,20 @@ async def test_a_wake_up_re_counts_only_its_own_partition_of_a_parked_fetch(tmp_
     assert looked_up == [("t", 0)]
     append_to_u(manager, acks=1)
     assert op.future.done()
+
+
+async def test_a_quiet_session_partition_woken_after_another_wake_up_counts_its_bytes(tmp_path):
+    # Fetch sessions park quiet partitions unread; one joins the fetch when woken, after the counted
+    # shares of the read ones exist (a wake-up on t-0 built them): its bytes must count.
+    manager = await leading_replica_manager(tmp_path)
+    await lead_topic_u(manager)
+    read = FetchPartitionParams("t", 0, 0, 3, -1, 0, 1 << 20)
+    quiet = {("u", 0): (FetchPartitionParams("u", 0, 0, 3, -1, 0, 1 << 20),
+                        manager.get_partition("u", 0).log.offset_metadata_of(0))}
+    op = DelayedFetch(manager, FetchParams(FOLLOWER, PARKED_MS, 1, 1 << 20, [read]),
+                      [manager.get_partition("t", 0).log.offset_metadata_of(0)], quiet)
+    assert not manager.fetch_purgatory.try_complete_else_watch(op, [("t", 0), ("u", 0)])
+    manager.fetch_purgatory.check_and_complete(("t", 0))
+    assert not op.future.done()
+    append_to_u(manager, acks=1)
+    assert len(op.future.result()) == 2  # t-0, and u-0 that joined it
