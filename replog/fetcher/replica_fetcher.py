@@ -73,9 +73,9 @@ class ReplicaFetcher:
         self._failed: set[TopicPartition] = set()
         self._generations = itertools.count()
         self._changed = asyncio.Event()
-        # A partition started (or started over) since the round in flight began: that round is abandoned
-        # rather than waited out (see _round_unless_started).
-        self._started = asyncio.Event()
+        # The round in flight, if any: a partition that starts (or starts over) meanwhile cancels it rather than
+        # wait it out (see _round_unless_started).
+        self._round: asyncio.Task | None = None
         self._stopping = False
         self._task: asyncio.Task | None = None
 
@@ -108,7 +108,8 @@ class ReplicaFetcher:
             )
             self._partitions[tp] = _Followed(state, log)
             self._failed.discard(tp)
-            self._started.set()
+            if self._round is not None:
+                self._round.cancel()
         self._changed.set()
 
     def remove_partitions(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, PartitionFetchState]:
@@ -189,18 +190,15 @@ class ReplicaFetcher:
         abandoned and the connection closed (the next request opens another). A round applies an answer only
         right after it arrives, with no await in between, so what is abandoned is an unanswered request: the
         next round asks again from the same state."""
-        self._started.clear()
-        work = asyncio.ensure_future(self.do_work())
-        started = asyncio.ensure_future(self._started.wait())
+        self._round = work = asyncio.ensure_future(self.do_work())
         try:
-            await asyncio.wait((work, started), return_when=asyncio.FIRST_COMPLETED)
+            return await work
+        except asyncio.CancelledError:
+            if asyncio.current_task().cancelling():  # stop() cancels this task, and the round with it
+                raise
         finally:
-            started.cancel()
-            if not work.done():  # a partition started, or this task is being cancelled (stop)
-                work.cancel()
-                await asyncio.wait((work,))  # its request is off the connection before that closes
-        if not work.cancelled():
-            return work.result()
+            self._round = None
+        # Only the round was cancelled, and it has ended: its request is off the connection before that closes.
         logger.info("%r: request abandoned: a partition started while it waited at the leader", self)
         await self._endpoint.close()
         return True
