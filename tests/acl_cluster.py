@@ -17,6 +17,7 @@ from replog.harness.local_cluster import FAST_REPLICATION
 from replog.protocol.apis import ApiKey
 from replog.protocol.records import build_batch
 from tests.conditions import wait_until
+from tests.sasl_clients import plain_jaas
 
 HOST = "127.0.0.1"
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
@@ -110,8 +111,7 @@ async def acl_cluster(root: Path, *, with_controller: bool = True, **broker_over
     if with_controller:
         controller = ClusterController(ControllerConfig(inter_broker_secret=secret, metadata_log_dir=root / "meta"))
         await controller.start()
-    jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
-            + " ".join(f'user_{user}="{password}"' for user, password in USERS.items()) + ";")
+    jaas = plain_jaas(USERS)
     broker = BrokerProcess(root / "broker-1", node_id=1, output=root / "broker-1.out")
     if controller is not None:
         broker.overrides["controller.quorum.bootstrap.servers"] = f"{HOST}:{controller.port}"

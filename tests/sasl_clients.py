@@ -1,12 +1,30 @@
-"""confluent-kafka clients logging in with SASL, for the tests of SCRAM users: the configuration, and the outcome
-of producing one record (delivered, refused, or the login failing)."""
+"""SASL users for tests: a broker's credential file and PLAIN JAAS line for a set of users, and confluent-kafka
+clients logging in with SASL (the configuration, and the outcome of producing one record: delivered, refused,
+or the login failing)."""
 
 import time
+from collections.abc import Mapping
+from pathlib import Path
 
 from confluent_kafka import KafkaError, Producer
 
+from replog.server.credential_store import scram_credential_line
+
 HOST = "127.0.0.1"
 DEADLINE_S = 30.0
+
+
+def write_scram_credentials(path: Path, users: Mapping[str, str]) -> Path:
+    """sasl.scram.credentials.file with a SCRAM-SHA-256 and a SCRAM-SHA-512 credential for each user."""
+    path.write_text("".join(f"{scram_credential_line(user, mechanism, password)}\n"
+                            for user, password in users.items() for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512")))
+    return path
+
+
+def plain_jaas(users: Mapping[str, str]) -> str:
+    """A PLAIN listener's sasl.jaas.config with these users and passwords."""
+    return ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+            + " ".join(f'user_{user}="{password}"' for user, password in users.items()) + ";")
 
 
 def sasl_config(port: int, user: str, password: str, mechanism: str = "SCRAM-SHA-512") -> dict:

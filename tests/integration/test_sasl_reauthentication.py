@@ -23,10 +23,10 @@ from replog.harness.broker_process import BrokerProcess
 from replog.protocol.apis import ApiKey
 from replog.protocol.headers import decode_response_header
 from replog.protocol.messages import encode_request
-from replog.server.credential_store import scram_credential_line
 from tests.conditions import wait_until
 from tests.integration.test_bad_input import create_topic
 from tests.raw_wire import RawConnection
+from tests.sasl_clients import plain_jaas, write_scram_credentials
 
 HOST = "127.0.0.1"
 USERS = {"alice": "alice-secret", "bob": "bob-secret"}
@@ -40,12 +40,8 @@ DEADLINE_S = 20.0
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     root = tmp_path_factory.mktemp("reauth-broker")
-    scram_file = root / "scram-credentials"
-    scram_file.write_text("".join(f"{scram_credential_line(user, mechanism, password)}\n"
-                                  for user, password in USERS.items()
-                                  for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512")))
-    jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
-            + " ".join(f'user_{user}="{password}"' for user, password in USERS.items()) + ";")
+    scram_file = write_scram_credentials(root / "scram-credentials", USERS)
+    jaas = plain_jaas(USERS)
     process = BrokerProcess(root / "logs", output=root / "broker.out")
     process.overrides.update({
         "listeners": f"PLAINTEXT://{HOST}:{process.port},SASL_PLAINTEXT://{HOST}:0,FOREVER://{HOST}:0",

@@ -27,8 +27,8 @@ from replog.client.errors import KafkaError as ReplogKafkaError
 from replog.client.security import SASL_AUTHENTICATION_FAILED, ClientSecurity, SaslCredentials
 from replog.harness.broker_process import BrokerProcess
 from replog.protocol.apis import ApiKey
-from replog.server.credential_store import scram_credential_line
 from tests.raw_wire import RawConnection
+from tests.sasl_clients import plain_jaas, write_scram_credentials
 
 HOST = "127.0.0.1"
 USERS = {"alice": "alice-secret", "bob": "bob-secret"}
@@ -73,12 +73,8 @@ def material(tmp_path_factory):
 @pytest.fixture(scope="module")
 def secure_broker(tmp_path_factory, material):
     root = tmp_path_factory.mktemp("secure-broker")
-    scram_file = root / "scram-credentials"
-    scram_file.write_text("".join(f"{scram_credential_line(user, mechanism, password)}\n"
-                                  for user, password in USERS.items()
-                                  for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512")))
-    jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
-            + " ".join(f'user_{user}="{password}"' for user, password in USERS.items()) + ";")
+    scram_file = write_scram_credentials(root / "scram-credentials", USERS)
+    jaas = plain_jaas(USERS)
     broker = BrokerProcess(root / "logs", output=root / "broker.out")
     broker.overrides.update({
         "listeners": (f"PLAINTEXT://{HOST}:{broker.port},SSL://{HOST}:0,MTLS://{HOST}:0,OPTIONAL://{HOST}:0,"
