@@ -132,11 +132,25 @@ def measure_rate(bootstrap: str, topic: str, bytes_per_s: float, warmup_s: float
     return RateRun([latency for _, latency in samples], sent, achieved)
 
 
+COORDINATOR_NOT_READY = {confluent_kafka.KafkaError.NOT_COORDINATOR, confluent_kafka.KafkaError.COORDINATOR_NOT_AVAILABLE,
+                         confluent_kafka.KafkaError.COORDINATOR_LOAD_IN_PROGRESS}
+
+
 def wait_for_group_coordinator(consumer: confluent_kafka.Consumer, topic: str) -> None:
     """Ask the group's coordinator for committed offsets (FindCoordinator, then OffsetFetch), which answers
-    once __consumer_offsets exists and the group's partition is loaded; raises KafkaException on timeout."""
-    consumer.committed([confluent_kafka.TopicPartition(topic, p) for p in ASSIGNMENT],
-                       timeout=COORDINATOR_TIMEOUT_S)  # fmt: skip
+    once __consumer_offsets exists and the group's partition is loaded. A retriable error (NOT_COORDINATOR
+    while the offsets partitions' leaders settle, a load in progress) is asked again, as a client would;
+    raises KafkaException on any other error or once COORDINATOR_TIMEOUT_S has passed."""
+    deadline = time.monotonic() + COORDINATOR_TIMEOUT_S
+    partitions = [confluent_kafka.TopicPartition(topic, p) for p in ASSIGNMENT]
+    while True:
+        try:
+            consumer.committed(partitions, timeout=max(deadline - time.monotonic(), 0.1))
+            return
+        except confluent_kafka.KafkaException as e:
+            if e.args[0].code() not in COORDINATOR_NOT_READY or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def receive(consumer: confluent_kafka.Consumer, samples: list[tuple[int, int]], measured_from: int) -> None:
