@@ -16,6 +16,7 @@ from replog.client.producer import Producer
 from replog.controller.server import ClusterController, ControllerConfig
 from replog.harness.broker_process import BrokerProcess
 from replog.harness.local_cluster import FAST_REPLICATION
+from tests.conditions import wait_until
 
 HOST = "127.0.0.1"
 LIFETIME_MS = 2000
@@ -45,10 +46,8 @@ async def cluster(tmp_path):
         brokers[node_id] = broker
     try:
         await asyncio.gather(*(asyncio.to_thread(b.start) for b in brokers.values()))
-        deadline = time.monotonic() + DEADLINE_S
-        while set(controller.metadata.active_broker_ids()) != {1, 2}:
-            assert time.monotonic() < deadline, "brokers did not register"
-            await asyncio.sleep(0.05)
+        await wait_until(lambda: set(controller.metadata.active_broker_ids()) == {1, 2}, "the brokers to register",
+                         DEADLINE_S)
         yield controller, brokers
     finally:
         await asyncio.gather(*(asyncio.to_thread(b.stop) for b in brokers.values()))
