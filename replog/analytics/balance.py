@@ -13,7 +13,7 @@ def leader_counts(broker_snapshots: DataFrame, window_ms: int) -> DataFrame:
             window_start(F.col("ts_ms"), window_ms).alias("window_start_ms"),
             F.col("node_id").alias("broker_id"),
             F.col("ts_ms"),
-            F.col("broker.leader_count").alias("leader_count"),
+            F.col("leader_count"),
         )
         .groupBy("window_start_ms", "broker_id")
         .agg(F.max_by("leader_count", "ts_ms").alias("leader_count"))

@@ -114,14 +114,36 @@ FOLLOWER_REQUIRED = ("broker_id", "lag_messages", "lag_bytes", "lag_ms")
 CONTROLLER_BROKER_REQUIRED = ("broker_id", "fenced")
 
 
+# The columns of a row of `Dumps.rows` (see read_dumps). A partition snapshot and an isr_change line share
+# the columns of the fields they both have (topic, partition, leader_epoch, replicas, min_isr).
+ISR_CHANGE_PARTITION_FIELDS = ("topic", "partition", "leader_epoch", "replicas", "min_isr")
+ROW_COLUMNS = (
+    "kind",
+    "ts_ms",
+    "node_id",
+    "first_of_line",
+    "role",
+    "started_ms",
+    "leader_count",
+    *PARTITION_REQUIRED,
+    "partition_epoch",
+    "isr_before",
+    "isr_after",
+    "source",
+    "controller",
+    "brokers",
+)
+
+
 @dataclass
 class Dumps:
     """The valid lines of a set of dump files, and what was left out of them."""
 
     files: list[Path]
     total_bytes: int
-    parsed: DataFrame  # every line with its rejection reason (null for a valid one), persisted
-    lines: DataFrame  # valid lines: `file` and the LINE_SCHEMA fields but the corrupt-record one
+    parsed: DataFrame  # flat rows of every line with its rejection reason (null for a valid one), persisted
+    rows: DataFrame  # valid lines, flat: one row per partition of a broker snapshot, one per other line
+    lines: DataFrame  # one row per valid line (the first of its rows)
     malformed: DataFrame  # file, reason, lines
     valid_lines: int
     first_ts_ms: int
@@ -145,20 +167,55 @@ def find_dump_files(directories: list[Path]) -> list[Path]:
 
 
 def read_dumps(spark: SparkSession, files: list[Path]) -> Dumps:
-    """Parse the files and split their lines into valid ones and counted malformed ones."""
-    parsed = (
+    """Parse the files and split their lines into valid ones and counted malformed ones.
+
+    What is kept (persisted, for every analysis to read) is one flat frame: a valid broker line becomes one
+    row per partition it reports, with that partition's fields as columns (`first_of_line` marks the row
+    that stands for the line itself), and every other line one row. The analyses read partition snapshots
+    several times; reading them from flat columns spares each one from decoding and exploding the nested
+    lines again, and the cached columns hold only what the analyses read."""
+    lines_read = (
         spark.read.schema(LINE_SCHEMA)
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
         .json([str(path) for path in files])
-        .select(
-            _local_path(F.col("_metadata.file_path")).alias("file"),
-            *[F.col(field.name) for field in LINE_SCHEMA.fields],
-        )
         .select(F.col("*"), _rejection_reason().alias("reason"))
-        .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    lines = parsed.filter(F.col("reason").isNull()).drop("reason", CORRUPT_COLUMN)
+    valid_broker_line = F.col("reason").isNull() & (F.col("kind") == "broker")
+    exploded = lines_read.select(
+        F.col("*"), F.posexplode_outer(F.when(valid_broker_line, F.col("partitions"))).alias("pos", "p")
+    )
+    def partition_field(field: str) -> Column:
+        """On a broker line's row, its partition's field (null for a line without partitions); on another
+        line's row, a field the isr_change line shares, else null."""
+        own = F.col(field) if field in ISR_CHANGE_PARTITION_FIELDS else F.lit(None)
+        return F.when(F.col("kind") == "broker", F.col(f"p.{field}")).otherwise(own)
+
+    partition_fields = {field: partition_field(field) for field in PARTITION_REQUIRED}
+    columns = {
+        "kind": F.col("kind"),
+        "ts_ms": F.col("ts_ms"),
+        "node_id": F.col("node_id"),
+        "first_of_line": F.coalesce(F.col("pos") == 0, F.lit(True)),
+        "role": F.col("role"),
+        "started_ms": F.col("started_ms"),
+        "leader_count": F.col("broker.leader_count"),
+        **partition_fields,
+        "partition_epoch": F.col("partition_epoch"),
+        "isr_before": F.col("isr_before"),
+        "isr_after": F.col("isr_after"),
+        "source": F.col("source"),
+        "controller": F.col("controller"),
+        "brokers": F.col("brokers"),
+    }
+    parsed = exploded.select(
+        # Only a rejected line needs its file (its count is per file); a valid row carries no path string.
+        F.when(F.col("reason").isNotNull(), _local_path(F.col("_metadata.file_path"))).alias("file"),
+        F.col("reason"),
+        *[columns[name].alias(name) for name in ROW_COLUMNS],
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    rows = parsed.filter(F.col("reason").isNull()).drop("file", "reason")
+    lines = rows.filter(F.col("first_of_line"))
     malformed = (
         parsed.filter(F.col("reason").isNotNull())
         .groupBy(F.col("file"), F.col("reason"))
@@ -176,6 +233,7 @@ def read_dumps(spark: SparkSession, files: list[Path]) -> Dumps:
         files=files,
         total_bytes=sum(os.path.getsize(path) for path in files),
         parsed=parsed,
+        rows=rows,
         lines=lines,
         malformed=malformed,
         valid_lines=extent["valid_lines"],
@@ -233,32 +291,29 @@ def window_start(ts_ms: Column, window_ms: int) -> Column:
     return ts_ms - F.pmod(ts_ms, F.lit(window_ms))
 
 
-def starts(lines: DataFrame) -> DataFrame:
-    return lines.filter(F.col("kind") == "start").select(F.col("ts_ms"), F.col("node_id"), F.col("role"))
+def starts(rows: DataFrame) -> DataFrame:
+    return rows.filter(F.col("kind") == "start").select(F.col("ts_ms"), F.col("node_id"), F.col("role"))
 
 
-def broker_snapshots(lines: DataFrame) -> DataFrame:
-    return lines.filter(F.col("kind") == "broker").select(
-        F.col("ts_ms"), F.col("node_id"), F.col("started_ms"), F.col("broker"), F.col("partitions")
+def broker_snapshots(rows: DataFrame) -> DataFrame:
+    """One row per broker line: its time, process and leader count."""
+    return rows.filter((F.col("kind") == "broker") & F.col("first_of_line")).select(
+        F.col("ts_ms"), F.col("node_id"), F.col("started_ms"), F.col("leader_count")
     )
 
 
-def partition_snapshots(lines: DataFrame) -> DataFrame:
+def partition_snapshots(rows: DataFrame) -> DataFrame:
     """One row per partition of every broker snapshot: what that broker reports for it at `ts_ms`."""
-    return (
-        broker_snapshots(lines)
-        .select(F.col("ts_ms"), F.col("node_id"), F.col("started_ms"), F.explode("partitions").alias("p"))
-        .select(
-            F.col("ts_ms"),
-            F.col("node_id"),
-            F.col("started_ms"),
-            *[F.col(f"p.{field}").alias(field) for field in PARTITION_REQUIRED],
-        )
+    return rows.filter((F.col("kind") == "broker") & F.col("topic").isNotNull()).select(
+        F.col("ts_ms"),
+        F.col("node_id"),
+        F.col("started_ms"),
+        *[F.col(field) for field in PARTITION_REQUIRED],
     )
 
 
-def isr_changes(lines: DataFrame) -> DataFrame:
-    return lines.filter(F.col("kind") == "isr_change").select(
+def isr_changes(rows: DataFrame) -> DataFrame:
+    return rows.filter(F.col("kind") == "isr_change").select(
         F.col("ts_ms"),
         F.col("node_id"),
         F.col("topic"),
@@ -273,7 +328,7 @@ def isr_changes(lines: DataFrame) -> DataFrame:
     )
 
 
-def controller_snapshots(lines: DataFrame) -> DataFrame:
-    return lines.filter(F.col("kind") == "controller").select(
+def controller_snapshots(rows: DataFrame) -> DataFrame:
+    return rows.filter(F.col("kind") == "controller").select(
         F.col("ts_ms"), F.col("node_id"), F.col("controller"), F.col("brokers")
     )

@@ -18,10 +18,10 @@ class Table:
 
 def build_tables(parsed: dumps.Dumps, window_ms: int) -> tuple[list[Table], list[DataFrame]]:
     """The tables, and the intermediate frames persisted for them (to unpersist once they are written)."""
-    lines = parsed.lines
-    brokers = dumps.broker_snapshots(lines)
-    partitions = dumps.partition_snapshots(lines)
-    changes = dumps.isr_changes(lines)
+    rows = parsed.rows
+    brokers = dumps.broker_snapshots(rows)
+    partitions = dumps.partition_snapshots(rows)
+    changes = dumps.isr_changes(rows)
     kept: list[DataFrame] = []
 
     def keep(frame: DataFrame) -> DataFrame:
@@ -33,7 +33,7 @@ def build_tables(parsed: dumps.Dumps, window_ms: int) -> tuple[list[Table], list
     timeline = keep(isr.isr_timeline(changes))
     states = keep(isr.partition_states(partitions, changes))
     intervals = keep(isr.condition_intervals(states))
-    restarts = isr.restarts(dumps.starts(lines), parsed.first_ts_ms, parsed.last_ts_ms)
+    restarts = isr.restarts(dumps.starts(rows), parsed.first_ts_ms, parsed.last_ts_ms)
     catch_up = keep(isr.catch_up_by_partition(restarts, partitions, timeline, states))
     counts = balance.leader_counts(brokers, window_ms)
     lags = keep(lag.follower_lags(partitions, window_ms))
@@ -115,7 +115,7 @@ def build_tables(parsed: dumps.Dumps, window_ms: int) -> tuple[list[Table], list
         Table(
             "controller_snapshots",
             "The controller's snapshots",
-            balance.controller_table(dumps.controller_snapshots(lines)),
+            balance.controller_table(dumps.controller_snapshots(rows)),
             ("ts_ms",),
         ),
     ]

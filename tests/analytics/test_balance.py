@@ -26,7 +26,7 @@ def test_leader_counts_take_each_brokers_last_snapshot_and_imbalance_is_max_over
     ]
     parsed = load(spark, tmp_path, lines)
 
-    counts = balance.leader_counts(dumps.broker_snapshots(parsed.lines), WINDOW_MS)
+    counts = balance.leader_counts(dumps.broker_snapshots(parsed.rows), WINDOW_MS)
     imbalance = balance.leader_imbalance(counts)
 
     expected_counts = [
@@ -51,7 +51,7 @@ def test_leader_counts_take_each_brokers_last_snapshot_and_imbalance_is_max_over
 def test_controller_table_lists_offline_partitions_and_fenced_brokers(spark, tmp_path):
     parsed = load(spark, tmp_path, [controller(T0, []), controller(T0 + 1000, [3, 1], offline_partitions=2)])
 
-    table = balance.controller_table(dumps.controller_snapshots(parsed.lines))
+    table = balance.controller_table(dumps.controller_snapshots(parsed.rows))
 
     expected = [(T0, 3000, 1, 0, 0, 3, 1, 0, []), (T0 + 1000, 3000, 1, 2, 2, 1, 1, 0, [1, 3])]
     assertDataFrameEqual(table, spark.createDataFrame(expected, table.schema), checkRowOrder=False)

@@ -48,7 +48,7 @@ def leadership_move_lines() -> list[dict]:
 
 def test_intervals_use_exact_edges_survive_a_leadership_move_and_flag_open_ones(spark, tmp_path):
     parsed = load(spark, tmp_path, leadership_move_lines())
-    states = isr.partition_states(dumps.partition_snapshots(parsed.lines), dumps.isr_changes(parsed.lines))
+    states = isr.partition_states(dumps.partition_snapshots(parsed.rows), dumps.isr_changes(parsed.rows))
 
     intervals = isr.condition_intervals(states)
 
@@ -81,7 +81,7 @@ def test_isr_timeline_classifies_every_change(spark, tmp_path):
     ]
     parsed = load(spark, tmp_path, lines)
 
-    timeline = isr.isr_timeline(dumps.isr_changes(parsed.lines)).select(
+    timeline = isr.isr_timeline(dumps.isr_changes(parsed.rows)).select(
         "ts_ms", "topic", "partition", "leader", "source", "change", "removed", "added"
     )
 
@@ -140,8 +140,8 @@ def test_catch_up_after_a_restart_per_partition_and_per_start(spark, tmp_path):
         *leaders(T0 + 14_000, [1, 2, 3], [2, 1, 3], [1, 2]),
     ]
     parsed = load(spark, tmp_path, lines)
-    snapshots, changes = dumps.partition_snapshots(parsed.lines), dumps.isr_changes(parsed.lines)
-    restarts = isr.restarts(dumps.starts(parsed.lines), parsed.first_ts_ms, parsed.last_ts_ms)
+    snapshots, changes = dumps.partition_snapshots(parsed.rows), dumps.isr_changes(parsed.rows)
+    restarts = isr.restarts(dumps.starts(parsed.rows), parsed.first_ts_ms, parsed.last_ts_ms)
 
     by_partition = isr.catch_up_by_partition(
         restarts, snapshots, isr.isr_timeline(changes), isr.partition_states(snapshots, changes)

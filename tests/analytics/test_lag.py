@@ -61,7 +61,7 @@ def test_lag_percentiles_per_partition_follower_topic_window_and_overall(spark, 
         samples.append(("u", 0, 1, ts - ts % WINDOW_MS, (7, 700, 70)))
     parsed = load(spark, tmp_path, lines)
 
-    tables = lag.lag_tables(lag.follower_lags(dumps.partition_snapshots(parsed.lines), WINDOW_MS))
+    tables = lag.lag_tables(lag.follower_lags(dumps.partition_snapshots(parsed.rows), WINDOW_MS))
 
     def grouped(key_of) -> list[tuple]:
         groups: dict[tuple, list] = {}

@@ -44,8 +44,8 @@ def test_throughput_per_topic_and_broker_handles_resets_and_where_counting_start
     parsed = load(spark, tmp_path, lines)
 
     increases = throughput.counter_increases(
-        dumps.broker_snapshots(parsed.lines),
-        dumps.partition_snapshots(parsed.lines),
+        dumps.broker_snapshots(parsed.rows),
+        dumps.partition_snapshots(parsed.rows),
         parsed.first_ts_ms,
         WINDOW_MS,
     )
