@@ -1,12 +1,16 @@
 """Replication lag as the leaders report it for their followers: percentiles of lag in messages, bytes and
 milliseconds per partition and follower, per follower broker, per topic, per time window and overall.
 
-Percentiles are nearest-rank (the smallest value that at least that fraction of the samples do not exceed),
-computed by Spark's percentile_approx: exact for a group of fewer than 10,000 samples, within 1/10,000 of
-the rank above that.
+Percentiles are nearest-rank (the smallest value that at least that fraction of the samples do not exceed).
+Per partition and follower they are exact, taken from the group's sorted samples: those groups are many
+(partitions times followers) and small (one sample per leader snapshot). Spark's percentile_approx there
+kept a quantile digest per metric and group, and past 128 groups per task fell back to sorting the rows and
+serialising and re-merging every digest: it was a quarter of the executors' time. The other groupings are
+few and large and use percentile_approx, exact for a group of fewer than 10,000 samples and within
+1/10,000 of the rank above that.
 """
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from .dumps import window_start
@@ -21,6 +25,7 @@ LAG_GROUPINGS = {
     "lag_by_window": ("window_start_ms",),
     "lag_overall": (),
 }
+EXACT_GROUPINGS = {"lag_by_partition_follower"}  # many small groups (see the module's docstring)
 
 
 def follower_lags(partition_snapshots: DataFrame, window_ms: int) -> DataFrame:
@@ -52,6 +57,30 @@ def lag_percentiles(lags: DataFrame, keys: tuple[str, ...]) -> DataFrame:
     return lags.groupBy(*keys).agg(*aggregates).select(*columns)
 
 
+def exact_lag_percentiles(lags: DataFrame, keys: tuple[str, ...]) -> DataFrame:
+    """As lag_percentiles, exactly, from every group's samples collected and sorted: for small groups."""
+    collected = lags.groupBy(*keys).agg(
+        F.collect_list(F.struct(*[F.col(metric) for metric in LAG_METRICS])).alias("lags")
+    )
+    samples = F.size(F.col("lags"))
+
+    def sorted_values(metric: str) -> Column:
+        return F.array_sort(F.transform(F.col("lags"), lambda sample: sample[metric]))
+
+    columns = [F.col(key) for key in keys] + [samples.cast("long").alias("samples")]
+    for metric in LAG_METRICS:
+        values = sorted_values(metric)
+        for name, fraction in PERCENTILES.items():
+            # The 1-based nearest rank, ceil(fraction * n), computed in doubles as percentile_approx does.
+            rank = F.ceil(F.lit(fraction) * samples).cast("int")
+            columns.append(F.element_at(values, rank).alias(f"{metric}_{name}"))
+        columns.append(F.element_at(values, -1).alias(f"{metric}_max"))
+    return collected.select(*columns)
+
+
 def lag_tables(lags: DataFrame) -> dict[str, DataFrame]:
     """Every grouping of LAG_GROUPINGS, from `follower_lags`."""
-    return {name: lag_percentiles(lags, keys) for name, keys in LAG_GROUPINGS.items()}
+    return {
+        name: (exact_lag_percentiles if name in EXACT_GROUPINGS else lag_percentiles)(lags, keys)
+        for name, keys in LAG_GROUPINGS.items()
+    }
