@@ -5,7 +5,7 @@ import json
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from replog.analytics import AnalysisError
+from replog.analytics import AnalysisError, dumps
 from replog.analytics.dumps import find_dump_files, read_dumps
 
 from .builders import T0, broker, isr_change, load, partition, start, write_dump
@@ -82,3 +82,32 @@ def test_a_field_no_analysis_reads_is_skipped_unread_whatever_its_value(spark, t
 
     assert parsed.valid_lines == 1
     assert [(row["reason"], row["lines"]) for row in parsed.malformed.collect()] == [("unparseable", 1)]
+
+
+def test_a_broker_line_is_one_row_per_partition_and_other_lines_one_row_each(spark, tmp_path):
+    """The flat rows the analyses read: a broker line without partitions is still a broker snapshot (and
+    no partition snapshot, whatever top-level fields it carries), and an isr_change line's partition fields
+    are its own."""
+    two_partitions = broker(
+        T0,
+        1,
+        [partition("t", 0, 1, [1, 2], [1, 2], bytes_in=5), partition("t", 1, 2, [2, 1], [2], min_isr=1)],
+    )
+    no_partitions = broker(T0 + 1000, 2, []) | {"topic": "t", "partition": 9}
+    parsed = load(
+        spark, tmp_path, [two_partitions, no_partitions, isr_change(T0 + 500, 2, "t", 1, [2, 1], [2])]
+    )
+
+    assert parsed.valid_lines == 3
+    assert parsed.rows.count() == 4
+    brokers = dumps.broker_snapshots(parsed.rows).select("ts_ms", "node_id", "leader_count")
+    assert sorted(tuple(row) for row in brokers.collect()) == [(T0, 1, 1), (T0 + 1000, 2, 0)]
+    snapshots = dumps.partition_snapshots(parsed.rows).select(
+        "node_id", "topic", "partition", "leader", "isr", "min_isr", "bytes_in_total"
+    )
+    assert sorted(tuple(row) for row in snapshots.collect()) == [
+        (1, "t", 0, 1, [1, 2], 2, 5),
+        (1, "t", 1, 2, [2], 1, 0),
+    ]
+    changes = dumps.isr_changes(parsed.rows).select("topic", "partition", "isr_before", "isr_after")
+    assert [tuple(row) for row in changes.collect()] == [("t", 1, [2, 1], [2])]
