@@ -85,6 +85,18 @@ def process_tree(pid: int) -> list[int]:
     return tree
 
 
+def live_cpu_seconds(pids: list[int]) -> float:
+    """CPU seconds of those of the processes still there: a short-lived child of the job may exit between
+    listing the tree and reading its /proc files."""
+    total = 0.0
+    for pid in pids:
+        try:
+            total += cpu_seconds([pid])
+        except FileNotFoundError:
+            pass
+    return total
+
+
 def analyze_once(dumps: Path, out: Path, master: str) -> JobRun:
     """Run one job, reading its progress lines as they come to take the CPU time at Spark's start and at
     the report."""
@@ -99,7 +111,7 @@ def analyze_once(dumps: Path, out: Path, master: str) -> JobRun:
     for line in job.stderr:
         stderr_tail = [*stderr_tail[-50:], line]
         if match := PROGRESS_LINE.match(line.rstrip("\n")):
-            seen.append((match["step"], time.perf_counter() - started, cpu_seconds(process_tree(job.pid))))
+            seen.append((match["step"], time.perf_counter() - started, live_cpu_seconds(process_tree(job.pid))))
     code = job.wait(timeout=JOB_TIMEOUT_S)
     end_to_end_s = time.perf_counter() - started
     if code != 0 or not seen or not seen[-1][0].startswith("report:"):

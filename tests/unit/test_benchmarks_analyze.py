@@ -7,7 +7,8 @@ import subprocess
 import sys
 import time
 
-from benchmarks.analyze import PROGRESS_LINE, process_tree
+from benchmarks.analyze import PROGRESS_LINE, live_cpu_seconds, process_tree
+from benchmarks.harness import cpu_seconds
 
 
 def test_the_process_tree_holds_the_process_and_its_grandchildren():
@@ -30,3 +31,10 @@ def test_progress_lines_give_the_seconds_and_the_step():
     match = PROGRESS_LINE.match("[   33.8 s] Spark 4.3.0 on local[2]")
     assert match is not None and (float(match["seconds"]), match["step"]) == (33.8, "Spark 4.3.0 on local[2]")
     assert PROGRESS_LINE.match("WARN NativeCodeLoader: Unable to load native-hadoop library") is None
+
+
+def test_the_cpu_time_of_a_tree_skips_a_process_that_exited_meanwhile():
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # reaped: its /proc entry is gone
+    before = cpu_seconds([os.getpid()])
+    assert live_cpu_seconds([os.getpid(), gone.pid]) >= before
