@@ -15,6 +15,7 @@ import logging
 from replog.protocol.frames import FrameDecoder, FrameError
 
 from .auth import INTER_BROKER_ONLY, ONLY_SECRET_HOLDERS, ClusterMembers, Session
+from .completion import Completion
 from .dispatch import CloseConnection, Dispatcher, SessionExpired, is_awaitable
 from .sasl import ListenerSasl
 from .tls import certificate_principal
@@ -51,7 +52,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._max_inflight = max_inflight
         self._use_sendfile = use_sendfile
         self._slots: collections.deque[_Slot] = collections.deque()
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Future] = set()  # tasks, and futures of Completions
         self._transport: asyncio.Transport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._writer: SocketWriter | TransportWriter | None = None
@@ -162,7 +163,8 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._slots.append(slot)
         self.idle.clear()
         if is_awaitable(result):
-            task = asyncio.ensure_future(result)
+            # A Completion's future is resolved with the framed answer: no task between it and the write.
+            task = result.future() if isinstance(result, Completion) else asyncio.ensure_future(result)
             self._tasks.add(task)
             task.add_done_callback(lambda t, s=slot: self._on_response_ready(t, s))
         else:
