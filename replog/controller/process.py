@@ -49,6 +49,7 @@ from replog.server.inter_broker import (
 from replog.server.listener_config import ListenerSpec, SecurityProtocol, resolve_server_listeners
 from replog.server.listener_security import build_listener_security, is_listener_key
 from replog.server.listener_socket import write_ready_file
+from replog.server.parent_watch import stop_when_parent_exits
 from replog.server.properties import parse_bool, parse_listeners, read_properties
 from replog.server.sasl import SCRAM_MECHANISMS
 from replog.server.scram_credentials import parse_bootstrap_credentials
@@ -218,6 +219,7 @@ async def serve_controller(config: ControllerConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    stop_when_parent_exits(loop, stop.set)
     await stop.wait()
     await controller.stop()
 
