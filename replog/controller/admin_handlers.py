@@ -1,6 +1,6 @@
 """The controller's handlers for the admin requests brokers forward (KIP-590): AlterConfigs (33) v0-2,
 IncrementalAlterConfigs (44) v0-1, CreatePartitions (37) v0-3, ElectLeaders (43) v0-2,
-AlterPartitionReassignments (45) v0, ListPartitionReassignments (46) v0 and AlterUserScramCredentials (51) v0.
+AlterPartitionReassignments (45) v0-1, ListPartitionReassignments (46) v0 and AlterUserScramCredentials (51) v0.
 Like CreateTopics, only the inter-broker principal may send them; the broker relays the answer to its client
 unchanged."""
 
@@ -111,6 +111,7 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, target: admi
     request = decode_request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, ctx.api_version, ctx.frame, ctx.body_offset)
     requested = [(t.name, p.partition_index, None if p.replicas is None else list(p.replicas))
                  for t in request.topics for p in t.partitions]
+    allow_rf_change = getattr(request, "allow_replication_factor_change", True)  # v1+ (KIP-860)
     error, message = ErrorCode.none, None
     if not ctx.session.cluster_action:
         error, message = ErrorCode.cluster_authorization_failed, "not a broker"
@@ -119,12 +120,13 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, target: admi
     if error != ErrorCode.none:
         outcomes = [admin.Outcome(error, message)] * len(requested)
     else:
-        outcomes = await reassignment_ops.alter_partition_reassignments(target, requested)
+        outcomes = await reassignment_ops.alter_partition_reassignments(target, requested, allow_rf_change)
     by_topic: dict[str, list[dict]] = {}
     for (topic, partition, _), outcome in zip(requested, outcomes, strict=True):
         by_topic.setdefault(topic, []).append({"partition_index": partition, "error_code": outcome.error_code,
                                                "error_message": outcome.message})
-    body = {"throttle_time": 0, "error_code": error, "error_message": message,
+    body = {"throttle_time": 0, "allow_replication_factor_change": allow_rf_change, "error_code": error,
+            "error_message": message,
             "responses": [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]}
     return [encode_response(ApiKey.ALTER_PARTITION_REASSIGNMENTS, ctx.api_version, body)]
 
