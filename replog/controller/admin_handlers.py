@@ -36,7 +36,7 @@ async def handle_alter_configs(ctx: RequestContext, target: admin.AdminTarget) -
     api_key = ctx.header.api_key
     incremental = api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS
     request = decode_request(api_key, ctx.api_version, ctx.frame, ctx.body_offset)
-    if not ctx.session.cluster_action:
+    if not ctx.may_act_for_cluster:
         outcomes = [admin.Outcome(ErrorCode.cluster_authorization_failed, "not a broker")] * len(request.resources)
     elif not target.active:
         outcomes = [admin.Outcome(ErrorCode.not_controller, "not the active controller")] * len(request.resources)
@@ -58,7 +58,7 @@ async def handle_create_partitions(ctx: RequestContext, target: admin.AdminTarge
     results = []
     for topic in request.topics:
         error, message = ErrorCode.none, None
-        if not ctx.session.cluster_action:
+        if not ctx.may_act_for_cluster:
             error, message = ErrorCode.cluster_authorization_failed, "not a broker"
         elif names[topic.name] > 1:
             error, message = ErrorCode.invalid_request, "Duplicate topic in request."
@@ -83,7 +83,7 @@ async def handle_elect_leaders(ctx: RequestContext, target: admin.AdminTarget) -
     requested = None if request.topic_partitions is None else [
         (t.topic, p) for t in request.topic_partitions for p in t.partitions]
     error, answers = ErrorCode.none, {}
-    if not ctx.session.cluster_action:
+    if not ctx.may_act_for_cluster:
         error = ErrorCode.cluster_authorization_failed
     elif not target.active:
         error = ErrorCode.not_controller
@@ -113,7 +113,7 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, target: admi
                  for t in request.topics for p in t.partitions]
     allow_rf_change = getattr(request, "allow_replication_factor_change", True)  # v1+ (KIP-860)
     error, message = ErrorCode.none, None
-    if not ctx.session.cluster_action:
+    if not ctx.may_act_for_cluster:
         error, message = ErrorCode.cluster_authorization_failed, "not a broker"
     elif not target.active:
         error, message = ErrorCode.not_controller, "not the active controller"
@@ -134,7 +134,7 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, target: admi
 async def handle_list_partition_reassignments(ctx: RequestContext, target: admin.AdminTarget) -> list:
     request = decode_request(ApiKey.LIST_PARTITION_REASSIGNMENTS, ctx.api_version, ctx.frame, ctx.body_offset)
     error, message, ongoing = ErrorCode.none, None, []
-    if not ctx.session.cluster_action:
+    if not ctx.may_act_for_cluster:
         error, message = ErrorCode.cluster_authorization_failed, "not a broker"
     elif not target.active:
         error, message = ErrorCode.not_controller, "not the active controller"
@@ -155,7 +155,7 @@ async def handle_alter_user_scram_credentials(ctx: RequestContext, target: admin
     request = decode_request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ctx.api_version, ctx.frame, ctx.body_offset)
     deletions, upsertions = changes_of_request(request)
     error = None
-    if not ctx.session.cluster_action:
+    if not ctx.may_act_for_cluster:
         error = (ErrorCode.cluster_authorization_failed, "not a broker")
     elif not target.active:
         error = (ErrorCode.not_controller, "not the active controller")

@@ -118,9 +118,13 @@ def _controller_listener(props: dict[str, str]) -> ListenerSpec:
     return resolve_server_listeners(props, DEFAULT_LISTENER)[0]
 
 
+def _authorizer_config(props: dict[str, str]) -> AuthorizerConfig:
+    return AuthorizerConfig.from_properties(props.get("authorizer.class.name", ""), props.get("super.users", ""),
+                                            parse_bool(props.get("allow.everyone.if.no.acl.found", "false")))
+
+
 def _cluster_members(props: dict[str, str]) -> ClusterMembers:
-    authorizer = AuthorizerConfig.from_properties(props.get("authorizer.class.name", ""), props.get("super.users", ""),
-                                                  True)
+    authorizer = _authorizer_config(props)
     return ClusterMembers(authorizer.super_users,
                           restricted=authorizer.enabled or bool(props.get("inter.broker.secret")))
 
@@ -133,6 +137,7 @@ def controller_security_fields(props: dict[str, str]) -> dict[str, object]:
     listener = _controller_listener(props)
     members = _cluster_members(props)
     values["members"] = members
+    values["authorizer"] = _authorizer_config(props)
     values["listener_security"] = build_listener_security(listener, props, None, members)
     if listener.protocol.uses_sasl:
         # The controllers' listener cannot take SCRAM: its credentials live in the log it serves (KAFKA-15513).
