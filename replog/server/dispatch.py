@@ -24,7 +24,7 @@ from replog.protocol.headers import (
 )
 from replog.protocol.primitives import DecodeError
 
-from .auth import SaslState, Session
+from .auth import SaslState, Session, client_host
 from .completion import Completion
 from .reauth import Verdict, on_authenticated_request
 from .sasl import SaslAuthenticationFailed
@@ -61,6 +61,14 @@ class RequestContext:
     @property
     def body_offset(self) -> int:
         return self.header.body_offset
+
+    @property
+    def may_act_for_cluster(self) -> bool:
+        """CLUSTER_ACTION on the cluster, which what only nodes send needs (replication, LeaderAndIsr,
+        registration, forwarded admin requests): a node principal, or an ACL allowing it (server/auth.py)."""
+        session = self.session
+        return session.cluster_action or session.members.grants_cluster_action(session.principal,
+                                                                                client_host(self.peer))
 
 
 Handler = Callable[[RequestContext], HandlerResult]

@@ -49,7 +49,7 @@ def handle(ctx: RequestContext, replicas: ReplicaManager, access: Access):
     ]
     params = FetchParams(replica_id=request.replica_id, max_wait_ms=millis(request.max_wait),
                          min_bytes=request.min_bytes, max_bytes=request.max_bytes, partitions=requested)
-    if params.from_follower and not ctx.session.cluster_action:
+    if params.from_follower and not ctx.may_act_for_cluster:
         # Only brokers replicate: a client claiming a replica id would read past the HW. No session is touched.
         return _encode(ctx.api_version, params, _all_errors(params, ErrorCode.cluster_authorization_failed))
     # Before v7 the request has no session fields: the defaults (id 0, epoch -1) make it sessionless.
