@@ -83,12 +83,15 @@ class FetchPlan:
         self.partitions_planned += len(self._marked)
         # Sorted: the request's order must not depend on hashing, so a simulation seed replays identically.
         for tp in sorted(self._marked):
+            followed = partitions.get(tp)
+            state = None if followed is None else followed.state
+            if (state is not None and self.states.get(tp) is state and not state.is_delayed(now_ms)
+                    and self.requests[tp].log_start_offset == followed.log.log_start_offset):
+                continue  # as planned: the entry stays the same object
             self.leave_out(tp)
             self.truncating.discard(tp)
-            followed = partitions.get(tp)
-            if followed is None:
+            if state is None:
                 continue
-            state = followed.state
             if state.is_delayed(now_ms):
                 heapq.heappush(self._delayed, (state.delayed_until_ms, tp))
             elif state.phase is FetchPhase.TRUNCATING:

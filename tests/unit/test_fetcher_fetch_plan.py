@@ -105,8 +105,10 @@ def test_a_log_start_moved_by_retention_is_sent_after_the_full_re_plan():
     partitions[tp].log.log_start_offset = 40  # local retention marks nothing
     plan.update(FULL_REPLAN_MS - 1, partitions)
     assert plan.requests[tp].log_start_offset == 0 and plan.partitions_planned == 1000
+    before = dict(plan.requests)
     plan.update(FULL_REPLAN_MS, partitions)
     assert plan.requests[tp].log_start_offset == 40 and plan.partitions_planned == 2000
+    assert sum(plan.requests[other] is not entry for other, entry in before.items()) == 1, "the rest kept"
 
 
 async def test_rounds_beside_idle_partitions_re_plan_only_the_busy_one(tmp_path):
