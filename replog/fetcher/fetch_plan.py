@@ -79,6 +79,8 @@ class FetchPlan:
             self._marked.add(heapq.heappop(self._delayed)[1])
         if self._next_full_ms is None or now_ms >= self._next_full_ms:
             self._marked.update(partitions)
+            self._marked.update(self.states)  # and any no longer followed that a change failed to mark
+            self._marked.update(self.truncating)
             self._next_full_ms = now_ms + self._full_replan_ms
         self.partitions_planned += len(self._marked)
         # Sorted: the request's order must not depend on hashing, so a simulation seed replays identically.

@@ -480,6 +480,7 @@ class ReplicaFetcher:
     def _fail(self, tp: TopicPartition, reason: str) -> None:
         logger.warning("%r: %s: stops fetching until it is added again: %s", self, tp, reason)
         self._partitions.pop(tp, None)
+        self._plan.mark(tp)  # out of the next request
         self._failed.add(tp)
 
     def _back_off(self, followed: FollowedPartition | None, now_ms: int | None = None) -> None:

@@ -97,6 +97,15 @@ def test_a_removed_partition_leaves_the_plan_once_marked():
     assert tp not in plan.requests and tp not in plan.states
 
 
+def test_the_full_re_plan_drops_a_partition_no_longer_followed_even_unmarked():
+    plan = FetchPlan(MAX_BYTES)
+    partitions = _followed(plan, 2)
+    plan.update(0, partitions)
+    del partitions[TopicPartition("idle", 0)]
+    plan.update(FULL_REPLAN_MS, partitions)
+    assert list(plan.requests) == [TopicPartition("idle", 1)]
+
+
 def test_a_log_start_moved_by_retention_is_sent_after_the_full_re_plan():
     plan = FetchPlan(MAX_BYTES)
     partitions = _followed(plan, 1000)
