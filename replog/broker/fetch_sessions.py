@@ -2,9 +2,9 @@
 
 A fetcher opens a session with a full fetch at epoch 0; the answer carries the session's id. From then on it
 sends, at the next epoch, only the partitions whose fetch parameters changed (and forgets those it no longer
-wants); the broker fetches every partition of the session and answers only the partitions with news: data,
-an error, a diverging epoch, or a moved HW / log start offset. A wrong epoch answers INVALID_FETCH_SESSION_EPOCH,
-an unknown id FETCH_SESSION_ID_NOT_FOUND, and the fetcher starts over with a full fetch. Epoch -1 closes.
+wants); the broker answers only the session's partitions with news: data, an error, a diverging epoch, or a
+moved HW / log start offset. A wrong epoch answers INVALID_FETCH_SESSION_EPOCH, an unknown id
+FETCH_SESSION_ID_NOT_FOUND, and the fetcher starts over with a full fetch. Epoch -1 closes.
 
 Work per request follows what changed, not the session's size: a partition whose last read found the fetcher
 caught up is quiet, and is not read again until the broker reports a change to it (`partition_changed`, from
