@@ -41,6 +41,9 @@ MAX_BROKERS = 10_000
 MAX_TOPICS = 100_000
 
 
+NO_OFFLINE_REPLICAS: frozenset[int] = frozenset()
+
+
 class ControllerError(Exception):
     def __init__(self, error_code: ErrorCode, message: str) -> None:
         super().__init__(f"{error_code.name.upper()}: {message}")
@@ -153,8 +156,14 @@ class ClusterMetadata:
         """The broker restarted: its log dirs are back, or it reports the failed ones again."""
         self._offline_replicas.pop(broker_id, None)
 
+    @property
+    def has_offline_replicas(self) -> bool:
+        return any(self._offline_replicas.values())
+
     def offline_replicas_of(self, partition: PartitionRegistration) -> frozenset[int]:
         """The replicas of `partition` in failed log dirs."""
+        if not self._offline_replicas:
+            return NO_OFFLINE_REPLICAS
         key = TopicPartition(partition.topic, partition.partition)
         return frozenset(b for b, keys in self._offline_replicas.items() if key in keys)
 
