@@ -81,9 +81,12 @@ class UpdatePlanner:
             BrokerView(sender, full_only, view.live_brokers, dict(view.topics), dict(view.partitions))
         self._states: dict[str, UpdateMetadataTopicState] = {}
         self.partition_count = 0  # partition states in the request
+        self._started = False
 
     def steps(self) -> Iterator[int]:
-        """Build the request; yields how many partitions it has looked at after each chunk."""
+        """Build the request; yields how many partitions it has looked at after each chunk. Once only."""
+        assert not self._started, "a planner builds one request"
+        self._started = True
         keys = [(name, index) for name, topic in self._metadata.topics.items() for index in topic.partitions]
         for start in range(0, len(keys), self._chunk):
             self._add_chunk(keys[start:start + self._chunk])

@@ -14,6 +14,7 @@ from replog.controller.broker_requests import EPOCH_DURING_DELETE
 from replog.controller.cluster import ControllerError
 from replog.controller.heartbeats import HeartbeatAnswer
 from replog.controller.propagation import PropagationError
+from replog.controller.registry import change_isr
 from replog.controller.server import (
     FIRST_CONTROLLER_EPOCH,
     HeartbeatAnswer,
@@ -235,3 +236,58 @@ async def test_stop_ends_the_sender_of_a_fenced_broker_whose_connect_failed_as_i
     assert let_sessions_expire(controller, clock, 1) == [1]  # out of the channel: its sender is cancelled
     await asyncio.wait_for(controller.stop(), 5)
     assert len(attempts) == 1
+
+
+# ------------------------------------------------------------------------ incremental UpdateMetadata
+
+
+async def test_a_second_topic_sends_each_broker_only_its_partitions(controller, brokers):
+    await controller.create_topic("first", {i: [1, 2, 3] for i in range(20)})
+    forget_requests(brokers)
+    await controller.create_topic("second", {0: [1, 2], 1: [2, 3]})
+    await controller.settle()
+    for fake in brokers.values():
+        assert [(t.topic_name, len(t.partition_states), r.type) for r in fake.requests(UM) for t in r.topic_states] \
+            == [("second", 2, 1)]
+        assert set(fake.image.topics) == {"first", "second"}
+
+
+async def test_a_broker_that_refused_an_update_gets_a_full_one_next(controller, brokers):
+    await controller.create_topic("t", {0: [1, 2], 1: [2, 3]})
+    brokers[3].request_error[UM] = ErrorCode.stale_controller_epoch
+    with pytest.raises(PropagationError):
+        await controller.create_topic("u", {0: [1, 2]})
+    del brokers[3].request_error[UM]
+    forget_requests(brokers)
+    await controller.create_topic("v", {0: [1, 2]})
+    assert [r.type for r in brokers[3].requests(UM)] == [2]  # it missed "u": everything again
+    assert [r.type for r in brokers[1].requests(UM)] == [1]
+    assert set(brokers[3].image.topics) == set(brokers[1].image.topics) == {"t", "u", "v"}
+
+
+async def test_a_large_push_is_built_in_chunks_with_the_event_loop_free_in_between(controller, brokers):
+    """Heartbeats are handled while the controller builds an UpdateMetadata of thousands of partitions."""
+    await controller.create_topic("big", {i: [1, 2, 3] for i in range(2_000)})
+    await controller.settle()
+    forget_requests(brokers)
+    # Every partition's ISR shrinks: the next push carries all 2,000 partitions to each broker.
+    controller.metadata.apply([change_isr(p, p.isr[:2]) for p in controller.metadata.topics["big"].partitions.values()])
+    sent_before = controller.propagator.update_partition_states
+    queued_at_each_turn = []
+
+    async def other_work():  # what the event loop runs whenever the build lets it: heartbeats, say
+        while not push.done():
+            queued_at_each_turn.append(controller.propagator.update_partition_states - sent_before)
+            heartbeat(controller, 1)
+            await asyncio.sleep(0)
+
+    push = asyncio.create_task(controller.propagator.push_metadata())
+    await asyncio.gather(push, other_work())
+    await controller.propagator.wait(push.result())
+    # Two chunks of 1,000 for the first broker, each followed by a turn of other work, before its request
+    # (built in one go, every request would be queued before the other work's first turn).
+    assert queued_at_each_turn[:2] == [0, 0]
+    assert queued_at_each_turn[-1] == 3 * 2_000
+    for fake in brokers.values():
+        (update,) = fake.requests(UM)
+        assert sum(len(t.partition_states) for t in update.topic_states) == 2_000
