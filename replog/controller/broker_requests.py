@@ -51,8 +51,10 @@ def leader_and_isr_request(controller_id: int, controller_epoch: int, broker: Br
     topic_states: dict[str, LeaderAndIsrTopicState] = {}
     for p in partitions:
         assert broker.broker_id in p.replicas, (broker, p)
-        topic = metadata.topics[p.topic]
-        state = topic_states.setdefault(p.topic, LeaderAndIsrTopicState(p.topic, p.topic_id, [], dict(topic.configs)))
+        state = topic_states.get(p.topic)
+        if state is None:  # not setdefault: that would build a topic state and copy its configs per partition
+            state = topic_states[p.topic] = LeaderAndIsrTopicState(p.topic, p.topic_id, [],
+                                                                   dict(metadata.topics[p.topic].configs))
         state.partition_states.append(LeaderAndIsrPartitionState(
             p.topic, p.partition, controller_epoch, p.leader, p.leader_epoch, list(p.isr), p.partition_epoch,
             list(p.replicas), list(p.adding_replicas), list(p.removing_replicas), is_new=is_new,
