@@ -31,6 +31,7 @@ from .registry import PartitionRegistration
 
 UPDATE_METADATA_INCREMENTAL = 1  # KIP-866's Type: the request lists only what changed
 PUSH_CHUNK_PARTITIONS = 1_000  # about 10 ms of building on an idle core
+_UNSET = object()
 
 # What only a full UpdateMetadata carries: dynamic broker configs, SCRAM credentials, ACL bindings.
 FullOnly = tuple[dict[str, dict[str, str]], list[tuple], list[tuple]]
@@ -45,6 +46,9 @@ class BrokerView:
     sender: object
     full_only: FullOnly
     live_brokers: list = field(default_factory=list)  # the UpdateMetadataBrokers last sent
+    # The live brokers the offline replicas in `partitions` were computed with (None: failed log dirs had a
+    # say too): while they stay the same, an unchanged registration has unchanged offline replicas.
+    liveness: frozenset[int] | None = None
     topics: dict[str, tuple[uuid.UUID, dict[str, str]]] = field(default_factory=dict)  # name: (id, configs)
     partitions: dict[tuple[str, int], PartitionView] = field(default_factory=dict)
 
@@ -78,10 +82,12 @@ class UpdatePlanner:
         self._before = None if self.full else view
         # The new view starts as a copy: a planner abandoned halfway leaves the broker's view as it was.
         self.view = BrokerView(sender, full_only) if view is None or self.full else \
-            BrokerView(sender, full_only, view.live_brokers, dict(view.topics), dict(view.partitions))
+            BrokerView(sender, full_only, view.live_brokers, view.liveness, dict(view.topics), dict(view.partitions))
         self._states: dict[str, UpdateMetadataTopicState] = {}
         self.partition_count = 0  # partition states in the request
         self._started = False
+        self._liveness: object = _UNSET
+        self._liveness_stable = True
 
     def steps(self) -> Iterator[int]:
         """Build the request; yields how many partitions it has looked at after each chunk. Once only."""
@@ -92,6 +98,9 @@ class UpdatePlanner:
             self._add_chunk(keys[start:start + self._chunk])
             yield min(start + self._chunk, len(keys))
         self._add_topic_changes()
+        # Chunks read the liveness of their moment; one that changed meanwhile leaves it unknown.
+        stable = self._liveness_stable and self._liveness is not _UNSET
+        self.view.liveness = self._liveness if stable else None  # type: ignore[assignment]
 
     def run(self) -> "UpdatePlanner":
         """Build it in one go."""
@@ -116,14 +125,24 @@ class UpdatePlanner:
     def _add_chunk(self, keys: list[tuple[str, int]]) -> None:
         metadata = self._metadata
         live = metadata.live_broker_ids()
+        liveness = None if metadata.has_offline_replicas else frozenset(live)
+        # The common push, after an ISR change: the same live brokers, so only registrations that were
+        # replaced need looking at (an identity check, not the offline replicas of every partition).
+        same_liveness = liveness is not None and liveness == self.view.liveness
         known = self.view.partitions
+        if self._liveness is _UNSET:
+            self._liveness = liveness
+        elif self._liveness != liveness:
+            self._liveness_stable = False
         for key in keys:
             topic = metadata.topics.get(key[0])
             registration = topic.partitions.get(key[1]) if topic is not None else None
             if registration is None:  # deleted since the keys were listed: _add_topic_changes says so
                 continue
-            offline = offline_replicas(registration, live, metadata)
             before = known.get(key)
+            if same_liveness and before is not None and before[0] is registration:
+                continue
+            offline = offline_replicas(registration, live, metadata)
             if before is not None and before[0] is registration and before[1] == offline:
                 continue
             state = self._topic_state(key[0])

@@ -176,3 +176,16 @@ def test_the_image_after_increments_equals_the_image_after_one_full_snapshot():
     full.apply_update_metadata(push(metadata, UpdatePlanner(metadata, None, SENDER, EPOCH)))
     assert image_fields(by_increments) == image_fields(full)
     assert set(by_increments.topics) == {"t"} and set(by_increments.brokers) == {1, 2}
+
+
+def test_a_broker_fenced_between_chunks_leaves_the_liveness_unknown_so_the_next_push_looks_at_all():
+    metadata = cluster(partitions=4)
+    planner = UpdatePlanner(metadata, None, SENDER, EPOCH, chunk=2)
+    steps = planner.steps()
+    next(steps)  # t-0, t-1 built with broker 3 live
+    metadata.add_broker(dataclasses.replace(metadata.brokers[3], fenced=True))
+    list(steps)
+    assert planner.view.liveness is None
+    following = push(metadata, UpdatePlanner(metadata, planner.view, SENDER, EPOCH))
+    assert sent(following) == {("t", 0), ("t", 1)}  # their offline replicas were computed with 3 live
+    assert {p.offline_replicas[0] for p in control_states(following).values()} == {3}
