@@ -22,6 +22,10 @@ TOPIC = "many"
 PARTITIONS = 2_000
 KAFKA_SESSION_TIMEOUT_MS = 9_000  # broker.session.timeout.ms: a stalled controller or broker would fence
 SETTLE_TIMEOUT_S = 120.0
+# Each broker creates 2,000 logs before it answers the LeaderAndIsr: on a loaded 2-core machine that can take
+# longer than the controller's default 30 s request timeout (Kafka's controller.socket.timeout.ms), which
+# would resend it. The benchmark's 10,000 round waits longer likewise.
+CONTROLLER_OPTIONS = {"request_timeout_ms": 120_000, "propagation_timeout_ms": 120_000}
 
 
 def round_robin(partitions: int) -> dict[int, list[int]]:
@@ -47,7 +51,8 @@ def confluent_partitions(bootstrap: str) -> dict[int, tuple[int, tuple[int, ...]
 
 def test_thousands_of_partitions_rf3_settle_with_no_broker_fenced(tmp_path):
     async def scenario() -> None:
-        cluster = LocalCluster(tmp_path, brokers=3, session_timeout_ms=KAFKA_SESSION_TIMEOUT_MS)
+        cluster = LocalCluster(tmp_path, brokers=3, session_timeout_ms=KAFKA_SESSION_TIMEOUT_MS,
+                               controller_options=CONTROLLER_OPTIONS)
         await cluster.start()
         try:
             controller = cluster.controller
