@@ -291,3 +291,20 @@ async def test_a_large_push_is_built_in_chunks_with_the_event_loop_free_in_betwe
     for fake in brokers.values():
         (update,) = fake.requests(UM)
         assert sum(len(t.partition_states) for t in update.topic_states) == 2_000
+
+
+async def test_a_broker_back_on_a_new_connection_during_a_chunked_push_gets_a_full_update(controller, brokers):
+    """Fenced by silence and back while a push was being built for it: it may have missed updates queued to
+    its old connection, so what the push sends it is everything."""
+    await controller.create_topic("big", {i: [1, 2, 3] for i in range(2_000)})
+    await controller.settle()
+    controller.metadata.apply([change_isr(p, p.isr[:2]) for p in controller.metadata.topics["big"].partitions.values()])
+    forget_requests(brokers)
+    push = asyncio.create_task(controller.propagator.push_metadata(broker_ids=[1]))
+    await asyncio.sleep(0)  # the first chunk is built
+    assert not push.done()
+    controller.channel.remove_broker(1)
+    controller.channel.add_broker(1, HOST, brokers[1].port)
+    await controller.propagator.wait(await push)
+    (update,) = brokers[1].requests(UM)
+    assert update.type == 2 and sum(len(t.partition_states) for t in update.topic_states) == 2_000
