@@ -50,7 +50,8 @@ from .handlers.context import ConfigAdmin, ControlPlane, GroupCoordination, Topi
 from .lifecycle import BrokerIdentity, BrokerLifecycleManager
 from .local_controller import LocalController, TopicCreationError
 from .metadata import BrokerEndpoint, MetadataImage, TopicMetadata
-from .metrics import BrokerCollector, BrokerMetrics, broker_snapshot
+from .metrics import BrokerCollector, BrokerMetrics
+from .metrics_dump import BrokerDump
 from .replica_manager import ReplicaManager
 from .stray_logs import delete_stray_logs
 
@@ -124,7 +125,7 @@ class Broker:
         self.metrics_service = MetricsService(
             config.metrics, node_id=config.node_id, role="broker", data_dir=config.log_dirs[0],
             collector=BrokerCollector(self.metrics, self.replica_manager, self.connections),
-            snapshot=lambda now_ms: broker_snapshot(self.metrics, self.replica_manager, now_ms))
+            snapshot=BrokerDump(self.metrics, self.replica_manager).snapshot)
         self.metrics.dumper = self.metrics_service.dumper
         await self.metrics_service.start()
         dispatcher = Dispatcher(self._build_handlers(), functools.partial(unsupported_version_body, BROKER_APIS),
