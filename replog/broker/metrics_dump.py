@@ -11,7 +11,7 @@ partition's share is stored with its line and the totals adjusted when it change
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from replog.log.partition_log import TopicPartition
 from replog.metrics.encoded_array import ArrayUpdate, EncodedArray
@@ -20,8 +20,7 @@ from .metrics import BrokerMetrics, PartitionCounters, TopicCounters, follower_l
 from .partition import Partition
 
 
-@dataclass(frozen=True, slots=True)
-class GaugeShare:
+class GaugeShare(NamedTuple):
     """What one partition adds to the broker's replication gauges (Kafka's ReplicaManager gauges)."""
 
     leader: int = 0
@@ -49,13 +48,14 @@ def partition_line(metrics: BrokerMetrics, partition: Partition, now_ms: int) ->
     }
 
 
-def gauge_share(metrics: BrokerMetrics, partition: Partition) -> GaugeShare:
-    state = partition.state
+def gauge_share(metrics: BrokerMetrics, partition: Partition, line: dict) -> GaugeShare:
+    """From the partition's line just built (the same figures, not computed twice)."""
     if partition.is_leader:
-        isr_size, min_isr = len(state.isr), partition.effective_min_isr()
-        return GaugeShare(1, int(isr_size < len(state.replicas)), int(isr_size < min_isr), int(isr_size == min_isr))
-    if state.leader >= 0:
-        return GaugeShare(follower_lag=metrics.follower_lag(partition.key, partition))
+        isr_size, min_isr = len(line["isr"]), line["min_isr"]
+        return GaugeShare(1, int(isr_size < len(line["replicas"])), int(isr_size < min_isr), int(isr_size == min_isr))
+    if line["leader"] >= 0:
+        lag = metrics.follower_lag(partition.key, partition)
+        return GaugeShare(follower_lag=lag) if lag else NO_SHARE
     return NO_SHARE
 
 
@@ -97,7 +97,7 @@ class BrokerDump:
     def _rebuild(self, key: TopicPartition, partition: Partition, now_ms: int) -> dict:
         line = partition_line(self._metrics, partition, now_ms)
         self.lines_built += 1
-        self._set_share(key, gauge_share(self._metrics, partition))
+        self._set_share(key, gauge_share(self._metrics, partition, line))
         end = line["log_end_offset"]
         if any(follower["fetch_offset"] < end for follower in line["followers"]):
             self._clock_bound.add(key)
@@ -107,7 +107,7 @@ class BrokerDump:
 
     def _set_share(self, key: TopicPartition, share: GaugeShare) -> None:
         old = self._shares.pop(key, NO_SHARE)
-        if share != NO_SHARE:
+        if share is not NO_SHARE:
             self._shares[key] = share
         self._leaders += share.leader - old.leader
         self._under_replicated += share.under_replicated - old.under_replicated
