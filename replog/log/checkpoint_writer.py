@@ -16,9 +16,10 @@ said by each caller (log_manager.py, epoch_cache.py).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -31,9 +32,14 @@ FailureHandler = Callable[[Path, OSError], None]
 
 def write_if_directory_exists(path: Path, data: bytes) -> None:
     """A partition deleted after its checkpoint was submitted has no directory left to write into (Kafka's
-    LeaderEpochFileCache.writeIfDirExists)."""
-    if path.parent.is_dir():
+    LeaderEpochFileCache.writeIfDirExists): skipped, not a disk failure."""
+    if not path.parent.is_dir():
+        return
+    try:
         write_atomically(path, data)
+    except FileNotFoundError:
+        if path.parent.is_dir():
+            raise
 
 
 class CheckpointWriter:
@@ -69,10 +75,14 @@ class CheckpointWriter:
         with self._disk:
             write_atomically(path, data)
 
-    def discard_under(self, directory: Path) -> None:
-        """Drop the pending writes of files in `directory` (a partition being deleted)."""
+    @contextlib.contextmanager
+    def deleting(self, directory: Path) -> Iterator[None]:
+        """While the caller deletes `directory` (a partition's): its pending writes are dropped, and no write
+        runs, so none recreates a file in it halfway through; a write queued behind finds it gone."""
         for path in [p for p in self._pending if p.parent == directory]:
             del self._pending[path]
+        with self._disk:
+            yield
 
     async def _drain(self, path: Path) -> None:
         loop = asyncio.get_running_loop()

@@ -276,9 +276,11 @@ class LogManager:
         for listener in self._removal_listeners:
             listener(tp)
         self._logs_per_dir[self._dir_of.pop(tp)] -= 1
-        if self._writer is not None:
-            self._writer.discard_under(log.directory)
-        log.delete()
+        if self._writer is None:
+            log.delete()
+        else:
+            with self._writer.deleting(log.directory):
+                log.delete()
         return True
 
     def all_logs(self) -> list[PartitionLog]:

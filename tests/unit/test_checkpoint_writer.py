@@ -3,9 +3,11 @@ of one file at once, never an older value after a newer one."""
 
 import asyncio
 import errno
+import shutil
 import threading
 from pathlib import Path
 
+from replog.log import checkpoint_writer
 from replog.log.checkpoint_writer import CheckpointWriter, write_if_directory_exists
 
 
@@ -122,22 +124,46 @@ async def test_a_failed_write_reports_its_log_dir(tmp_path):
     await writer.close()
 
 
-async def test_pending_writes_of_a_deleted_partition_are_dropped(tmp_path):
-    disk = GatedDisk()
-    disk.open.clear()
-    writer = CheckpointWriter(lambda log_dir, error: None, write=disk.write)
+async def test_no_write_recreates_a_partition_directory_being_deleted(tmp_path):
+    gate = threading.Event()
+    started = threading.Event()
+
+    def gated_write(path: Path, data: bytes) -> None:
+        started.set()
+        gate.wait(5)
+        write_if_directory_exists(path, data)
+
+    writer = CheckpointWriter(lambda log_dir, error: None, write=gated_write)
     busy, deleted = tmp_path / "t-0", tmp_path / "t-1"
+    busy.mkdir()
+    deleted.mkdir()
     writer.submit(busy / "leader-epoch-checkpoint", b"a", tmp_path)
-    await wait_started(disk)  # the single worker is busy: t-1's write waits behind it
+    await asyncio.to_thread(started.wait, 5)  # the single worker is busy: t-1's write waits behind it
     writer.submit(deleted / "leader-epoch-checkpoint", b"b", tmp_path)
-    writer.discard_under(deleted)
-    disk.open.set()
+    gate.set()
+
+    def delete() -> None:
+        with writer.deleting(deleted):
+            shutil.rmtree(deleted)
+
+    await asyncio.to_thread(delete)
     await writer.close()
-    assert disk.written == [(busy / "leader-epoch-checkpoint", b"a")]
+    assert (busy / "leader-epoch-checkpoint").read_bytes() == b"a"
+    assert not deleted.exists()  # t-1's write was dropped, or ran after the deletion and found no directory
 
 
-def test_a_write_into_a_directory_that_is_gone_is_skipped(tmp_path):
+def test_a_write_into_a_directory_that_is_gone_is_skipped(tmp_path, monkeypatch):
     write_if_directory_exists(tmp_path / "gone" / "leader-epoch-checkpoint", b"x")
+    assert not (tmp_path / "gone").exists()
+    (tmp_path / "gone").mkdir()
+
+    def deleted_meanwhile(path, data):
+        path.parent.rmdir()
+        raise FileNotFoundError(path)
+
+    monkeypatch.setattr(checkpoint_writer, "write_atomically", deleted_meanwhile)
+    write_if_directory_exists(tmp_path / "gone" / "leader-epoch-checkpoint", b"x")  # not a disk failure
+    monkeypatch.undo()
     assert not (tmp_path / "gone").exists()
     write_if_directory_exists(tmp_path / "leader-epoch-checkpoint", b"x")
     assert (tmp_path / "leader-epoch-checkpoint").read_bytes() == b"x"
