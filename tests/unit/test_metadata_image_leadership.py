@@ -81,7 +81,7 @@ def control_plane(image: MetadataImage, replicas: ApplyingReplicas) -> ControlPl
 
 
 def context(body: bytes) -> SimpleNamespace:
-    return SimpleNamespace(frame=bytearray(body), body_offset=0, session=SimpleNamespace(cluster_action=True))
+    return SimpleNamespace(frame=bytearray(body), body_offset=0, may_act_for_cluster=True)
 
 
 async def test_the_image_names_the_new_leader_before_the_replica_manager_applies_it():
