@@ -110,6 +110,7 @@ class Broker:
         self.controller = LocalController(config.log_dirs[0], self.image, config.node_id,
                                           manages_topics=not self.in_cluster,
                                           producer_id_base=config.node_id << 32 if self.in_cluster else 0)
+        self.log_manager.start_background_checkpoints()  # before any leadership touches an epoch cache
         self.replica_manager = self._build_replica_manager()
         # Before any leadership is applied: the offsets partitions this broker leads at start are loaded too.
         self.groups = GroupCoordinatorShell(config.group, self.replica_manager, clock_ms)
@@ -422,6 +423,9 @@ class Broker:
 
     async def _checkpoint_offsets(self) -> None:
         await self._flush_rolled_segments()
+        # The epoch changes of every batch below the new recovery points are on disk before those points are:
+        # recovery rebuilds epochs only from the batches past the checkpointed point (epoch_cache.py).
+        await self.log_manager.flush_background_checkpoints()
         self.log_manager.checkpoint_recovery_points()
         self.log_manager.checkpoint_log_start_offsets()
 
@@ -471,6 +475,7 @@ class Broker:
             task.cancel()
         await self.metrics_service.stop()  # a last snapshot: the state the logs are closed with
         await self.log_cleaner.stop()  # its threads read the segments the shutdown closes
+        await self.log_manager.stop_background_checkpoints()
         self.log_manager.shutdown()
         log.info("replog broker %d stopped cleanly", self.config.node_id)
 
