@@ -29,7 +29,7 @@ from replog.protocol.headers import decode_response_header
 from replog.protocol.messages import decode_response, encode_request
 from replog.protocol.topics import OFFSETS_TOPIC
 from replog.security.acl_requests import AclChanges
-from replog.security.authorizer import Authorizer
+from replog.security.authorizer import AclIndex, Authorizer
 from replog.server.api_versions import unsupported_version_body
 from replog.server.connection import ConnectionHolder
 from replog.server.dispatch import Dispatcher, Handler, RequestContext
@@ -50,7 +50,8 @@ from .handlers.context import ConfigAdmin, ControlPlane, GroupCoordination, Topi
 from .lifecycle import BrokerIdentity, BrokerLifecycleManager
 from .local_controller import LocalController, TopicCreationError
 from .metadata import BrokerEndpoint, MetadataImage, TopicMetadata
-from .metrics import BrokerCollector, BrokerMetrics, broker_snapshot
+from .metrics import BrokerCollector, BrokerMetrics
+from .metrics_dump import BrokerDump
 from .replica_manager import ReplicaManager
 from .stray_logs import delete_stray_logs
 
@@ -109,6 +110,7 @@ class Broker:
         self.controller = LocalController(config.log_dirs[0], self.image, config.node_id,
                                           manages_topics=not self.in_cluster,
                                           producer_id_base=config.node_id << 32 if self.in_cluster else 0)
+        self.log_manager.start_background_checkpoints()  # before any leadership touches an epoch cache
         self.replica_manager = self._build_replica_manager()
         # Before any leadership is applied: the offsets partitions this broker leads at start are loaded too.
         self.groups = GroupCoordinatorShell(config.group, self.replica_manager, clock_ms)
@@ -124,13 +126,13 @@ class Broker:
         self.metrics_service = MetricsService(
             config.metrics, node_id=config.node_id, role="broker", data_dir=config.log_dirs[0],
             collector=BrokerCollector(self.metrics, self.replica_manager, self.connections),
-            snapshot=lambda now_ms: broker_snapshot(self.metrics, self.replica_manager, now_ms))
+            snapshot=BrokerDump(self.metrics, self.replica_manager).snapshot)
         self.metrics.dumper = self.metrics_service.dumper
         await self.metrics_service.start()
         dispatcher = Dispatcher(self._build_handlers(), functools.partial(unsupported_version_body, BROKER_APIS),
                                 observe_request=self.metrics.observe_request)
         specs = config.listener_specs
-        for spec, security in zip(specs, listener_securities(config, self.image.scram), strict=True):
+        for spec, security in zip(specs, listener_securities(config, self.image.scram, self.image.acls), strict=True):
             self._servers[spec.name] = await listen(
                 spec.host, spec.port, self.connections, dispatcher, max_frame_bytes=config.socket_request_max_bytes,
                 max_inflight=config.max_inflight_requests_per_connection, use_sendfile=config.fetch_sendfile_enable,
@@ -421,6 +423,9 @@ class Broker:
 
     async def _checkpoint_offsets(self) -> None:
         await self._flush_rolled_segments()
+        # The epoch changes of every batch below the new recovery points are on disk before those points are:
+        # recovery rebuilds epochs only from the batches past the checkpointed point (epoch_cache.py).
+        await self.log_manager.flush_background_checkpoints()
         self.log_manager.checkpoint_recovery_points()
         self.log_manager.checkpoint_log_start_offsets()
 
@@ -470,14 +475,15 @@ class Broker:
             task.cancel()
         await self.metrics_service.stop()  # a last snapshot: the state the logs are closed with
         await self.log_cleaner.stop()  # its threads read the segments the shutdown closes
+        await self.log_manager.stop_background_checkpoints()
         self.log_manager.shutdown()
         log.info("replog broker %d stopped cleanly", self.config.node_id)
 
 
-def listener_securities(config: BrokerConfig,
-                        metadata_credentials: CredentialStore | None = None) -> list[ListenerSecurity]:
+def listener_securities(config: BrokerConfig, metadata_credentials: CredentialStore | None = None,
+                        acls: AclIndex | None = None) -> list[ListenerSecurity]:
     """Each listener's TLS context and SASL setup, in listener order; ValueError names what is wrong.
-    metadata_credentials: the SCRAM credentials UpdateMetadata brings (the image's table)."""
-    members = config.cluster_members()
+    metadata_credentials and acls: the SCRAM credentials and ACLs UpdateMetadata brings (the image's)."""
+    members = config.cluster_members(acls)
     return [build_listener_security(spec, config.security_props, metadata_credentials, members)
             for spec in config.listener_specs]

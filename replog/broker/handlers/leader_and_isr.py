@@ -1,7 +1,8 @@
 """LeaderAndIsr (key 4), v7: the controller tells this broker which partitions it leads or follows.
 
-A cluster action: only the authenticated controller may send it. The replica manager applies it (epoch
-checks, become leader / become follower); this module decodes and answers per partition.
+A cluster action: only the authenticated controller may send it. The broker's metadata image takes the
+new leaderships first (what Metadata answers), then the replica manager applies them (epoch checks, become
+leader / become follower); this module decodes and answers per partition.
 """
 
 import asyncio
@@ -48,12 +49,14 @@ async def wait_until_registered(registration: Registration) -> bool:
 
 async def handle(ctx: RequestContext, control: ControlPlane) -> list:
     request = decode_leader_and_isr_request(ctx.frame, ctx.body_offset)
-    if not ctx.session.cluster_action:
+    if not ctx.may_act_for_cluster:
         error, per_partition = ErrorCode.cluster_authorization_failed, {}
     elif (not await wait_until_registered(control.registration)
           or control.registration.is_stale_broker_epoch(request.broker_epoch)):
         error, per_partition = ErrorCode.stale_broker_epoch, {}
     else:
+        if request.controller_epoch >= control.replicas.controller_epoch:
+            control.image.apply_leadership(request)  # Metadata answers the new leaders from now on (KRaft's order)
         # Shielded: a closed controller connection must not leave the request half applied.
         error, per_partition = await asyncio.shield(control.replicas.become_leader_or_follower(request))
     topics = []
