@@ -11,7 +11,9 @@ An UpdatePlanner builds one broker's request in chunks of at most `chunk` partit
 loop can yield between chunks: 10,000 partitions take about 0.1 s to build and encode, several times that on
 a loaded machine, and heartbeats must not wait behind it. Each chunk reads the registrations current at that
 moment (they are immutable: a change replaces one), so the request never says something older than what
-was sent before it; a partition that changes after its chunk was built is sent by the next push.
+was sent before it. A partition that changes after its chunk was built may already have a LeaderAndIsr
+queued with its new state, so the propagator then builds the request again, in one go, rather than let the
+broker's metadata go back to the older state (propagation.py).
 """
 
 import uuid

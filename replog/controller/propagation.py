@@ -114,14 +114,17 @@ class Propagator:
         deliveries = []
         for broker_id in self._targets(broker_ids):
             generation, sender = self._generation, self._channel.sender(broker_id)
+            changes = self._metadata.partition_changes
             planner = self._planner(broker_id)
             for _ in planner.steps():
                 await asyncio.sleep(0)
             if broker_id not in self._channel.broker_ids:
                 continue  # it left meanwhile; it gets everything when it returns
-            if self._generation != generation or self._channel.sender(broker_id) is not sender:
-                # Another update was queued to it meanwhile, from a view this planner did not start from, or it
-                # came back over a new sender: build again, in one go, from the view as it is now.
+            if (self._generation != generation or self._channel.sender(broker_id) is not sender
+                    or self._metadata.partition_changes != changes):
+                # Another update was queued to it meanwhile, from a view this planner did not start from; or it
+                # came back over a new sender; or a partition changed, whose LeaderAndIsr may be queued already
+                # and must not be followed by an older state of it: build again, in one go, from now.
                 planner = self._planner(broker_id).run()
             delivery = self._queue_update(broker_id, planner)
             if delivery is not None:

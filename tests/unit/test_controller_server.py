@@ -308,3 +308,18 @@ async def test_a_broker_back_on_a_new_connection_during_a_chunked_push_gets_a_fu
     await controller.propagator.wait(await push)
     (update,) = brokers[1].requests(UM)
     assert update.type == 2 and sum(len(t.partition_states) for t in update.topic_states) == 2_000
+
+
+async def test_a_partition_changed_during_a_chunked_push_is_sent_as_it_is_now(controller, brokers):
+    """Its LeaderAndIsr may already be queued: the UpdateMetadata after it must not carry the older state."""
+    await controller.create_topic("big", {i: [1, 2, 3] for i in range(2_000)})
+    await controller.settle()
+    controller.metadata.apply([change_isr(p, p.isr[:2]) for p in controller.metadata.topics["big"].partitions.values()])
+    forget_requests(brokers)
+    push = asyncio.create_task(controller.propagator.push_metadata(broker_ids=[1]))
+    await asyncio.sleep(0)  # the first chunk, with partition 0, is built
+    assert not push.done()
+    moved = controller.registration("big", 0)
+    controller.metadata.apply([change_isr(moved, moved.isr[:1])])
+    await controller.propagator.wait(await push)
+    assert brokers[1].image.topics["big"].partitions[0].isr == list(moved.isr[:1])
