@@ -58,7 +58,10 @@ class Delivery:
 class Propagator:
     def __init__(self, channel: ControllerChannel, metadata: ClusterMetadata, controller_id: int,
                  controller_epoch: Callable[[], int], timeout_ms: int, *,
-                 push_chunk_partitions: int = PUSH_CHUNK_PARTITIONS) -> None:
+                 push_chunk_partitions: int = PUSH_CHUNK_PARTITIONS,
+                 on_view_lost: Callable[[], None] = lambda: None) -> None:
+        """on_view_lost() is called when a broker refused an UpdateMetadata: it must get a full one soon,
+        whether or not anything else changes (the controller requests a push)."""
         assert timeout_ms > 0
         self._channel = channel
         self._metadata = metadata
@@ -66,6 +69,7 @@ class Propagator:
         self._controller_epoch = controller_epoch
         self._timeout_ms = timeout_ms
         self._chunk = push_chunk_partitions
+        self._on_view_lost = on_view_lost
         # Per broker, what the UpdateMetadata requests queued to it say (metadata_push.py), the last of them,
         # and a count of updates queued to any broker (a chunked build started before one must start over).
         self._views: dict[int, BrokerView] = {}
@@ -154,11 +158,11 @@ class Propagator:
         self._generation += 1
         self.update_partition_states += planner.partition_count
         self.full_updates += planner.full
-        view = planner.view
-        delivery.future.add_done_callback(lambda future: self._forget_view_on_failure(view, delivery))
+        view, full = planner.view, planner.full
+        delivery.future.add_done_callback(lambda future: self._forget_view_on_failure(view, full, delivery))
         return delivery
 
-    def _forget_view_on_failure(self, view: BrokerView, delivery: Delivery) -> None:
+    def _forget_view_on_failure(self, view: BrokerView, full: bool, delivery: Delivery) -> None:
         """A broker that refused an update, or left before answering, has an image this controller does not
         know: it gets a full one next (a broker that left gets one anyway on return, over a new sender)."""
         future = delivery.future
@@ -172,6 +176,11 @@ class Propagator:
         # A failure on an earlier sender (the broker re-registered since) says nothing about the current one.
         if failed and current is not None and current.sender is view.sender:
             del self._views[delivery.broker_id]
+            # A refused increment is followed by a full update at once, even if nothing else changes; a
+            # refused full update waits for the next change (a broker refusing everything must not make the
+            # controller push in a loop). One that left gets everything when it returns.
+            if not full and delivery.broker_id in self._channel.broker_ids:
+                self._on_view_lost()
 
     def stop_replica(self, topic: TopicRegistration, *, delete: bool,
                      broker_ids: Iterable[int] | None = None) -> list[Delivery]:

@@ -83,7 +83,8 @@ class ClusterController(QuorumRoles):
         self.states = ClusterStates()  # partition and replica state machines (seed 000)
         self.channel = ControllerChannel(connect or self._open_broker_connection, config.channel)
         self.propagator = Propagator(self.channel, self.metadata, config.controller_id,
-                                     lambda: self.controller_epoch, config.propagation_timeout_ms)
+                                     lambda: self.controller_epoch, config.propagation_timeout_ms,
+                                     on_view_lost=self.request_metadata_push)
         self.replication_control = ReplicationControl(self)
         self.broker_control = BrokerControl(self, self.replication_control)
         self.connections = ConnectionHolder(config.max_connections)

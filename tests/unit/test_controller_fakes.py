@@ -48,6 +48,7 @@ class FakeBroker:
         self.stall_next: dict[ApiKey, int] = {}  # never answer the next n (the sender's timeout must fire)
         self.stalled: list[tuple[ApiKey, object]] = []  # requests left unanswered by stall_next
         self.request_error: dict[ApiKey, ErrorCode] = {}  # a whole-request error to answer with
+        self.refuse_next: dict[ApiKey, int] = {}  # answer the next n with STALE_CONTROLLER_EPOCH
         self.partition_error: dict[tuple[str, int], ErrorCode] = {}  # LeaderAndIsr/StopReplica per partition
         self.unauthorized = 0  # requests refused with CLUSTER_AUTHORIZATION_FAILED
         # The metadata as a real broker has it after the UpdateMetadata requests it accepted: a full snapshot,
@@ -100,6 +101,9 @@ class FakeBroker:
             self.unauthorized += 1
             return ErrorCode.cluster_authorization_failed
         self.received.append((api_key, request))
+        if self.refuse_next.get(api_key, 0) > 0:
+            self.refuse_next[api_key] -= 1
+            return ErrorCode.stale_controller_epoch
         return self.request_error.get(api_key)
 
     def _stalls(self, api_key: ApiKey, request) -> bool:

@@ -323,3 +323,18 @@ async def test_a_partition_changed_during_a_chunked_push_is_sent_as_it_is_now(co
     controller.metadata.apply([change_isr(moved, moved.isr[:1])])
     await controller.propagator.wait(await push)
     assert brokers[1].image.topics["big"].partitions[0].isr == list(moved.isr[:1])
+
+
+async def test_a_broker_that_refused_an_increment_gets_a_full_update_without_another_change(controller, brokers):
+    await controller.create_topic("t", {0: [1, 2], 1: [2, 3]})
+    await controller.settle()
+    forget_requests(brokers)
+    brokers[3].refuse_next[UM] = 1
+    moved = controller.registration("t", 1)
+    controller.metadata.apply([change_isr(moved, moved.isr[:1])])
+    controller.request_metadata_push()
+    with pytest.raises(PropagationError):
+        await controller.settle()
+    await controller.settle()  # nothing changed since the refusal, which alone brought the full update
+    assert [r.type for r in brokers[3].requests(UM)] == [1, 2]
+    assert brokers[3].image.topics["t"].partitions[1].isr == [2]
