@@ -128,7 +128,8 @@ async def _execute(args: argparse.Namespace) -> int:
               "Save this to use as the --reassignment-json-file option during rollback")
         if args.throttle is not None:
             await _set_throttles(admin, current, target, args.throttle)
-        answers = await cluster_admin.alter_partition_reassignments(admin, target)
+        answers = await cluster_admin.alter_partition_reassignments(
+            admin, target, allow_replication_factor_change=not args.disallow_replication_factor_change)
     return _report(answers, "start", "started")
 
 
@@ -228,6 +229,9 @@ def add_reassign_command(commands, bootstrap) -> None:
                                '"log_dirs": ["any", "any"]}]} (required but with --generate)')
     reassign.add_argument("--throttle", type=int, metavar="BYTES/S",
                           help="--execute: limit the moving replicas' replication to this rate (default: none)")
+    reassign.add_argument("--disallow-replication-factor-change", action="store_true",
+                          help="--execute: refuse a partition whose target changes its replica count (KIP-860; "
+                               "default: off)")
     reassign.add_argument("--additional", action="store_true",
                           help="--execute: start even while other reassignments are in progress (default: off)")
     reassign.add_argument("--preserve-throttles", action="store_true",

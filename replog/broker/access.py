@@ -13,6 +13,7 @@ from kio.schema.errors import ErrorCode
 
 from replog.security.acls import CLUSTER_NAME, Operation, ResourceType
 from replog.security.authorizer import Authorizer
+from replog.server.auth import client_host
 from replog.server.dispatch import RequestContext
 
 # What *_authorized_operations reports per resource type (KIP-430), as Kafka's AclEntry.supportedOperations.
@@ -24,11 +25,6 @@ _REPORTED_OPERATIONS = {
                            Operation.ALTER_CONFIGS, Operation.IDEMPOTENT_WRITE, Operation.ALTER, Operation.DESCRIBE),
 }
 OPERATIONS_NOT_REQUESTED = -(2**31)  # the *_authorized_operations value when the client did not ask
-
-
-def client_host(peer: str) -> str:
-    """The address part of "host:port" (an IPv6 host keeps its colons)."""
-    return peer.rsplit(":", 1)[0]
 
 
 @dataclass(frozen=True, slots=True)

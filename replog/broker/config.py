@@ -13,7 +13,7 @@ from replog.coordinator.config import GroupCoordinatorConfig
 from replog.log.config import CleanerConfig, LogConfig, parse_cleanup_policy
 from replog.log.file_budget import MIN_OPEN_FILES, FileBudget, default_max_open_files
 from replog.metrics.config import MetricsConfig, split_metrics_config
-from replog.security.authorizer import AuthorizerConfig
+from replog.security.authorizer import AclIndex, Authorizer, AuthorizerConfig, cluster_action_grants
 from replog.server.auth import ClusterMembers
 from replog.server.inter_broker import (
     CONTROLLER_MECHANISM_KEY,
@@ -321,11 +321,14 @@ class BrokerConfig:
         return NodeIdentity(f"broker-{self.node_id}", self.inter_broker_sasl_username,
                             self.inter_broker_sasl_password, self.inter_broker_secret or None)
 
-    def cluster_members(self) -> ClusterMembers:
+    def cluster_members(self, acls: AclIndex | None = None) -> ClusterMembers:
         """Who may perform cluster actions here: super users, once an authorizer is on or the cluster shares
-        inter.broker.secret; anyone otherwise, as Kafka without an authorizer (server/auth.py)."""
-        authorizer = self.authorizer_config()
-        return ClusterMembers(authorizer.super_users, restricted=authorizer.enabled or bool(self.inter_broker_secret))
+        inter.broker.secret; anyone otherwise, as Kafka without an authorizer (server/auth.py). acls: the
+        metadata image's, which may also grant CLUSTER_ACTION once an authorizer is on."""
+        config = self.authorizer_config()
+        grants = cluster_action_grants(Authorizer(config, acls)) if config.enabled and acls is not None else None
+        return ClusterMembers(config.super_users, restricted=config.enabled or bool(self.inter_broker_secret),
+                              acl_allows_cluster_action=grants)
 
     def broker_link_security(self) -> ClientSecurity:
         """How this broker logs in to the other brokers' inter-broker listener (they all use the same name)."""

@@ -1,13 +1,12 @@
 """DelayedFetch: a Fetch parked until enough data is available or its max wait passes (facts §5), and the read
 it answers with."""
 
-import asyncio
-
 from kio.schema.errors import ErrorCode
 
 from replog.log.errors import OffsetOutOfRangeError
 from replog.log.offset_metadata import LogOffsetMetadata
 from replog.protocol.fetch import FetchPartitionResult
+from replog.server.completion import Completion
 
 from .delayed_fetch_rules import ParkedPartition, delayed_fetch_can_complete, parked_partition_bytes
 from .fetch_params import FetchParams, FetchPartitionParams
@@ -60,7 +59,7 @@ class DelayedFetch(DelayedOperation):
         self._shares: list[int] | None = None  # each partition's bytes at its last check (case G)
         self._accumulated = 0
         self._positions: dict[tuple[str, int], list[int]] | None = None  # built at the first wake-up
-        self.future = asyncio.get_running_loop().create_future()
+        self.future = Completion()  # the handler's encoding runs in the call that completes the fetch
 
     def on_key_changed(self, key) -> None:
         quiet = self._quiet.pop(key, None)

@@ -1,8 +1,8 @@
 """DelayedProduce: an acks=all Produce parked until the high watermark passes what it appended, or its timeout."""
 
-import asyncio
-
 from kio.schema.errors import ErrorCode
+
+from replog.server.completion import Completion
 
 from .purgatory import DelayedOperation
 
@@ -18,7 +18,8 @@ class DelayedProduce(DelayedOperation):
         self._pending = {key: r.info.last_offset + 1 for key, r in appended.items()}
         for key in self._pending:
             results[key].error_code = ErrorCode.request_timed_out
-        self.future = asyncio.get_running_loop().create_future()
+        # The handler's encoding runs in the call that moves the HW, as Kafka's responseCallback does.
+        self.future = Completion()
 
     def try_complete(self) -> bool:
         for key in list(self._pending):

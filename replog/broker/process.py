@@ -8,6 +8,7 @@ import sys
 
 from replog.process_startup import end_quiet_start
 from replog.server.listener_socket import write_ready_file
+from replog.server.parent_watch import stop_when_parent_exits
 
 from .config import BrokerConfig, load_config, report_unknown_keys
 from .server import Broker, listener_securities
@@ -23,6 +24,7 @@ async def serve(config: BrokerConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    stop_when_parent_exits(loop, stop.set)
     await stop.wait()
     await broker.stop()
 

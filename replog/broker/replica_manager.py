@@ -29,6 +29,7 @@ from replog.protocol.control import (
 )
 from replog.protocol.fetch import FetchPartitionResult
 from replog.protocol.records import CorruptRecordError, InvalidRecordError
+from replog.server.completion import Completion
 
 from .delayed_fetch import DelayedFetch, QuietPartitions, read_all
 from .delayed_produce import DelayedProduce
@@ -339,9 +340,9 @@ class ReplicaManager:
     # ---------------------------------------------------------------- produce
 
     def append_records(self, entries: Iterable[tuple[str, int, memoryview | None]], required_acks: int,
-                       timeout_ms: int) -> AppendResults | asyncio.Future[AppendResults]:
+                       timeout_ms: int) -> AppendResults | Completion:
         """Kafka's appendRecords: append each (topic, partition, records) as leader, in order. Returns the
-        results by partition; for acks=all with anything appended, a future of them instead, resolved once
+        results by partition; for acks=all with anything appended, a Completion of them instead, resolved once
         the HW passes every appended partition's last offset, or timeout_ms passes (a DelayedProduce)."""
         results: AppendResults = {}
         for topic, index, records in entries:
@@ -379,9 +380,9 @@ class ReplicaManager:
     # ------------------------------------------------------------------ fetch
 
     def fetch_messages(self, params: FetchParams,
-                       quiet: QuietPartitions | None = None) -> FetchResults | asyncio.Future[FetchResults]:
+                       quiet: QuietPartitions | None = None) -> FetchResults | Completion:
         """Kafka's fetchMessages: the read results at once if max_wait <= 0, min_bytes is met, or a partition
-        has an error or a diverging epoch (facts §5); else a future of them, from a DelayedFetch parked on the
+        has an error or a diverging epoch (facts §5); else a Completion of them, from a DelayedFetch parked on the
         partitions, woken by appends and HW moves, that reads everything afresh when it completes.
 
         `quiet`: partitions of a fetch session not read now (nothing changed since the fetcher was told). A

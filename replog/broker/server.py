@@ -29,7 +29,7 @@ from replog.protocol.headers import decode_response_header
 from replog.protocol.messages import decode_response, encode_request
 from replog.protocol.topics import OFFSETS_TOPIC
 from replog.security.acl_requests import AclChanges
-from replog.security.authorizer import Authorizer
+from replog.security.authorizer import AclIndex, Authorizer
 from replog.server.api_versions import unsupported_version_body
 from replog.server.connection import ConnectionHolder
 from replog.server.dispatch import Dispatcher, Handler, RequestContext
@@ -130,7 +130,7 @@ class Broker:
         dispatcher = Dispatcher(self._build_handlers(), functools.partial(unsupported_version_body, BROKER_APIS),
                                 observe_request=self.metrics.observe_request)
         specs = config.listener_specs
-        for spec, security in zip(specs, listener_securities(config, self.image.scram), strict=True):
+        for spec, security in zip(specs, listener_securities(config, self.image.scram, self.image.acls), strict=True):
             self._servers[spec.name] = await listen(
                 spec.host, spec.port, self.connections, dispatcher, max_frame_bytes=config.socket_request_max_bytes,
                 max_inflight=config.max_inflight_requests_per_connection, use_sendfile=config.fetch_sendfile_enable,
@@ -474,10 +474,10 @@ class Broker:
         log.info("replog broker %d stopped cleanly", self.config.node_id)
 
 
-def listener_securities(config: BrokerConfig,
-                        metadata_credentials: CredentialStore | None = None) -> list[ListenerSecurity]:
+def listener_securities(config: BrokerConfig, metadata_credentials: CredentialStore | None = None,
+                        acls: AclIndex | None = None) -> list[ListenerSecurity]:
     """Each listener's TLS context and SASL setup, in listener order; ValueError names what is wrong.
-    metadata_credentials: the SCRAM credentials UpdateMetadata brings (the image's table)."""
-    members = config.cluster_members()
+    metadata_credentials and acls: the SCRAM credentials and ACLs UpdateMetadata brings (the image's)."""
+    members = config.cluster_members(acls)
     return [build_listener_security(spec, config.security_props, metadata_credentials, members)
             for spec in config.listener_specs]

@@ -72,8 +72,10 @@ class Admin:
     async def __aexit__(self, *exc) -> None:
         await self.close()
 
-    async def _controller_send(self, api_key: int, data: dict, timeout_ms: int):
-        """Send to the controller (any broker if unknown), retrying NOT_CONTROLLER and network errors."""
+    async def _controller_send(self, api_key: int, data: dict, timeout_ms: int, *, min_version: int = 0):
+        """Send to the controller (any broker if unknown), retrying NOT_CONTROLLER and network errors. A broker
+        whose highest common version is below `min_version` (one that would drop a field `data` relies on)
+        raises UNSUPPORTED_VERSION instead."""
         last: KafkaError | None = None
         for _ in range(MAX_ADMIN_ATTEMPTS):
             metadata = await self.cluster.refresh()
@@ -82,6 +84,9 @@ class Admin:
                     conn = await self.cluster.connection(metadata.controller_id)
                 else:
                     conn = await self.cluster.any_connection()
+                if conn.pick_version(api_key) < min_version:
+                    raise KafkaError(ErrorCode.unsupported_version.value, f"{ApiKey(api_key).name} v{min_version}+ is "
+                                                                    f"needed, the broker offers less")
                 return await conn.send(api_key, data, timeout_ms=timeout_ms + self.request_timeout_ms)
             except KafkaError as e:
                 if not e.retriable:

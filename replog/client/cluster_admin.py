@@ -115,17 +115,20 @@ class OngoingReassignment:
     removing: tuple[int, ...]
 
 
-async def alter_partition_reassignments(admin: Admin, targets: Mapping[tuple[str, int], Sequence[int] | None]
+async def alter_partition_reassignments(admin: Admin, targets: Mapping[tuple[str, int], Sequence[int] | None],
+                                        *, allow_replication_factor_change: bool = True
                                         ) -> dict[tuple[str, int], tuple[int, str | None]]:
     """AlterPartitionReassignments (KIP-455): a target replica list per partition, None to cancel; the
-    (error code, message) per partition. A request-wide error raises."""
+    (error code, message) per partition. A request-wide error raises. Disallowing replication factor changes
+    (KIP-860) needs v1, as Kafka's AdminClient does: an older broker would ignore the flag."""
     by_topic: dict[str, list[dict]] = {}
     for (topic, partition), replicas in targets.items():
         by_topic.setdefault(topic, []).append(
             {"partition_index": partition, "replicas": None if replicas is None else list(replicas)})
-    request = {"timeout": admin.request_timeout_ms,
+    request = {"timeout": admin.request_timeout_ms, "allow_replication_factor_change": allow_replication_factor_change,
                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
-    response = await admin._controller_send(ApiKey.ALTER_PARTITION_REASSIGNMENTS, request, admin.request_timeout_ms)
+    response = await admin._controller_send(ApiKey.ALTER_PARTITION_REASSIGNMENTS, request, admin.request_timeout_ms,
+                                            min_version=0 if allow_replication_factor_change else 1)
     _check(int(response.error_code), "AlterPartitionReassignments", response.error_message)
     return {(t.name, p.partition_index): (int(p.error_code), p.error_message)
             for t in response.responses for p in t.partitions}

@@ -242,8 +242,12 @@ class Connection(asyncio.BufferedProtocol):
             self._slots.release()
 
     async def _await_response(self, entry: _InFlight, timeout: float) -> bytearray:
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for hears of the answer through a callback a
+        # loop turn before it wakes the caller, a turn more on every follower fetch; and it can drop a
+        # cancellation that arrives with the answer.
         try:
-            return await asyncio.wait_for(entry.future, timeout)
+            async with asyncio.timeout(timeout):
+                return await entry.future
         except TimeoutError:
             # Like Kafka's NetworkClient: a timed-out request poisons the connection (its reply may still come).
             self.close(

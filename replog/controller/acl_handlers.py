@@ -22,7 +22,7 @@ ACL_APIS = frozenset({ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS})
 
 
 def _refusal(ctx: RequestContext, target: AdminTarget) -> tuple[ErrorCode, str] | None:
-    if not ctx.session.cluster_action:
+    if not ctx.may_act_for_cluster:
         return ErrorCode.cluster_authorization_failed, "not a broker"
     if not target.active:
         return ErrorCode.not_controller, "not the active controller"

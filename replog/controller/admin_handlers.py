@@ -1,6 +1,6 @@
 """The controller's handlers for the admin requests brokers forward (KIP-590): AlterConfigs (33) v0-2,
 IncrementalAlterConfigs (44) v0-1, CreatePartitions (37) v0-3, ElectLeaders (43) v0-2,
-AlterPartitionReassignments (45) v0, ListPartitionReassignments (46) v0 and AlterUserScramCredentials (51) v0.
+AlterPartitionReassignments (45) v0-1, ListPartitionReassignments (46) v0 and AlterUserScramCredentials (51) v0.
 Like CreateTopics, only the inter-broker principal may send them; the broker relays the answer to its client
 unchanged."""
 
@@ -36,7 +36,7 @@ async def handle_alter_configs(ctx: RequestContext, target: admin.AdminTarget) -
     api_key = ctx.header.api_key
     incremental = api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS
     request = decode_request(api_key, ctx.api_version, ctx.frame, ctx.body_offset)
-    if not ctx.session.cluster_action:
+    if not ctx.may_act_for_cluster:
         outcomes = [admin.Outcome(ErrorCode.cluster_authorization_failed, "not a broker")] * len(request.resources)
     elif not target.active:
         outcomes = [admin.Outcome(ErrorCode.not_controller, "not the active controller")] * len(request.resources)
@@ -58,7 +58,7 @@ async def handle_create_partitions(ctx: RequestContext, target: admin.AdminTarge
     results = []
     for topic in request.topics:
         error, message = ErrorCode.none, None
-        if not ctx.session.cluster_action:
+        if not ctx.may_act_for_cluster:
             error, message = ErrorCode.cluster_authorization_failed, "not a broker"
         elif names[topic.name] > 1:
             error, message = ErrorCode.invalid_request, "Duplicate topic in request."
@@ -83,7 +83,7 @@ async def handle_elect_leaders(ctx: RequestContext, target: admin.AdminTarget) -
     requested = None if request.topic_partitions is None else [
         (t.topic, p) for t in request.topic_partitions for p in t.partitions]
     error, answers = ErrorCode.none, {}
-    if not ctx.session.cluster_action:
+    if not ctx.may_act_for_cluster:
         error = ErrorCode.cluster_authorization_failed
     elif not target.active:
         error = ErrorCode.not_controller
@@ -111,20 +111,22 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, target: admi
     request = decode_request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, ctx.api_version, ctx.frame, ctx.body_offset)
     requested = [(t.name, p.partition_index, None if p.replicas is None else list(p.replicas))
                  for t in request.topics for p in t.partitions]
+    allow_rf_change = getattr(request, "allow_replication_factor_change", True)  # v1+ (KIP-860)
     error, message = ErrorCode.none, None
-    if not ctx.session.cluster_action:
+    if not ctx.may_act_for_cluster:
         error, message = ErrorCode.cluster_authorization_failed, "not a broker"
     elif not target.active:
         error, message = ErrorCode.not_controller, "not the active controller"
     if error != ErrorCode.none:
         outcomes = [admin.Outcome(error, message)] * len(requested)
     else:
-        outcomes = await reassignment_ops.alter_partition_reassignments(target, requested)
+        outcomes = await reassignment_ops.alter_partition_reassignments(target, requested, allow_rf_change)
     by_topic: dict[str, list[dict]] = {}
     for (topic, partition, _), outcome in zip(requested, outcomes, strict=True):
         by_topic.setdefault(topic, []).append({"partition_index": partition, "error_code": outcome.error_code,
                                                "error_message": outcome.message})
-    body = {"throttle_time": 0, "error_code": error, "error_message": message,
+    body = {"throttle_time": 0, "allow_replication_factor_change": allow_rf_change, "error_code": error,
+            "error_message": message,
             "responses": [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]}
     return [encode_response(ApiKey.ALTER_PARTITION_REASSIGNMENTS, ctx.api_version, body)]
 
@@ -132,7 +134,7 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, target: admi
 async def handle_list_partition_reassignments(ctx: RequestContext, target: admin.AdminTarget) -> list:
     request = decode_request(ApiKey.LIST_PARTITION_REASSIGNMENTS, ctx.api_version, ctx.frame, ctx.body_offset)
     error, message, ongoing = ErrorCode.none, None, []
-    if not ctx.session.cluster_action:
+    if not ctx.may_act_for_cluster:
         error, message = ErrorCode.cluster_authorization_failed, "not a broker"
     elif not target.active:
         error, message = ErrorCode.not_controller, "not the active controller"
@@ -153,7 +155,7 @@ async def handle_alter_user_scram_credentials(ctx: RequestContext, target: admin
     request = decode_request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ctx.api_version, ctx.frame, ctx.body_offset)
     deletions, upsertions = changes_of_request(request)
     error = None
-    if not ctx.session.cluster_action:
+    if not ctx.may_act_for_cluster:
         error = (ErrorCode.cluster_authorization_failed, "not a broker")
     elif not target.active:
         error = (ErrorCode.not_controller, "not the active controller")

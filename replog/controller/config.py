@@ -8,6 +8,7 @@ from pathlib import Path
 from replog.client.security import ClientSecurity
 from replog.metrics.config import MetricsConfig
 from replog.raft.config import QuorumConfig
+from replog.security.authorizer import NO_AUTHORIZER, AuthorizerConfig
 from replog.server.auth import ONLY_SECRET_HOLDERS, ClusterMembers
 from replog.server.listener import ListenerSecurity
 from replog.server.sasl import ScramCredential
@@ -63,6 +64,9 @@ class ControllerConfig:
     broker_link: ClientSecurity | None = None
     controller_link: ClientSecurity | None = None
     members: ClusterMembers = ONLY_SECRET_HOLDERS  # who may perform cluster actions here (server/auth.py)
+    # authorizer.class.name, super.users, allow.everyone.if.no.acl.found: an ACL in the metadata log may grant
+    # CLUSTER_ACTION (KIP-801: a controller reads ACLs from the log it serves).
+    authorizer: AuthorizerConfig = NO_AUTHORIZER
 
     def __post_init__(self) -> None:
         assert self.inter_broker_secret or (self.broker_link is not None and self.controller_link is not None), \

@@ -75,7 +75,7 @@ class ControllerApis(Protocol):
 
 def handle_alter_partition(ctx: RequestContext, controller: ControllerApis) -> list:
     request = decode_request(ApiKey.ALTER_PARTITION, ctx.api_version, ctx.frame, ctx.body_offset)
-    if not ctx.session.cluster_action:
+    if not ctx.may_act_for_cluster:
         body = alter_partition_error(ErrorCode.cluster_authorization_failed)
     else:
         body = controller.alter_partition(request, ctx.api_version)
@@ -86,7 +86,7 @@ def handle_broker_registration(ctx: RequestContext, controller: ControllerApis) 
     request = decode_request(ApiKey.BROKER_REGISTRATION, ctx.api_version, ctx.frame, ctx.body_offset)
     body = {"throttle_time": 0, "error_code": ErrorCode.none, "broker_epoch": -1}
     listener = request.listeners[0] if request.listeners else None
-    if not ctx.session.cluster_action:
+    if not ctx.may_act_for_cluster:
         body["error_code"] = ErrorCode.cluster_authorization_failed
     elif listener is None or request.incarnation_id is None or request.broker_id < 0:
         body["error_code"] = ErrorCode.invalid_request
@@ -107,7 +107,7 @@ def handle_broker_heartbeat(ctx: RequestContext, controller: ControllerApis) -> 
     request = decode_request(ApiKey.BROKER_HEARTBEAT, ctx.api_version, ctx.frame, ctx.body_offset)
     body = {"throttle_time": 0, "error_code": ErrorCode.none, "is_caught_up": False, "is_fenced": True,
             "should_shut_down": False}
-    if not ctx.session.cluster_action:
+    if not ctx.may_act_for_cluster:
         body["error_code"] = ErrorCode.cluster_authorization_failed
     else:
         try:
@@ -129,7 +129,7 @@ async def handle_create_topics(ctx: RequestContext, controller: ControllerApis) 
     results = []
     seen: set[str] = set()
     for topic in request.topics:
-        if not ctx.session.cluster_action:
+        if not ctx.may_act_for_cluster:
             results.append(_create_error(topic.name, ErrorCode.cluster_authorization_failed, "not a broker"))
         elif topic.name in seen:
             results.append(_create_error(topic.name, ErrorCode.invalid_request, "topic named twice in one request"))
@@ -186,7 +186,7 @@ async def handle_delete_topics(ctx: RequestContext, controller: ControllerApis) 
         if name is None and topic_id is not None:
             topic = controller.metadata.topic_by_id(topic_id)
             name = None if topic is None else topic.name
-        if not ctx.session.cluster_action:
+        if not ctx.may_act_for_cluster:
             error, message = ErrorCode.cluster_authorization_failed, "not a broker"
         elif name is None:
             error, message = ErrorCode.unknown_topic_id, "no topic has that id"

@@ -49,6 +49,7 @@ from replog.server.inter_broker import (
 from replog.server.listener_config import ListenerSpec, SecurityProtocol, resolve_server_listeners
 from replog.server.listener_security import build_listener_security, is_listener_key
 from replog.server.listener_socket import write_ready_file
+from replog.server.parent_watch import stop_when_parent_exits
 from replog.server.properties import parse_bool, parse_listeners, read_properties
 from replog.server.sasl import SCRAM_MECHANISMS
 from replog.server.scram_credentials import parse_bootstrap_credentials
@@ -117,9 +118,13 @@ def _controller_listener(props: dict[str, str]) -> ListenerSpec:
     return resolve_server_listeners(props, DEFAULT_LISTENER)[0]
 
 
+def _authorizer_config(props: dict[str, str]) -> AuthorizerConfig:
+    return AuthorizerConfig.from_properties(props.get("authorizer.class.name", ""), props.get("super.users", ""),
+                                            parse_bool(props.get("allow.everyone.if.no.acl.found", "false")))
+
+
 def _cluster_members(props: dict[str, str]) -> ClusterMembers:
-    authorizer = AuthorizerConfig.from_properties(props.get("authorizer.class.name", ""), props.get("super.users", ""),
-                                                  True)
+    authorizer = _authorizer_config(props)
     return ClusterMembers(authorizer.super_users,
                           restricted=authorizer.enabled or bool(props.get("inter.broker.secret")))
 
@@ -132,6 +137,7 @@ def controller_security_fields(props: dict[str, str]) -> dict[str, object]:
     listener = _controller_listener(props)
     members = _cluster_members(props)
     values["members"] = members
+    values["authorizer"] = _authorizer_config(props)
     values["listener_security"] = build_listener_security(listener, props, None, members)
     if listener.protocol.uses_sasl:
         # The controllers' listener cannot take SCRAM: its credentials live in the log it serves (KAFKA-15513).
@@ -218,6 +224,7 @@ async def serve_controller(config: ControllerConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    stop_when_parent_exits(loop, stop.set)
     await stop.wait()
     await controller.stop()
 

@@ -69,13 +69,19 @@ def target_error(target: Sequence[int], is_registered: Callable[[int], bool]) ->
 
 
 def start(p: PartitionRegistration, target: Sequence[int], *, is_registered: Callable[[int], bool],
-          live: Collection[int]) -> Step:
+          live: Collection[int], allow_replication_factor_change: bool = True) -> Step:
     """A new target for `p` (replacing any reassignment in progress, which is reckoned from the original
     replicas, as KIP-455 asks). Completes at once when nothing needs to catch up (only removals, or a new
-    order). Raises ReassignmentRefused(INVALID_REPLICA_ASSIGNMENT) for a bad target."""
+    order). Raises ReassignmentRefused: INVALID_REPLICA_ASSIGNMENT for a bad target; INVALID_REPLICATION_FACTOR
+    for a target whose length differs from the replica set the partition is headed for, when the request
+    disallows that (KIP-860)."""
     message = target_error(target, is_registered)
     if message is not None:
         raise ReassignmentRefused(ErrorCode.invalid_replica_assignment, message)
+    if not allow_replication_factor_change and len(target) != len(headed_for := target_replicas(p)):
+        raise ReassignmentRefused(ErrorCode.invalid_replication_factor,
+                                  f"The replication factor would change from {len(headed_for)} to {len(target)}, "
+                                  f"and the request does not allow replication factor changes.")
     target = tuple(target)
     original = original_replicas(p)
     removing = tuple(r for r in original if r not in target)

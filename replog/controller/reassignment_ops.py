@@ -30,8 +30,8 @@ Requested = tuple[str, int, Sequence[int] | None]
 Move = tuple[PartitionRegistration, PartitionRegistration]  # (before, after)
 
 
-def decide_reassignments(metadata: ClusterMetadata, requested: Sequence[Requested]
-                         ) -> tuple[list[Outcome], list[Move]]:
+def decide_reassignments(metadata: ClusterMetadata, requested: Sequence[Requested],
+                         allow_replication_factor_change: bool = True) -> tuple[list[Outcome], list[Move]]:
     """Per requested partition, its outcome, and the changes of the accepted ones (Kafka's
     ReplicationControlManager.alterPartitionReassignments: each partition is judged on its own)."""
     mentions = Counter((topic, partition) for topic, partition, _ in requested)
@@ -50,7 +50,8 @@ def decide_reassignments(metadata: ClusterMetadata, requested: Sequence[Requeste
             if target is None:
                 step = reassignment.cancel(current, live)
             else:
-                step = reassignment.start(current, target, is_registered=metadata.brokers.__contains__, live=live)
+                step = reassignment.start(current, target, is_registered=metadata.brokers.__contains__, live=live,
+                                          allow_replication_factor_change=allow_replication_factor_change)
         except reassignment.ReassignmentRefused as e:
             outcomes.append(Outcome(e.error_code, str(e)))
             continue
@@ -60,10 +61,11 @@ def decide_reassignments(metadata: ClusterMetadata, requested: Sequence[Requeste
     return outcomes, moves
 
 
-async def alter_partition_reassignments(target: AdminTarget, requested: Sequence[Requested]) -> list[Outcome]:
+async def alter_partition_reassignments(target: AdminTarget, requested: Sequence[Requested],
+                                        allow_replication_factor_change: bool = True) -> list[Outcome]:
     """Commit the accepted reassignment steps and tell the brokers; answers once the replicas have them, as
     Kafka answers once the records are committed (the move itself goes on in the background)."""
-    outcomes, moves = decide_reassignments(target.metadata, requested)
+    outcomes, moves = decide_reassignments(target.metadata, requested, allow_replication_factor_change)
     if not moves:
         return outcomes
     target.commit_records([records.partition_record(after) for _, after in moves])

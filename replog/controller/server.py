@@ -21,6 +21,7 @@ channel resends until the broker answers or leaves; `settle()` waits for everyth
 """
 
 import asyncio
+import dataclasses
 import logging
 import ssl
 import uuid
@@ -33,6 +34,7 @@ from replog.log.partition_log import TopicPartition
 from replog.metrics.service import MetricsService
 from replog.protocol.apis import CONTROLLER_API_SPECS
 from replog.raft.snapshots import SnapshotPolicy
+from replog.security.authorizer import Authorizer, cluster_action_grants
 from replog.server.connection import ConnectionHolder
 from replog.server.dispatch import Dispatcher
 from replog.server.inter_broker import open_node_connection
@@ -133,6 +135,9 @@ class ClusterController(QuorumRoles):
         dispatcher = Dispatcher(build_handlers(self, config.inter_broker_secret, self._log.shell.handlers()),
                                 unsupported_version_body, api_specs=CONTROLLER_API_SPECS)
         security = config.listener_security or ListenerSecurity(members=config.members)
+        if config.authorizer.enabled:
+            members = dataclasses.replace(security.members, acl_allows_cluster_action=self.acl_allows_cluster_action)
+            security = dataclasses.replace(security, members=members)
         self._server = await listen(config.host, config.port, self.connections, dispatcher,
                                     max_frame_bytes=config.max_frame_bytes,
                                     max_inflight=config.max_inflight_requests_per_connection, use_sendfile=False,
@@ -144,6 +149,11 @@ class ClusterController(QuorumRoles):
         log.info("controller %d listening on %s:%d, %s in epoch %d, %d brokers and %d topics in its log",
                  self.controller_id, config.host, self.port, "active" if self.active else "standby",
                  self._log.epoch, len(self.metadata.brokers), len(self.metadata.topics))
+
+    def acl_allows_cluster_action(self, principal: str, host: str) -> bool:
+        """CLUSTER_ACTION by the ACLs of the metadata replayed so far (none before the log is read: only super
+        users then, as KIP-801 says); the metadata object changes when this controller becomes active."""
+        return cluster_action_grants(Authorizer(self.config.authorizer, self.metadata.acls))(principal, host)
 
     async def stop(self) -> None:
         if self._log is not None:

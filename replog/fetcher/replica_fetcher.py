@@ -73,8 +73,8 @@ class ReplicaFetcher:
         self._failed: set[TopicPartition] = set()
         self._generations = itertools.count()
         self._changed = asyncio.Event()
-        # The round in flight, if any: a partition that starts (or starts over) meanwhile cancels it rather than
-        # wait it out (see _round_unless_started).
+        # The rounds in flight, if any: a partition that starts (or starts over) meanwhile cancels them rather
+        # than wait them out (see _rounds_unless_started).
         self._round: asyncio.Task | None = None
         self._stopping = False
         self._task: asyncio.Task | None = None
@@ -173,15 +173,15 @@ class ReplicaFetcher:
                 # Cleared before looking at any state: a change made while a round awaits sets it again, so
                 # the idle wait below cannot miss it.
                 self._changed.clear()
-                if not await self._round_unless_started():
+                if not await self._rounds_unless_started():
                     await self._wait_for_work()
         except Exception:
             logger.exception("%r stopped by an unexpected error", self)
             raise
 
-    async def _round_unless_started(self) -> bool:
-        """do_work(), abandoned if a partition starts (or starts over) before it ends; returns whether there
-        was work, as do_work does (an abandoned round counts: the next one follows at once).
+    async def _rounds_unless_started(self) -> bool:
+        """do_work() rounds until one finds nothing to do, abandoned if a partition starts (or starts over)
+        before they end; returns whether they were abandoned (the next round then follows at once).
 
         A fetch with nothing new to read parks at the leader for up to replica.fetch.wait.max.ms, and the
         leader answers a connection's requests in order, so a partition added meanwhile (this broker just
@@ -189,19 +189,31 @@ class ReplicaFetcher:
         acks=all produces on its new leader with it. Kafka's fetcher thread waits it out; here the round is
         abandoned and the connection closed (the next request opens another). A round applies an answer only
         right after it arrives, with no await in between, so what is abandoned is an unanswered request: the
-        next round asks again from the same state."""
-        self._round = work = asyncio.ensure_future(self.do_work())
+        next round asks again from the same state.
+
+        One task runs the rounds back to back, not one task per round: a task starts a loop turn after it is
+        made and its awaiter hears of its end a turn after that, two turns between a follower's append and
+        its next fetch, the RF=3 acks=all path (docs/profiles/rf3.md)."""
+        self._round = work = asyncio.ensure_future(self._rounds())
         try:
-            return await work
+            await work
+            return False
         except asyncio.CancelledError:
-            if asyncio.current_task().cancelling():  # stop() cancels this task, and the round with it
+            if asyncio.current_task().cancelling():  # stop() cancels this task, and the rounds with it
                 raise
         finally:
             self._round = None
-        # Only the round was cancelled, and it has ended: its request is off the connection before that closes.
+        # Only the rounds were cancelled, and they have ended: their request is off the connection before
+        # that closes.
         logger.info("%r: request abandoned: a partition started while it waited at the leader", self)
         await self._endpoint.close()
         return True
+
+    async def _rounds(self) -> None:
+        while await self.do_work() and not self._stopping:
+            # As in _run: cleared before the next round looks at any state, so the idle wait that follows
+            # the last round cannot miss a change made meanwhile.
+            self._changed.clear()
 
     async def do_work(self) -> bool:
         """One round (Kafka's AbstractFetcherThread.doWork): truncate the partitions that need it, then fetch

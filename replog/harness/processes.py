@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Protocol
 
 from replog.server.listener_socket import LISTENER_FDS_ENV, READY_FILE_ENV, format_listener_fds
+from replog.server.parent_watch import EXIT_WITH_PARENT_ENV
 
 HOST = "127.0.0.1"
 LISTEN_BACKLOG = 1024  # as the broker's own; the node listens on the socket again with its own backlog
@@ -122,9 +123,11 @@ def launch(argv: Sequence[str], output: Path, *, ready_file: Path | None = None,
     """Start a node that serves on `listeners` (sockets we hold; the caller closes its copies once the node
     has them) and writes `ready_file` once serving (a replog node; None for others); its stdout and stderr
     are appended to `output`. A detached node runs in a session of its own: it outlives us and our
-    terminal's signals."""
+    terminal's signals; any other replog node stops when we exit."""
     child_env = {k: v for k, v in (os.environ if env is None else env).items()
-                 if k not in (LISTENER_FDS_ENV, READY_FILE_ENV)}
+                 if k not in (LISTENER_FDS_ENV, READY_FILE_ENV, EXIT_WITH_PARENT_ENV)}
+    if not detached:  # if we are killed before we stop it, it stops itself (server/parent_watch.py)
+        child_env[EXIT_WITH_PARENT_ENV] = str(os.getpid())
     if ready_file is not None:
         ready_file.unlink(missing_ok=True)  # whatever a previous run left says nothing about this one
         child_env[READY_FILE_ENV] = str(ready_file)

@@ -106,7 +106,7 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.CREATE_PARTITIONS, 0, 3, 2),
         ApiSpec(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, 1),
         ApiSpec(ApiKey.ELECT_LEADERS, 0, 2, 2),
-        ApiSpec(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0, 0),  # KIP-455; v1 adds allowReplicationFactorChange
+        ApiSpec(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 1, 0),  # KIP-455; v1: allowReplicationFactorChange (KIP-860)
         ApiSpec(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0, 0),
         ApiSpec(ApiKey.DESCRIBE_CLUSTER, 0, 1, 0),
         ApiSpec(ApiKey.DELETE_RECORDS, 0, 2, 2),

@@ -14,12 +14,13 @@ resource type, walked from the resource's name down only through names that can 
 """
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from sortedcontainers import SortedList
 
 from .acls import (
+    CLUSTER_NAME,
     WILDCARD_HOST,
     WILDCARD_PRINCIPAL,
     WILDCARD_RESOURCE,
@@ -213,3 +214,9 @@ class Authorizer:
                    and b.principal in (principal, WILDCARD_PRINCIPAL) and b.host in (host, WILDCARD_HOST)
                    and b.operation in granting for b in self.acls)
 
+
+def cluster_action_grants(authorizer: Authorizer) -> Callable[[str, str], bool]:
+    """(principal, host) -> whether the authorizer's current ACLs allow CLUSTER_ACTION on the cluster."""
+    def grants(principal: str, host: str) -> bool:
+        return authorizer.authorize(principal, host, Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+    return grants

@@ -7,7 +7,10 @@ Cluster resource. Principals come from SASL (User:name, sasl.py) or from the pee
 
 Which principals act for the cluster (ClusterMembers): as in Kafka, the node principals listed in `super.users`
 (KIP-801 asks for the brokers' and controllers' principals there: a controller authorizes them before any ACL
-is readable); with no authorizer (`authorizer.class.name` unset) Kafka allows every principal everything. On an
+is readable); with no authorizer (`authorizer.class.name` unset) Kafka allows every principal everything.
+Kafka authorizes CLUSTER_ACTION like any operation, so an ACL allowing it on the cluster (`replog acls --add
+--operation ClusterAction --cluster`) also lets a principal send what nodes send (RequestContext.
+may_act_for_cluster), decided per request on the current ACLs; unlike a super user it passes no other check. On an
 unsecured replog cluster the nodes may instead share `inter.broker.secret`, a PLAIN password that makes its
 holder a node; a node configured with it restricts cluster actions to its holders and super users, so a
 PLAINTEXT cluster without an authorizer is not open to LeaderAndIsr from anyone. The decision is taken when the
@@ -15,6 +18,7 @@ principal is established (TLS handshake or SASL); everyone else gets CLUSTER_AUT
 """
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .reauth import Identity, reauth_refusal, session_expiry
@@ -28,13 +32,25 @@ class ClusterMembers:
     """Which principals may perform cluster actions on this node (see the module's docstring).
 
     restricted: an authorizer is on, or the node takes inter.broker.secret; else every principal may, as in
-    Kafka without an authorizer."""
+    Kafka without an authorizer. acl_allows_cluster_action(principal, host): whether the node's current ACLs
+    allow CLUSTER_ACTION on the cluster (None: no authorizer)."""
 
     super_users: frozenset[str] = frozenset()
     restricted: bool = True
+    acl_allows_cluster_action: Callable[[str, str], bool] | None = None
 
     def may_act_for_cluster(self, principal: str) -> bool:
+        """A node principal: it acts for the cluster and passes every check."""
         return not self.restricted or principal in self.super_users
+
+    def grants_cluster_action(self, principal: str, host: str) -> bool:
+        """CLUSTER_ACTION granted by an ACL rather than by being a node principal."""
+        return self.acl_allows_cluster_action is not None and self.acl_allows_cluster_action(principal, host)
+
+
+def client_host(peer: str) -> str:
+    """The address part of "host:port" (an IPv6 host keeps its colons)."""
+    return peer.rsplit(":", 1)[0]
 
 
 ONLY_SECRET_HOLDERS = ClusterMembers()  # no super users: only the inter.broker.secret makes a node

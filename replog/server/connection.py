@@ -13,8 +13,10 @@ import collections
 import logging
 
 from replog.protocol.frames import FrameDecoder, FrameError, ReceiveBudget
+from replog.security.principal_mapping import DEFAULT_MAPPER, NoMatchingRule, PrincipalMapper
 
 from .auth import INTER_BROKER_ONLY, ONLY_SECRET_HOLDERS, ClusterMembers, Session
+from .completion import Completion
 from .dispatch import CloseConnection, Dispatcher, SessionExpired, is_awaitable
 from .sasl import ListenerSasl
 from .tls import certificate_principal
@@ -48,7 +50,8 @@ class ServerConnection(asyncio.BufferedProtocol):
     def __init__(self, holder: "ConnectionHolder", dispatcher: Dispatcher, *, max_frame_bytes: int, max_inflight: int,
                  use_sendfile: bool, idle_timeout_ms: int | None = None, listener_name: str = "PLAINTEXT",
                  sasl: ListenerSasl = INTER_BROKER_ONLY, tls: bool = False,
-                 members: ClusterMembers = ONLY_SECRET_HOLDERS) -> None:
+                 members: ClusterMembers = ONLY_SECRET_HOLDERS,
+                 principal_mapper: PrincipalMapper = DEFAULT_MAPPER) -> None:
         self._holder = holder
         self._dispatcher = dispatcher
         self._max_frame_bytes = max_frame_bytes
@@ -57,11 +60,12 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._max_inflight = max_inflight
         self._use_sendfile = use_sendfile
         self._slots: collections.deque[_Slot] = collections.deque()
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Future] = set()  # tasks, and futures of Completions
         self._transport: asyncio.Transport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._writer: SocketWriter | TransportWriter | None = None
         self._tls = tls
+        self._principal_mapper = principal_mapper
         self._first_read: memoryview | None = None  # where the first bytes arrive ...
         self._first_bytes: bytes | None = None  # ... and the first two of them, to name a protocol mismatch
         self._reading_paused = False
@@ -80,20 +84,29 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._loop = asyncio.get_running_loop()
         host, port = (transport.get_extra_info("peername") or ("?", "?"))[:2]
         self.peer = f"{host}:{port}"
+        unmapped = None  # why a TLS peer's certificate gives no principal
         if self._tls:
             # No sendfile through TLS; the transport encrypts and buffers, and says when it drains.
             transport.set_write_buffer_limits(high=WRITE_HIGH_WATER_BYTES)
             self._writer = TransportWriter(transport, on_error=self._on_write_error)
             ssl_object = transport.get_extra_info("ssl_object")
-            principal = certificate_principal(ssl_object.getpeercert(binary_form=True))
-            if principal is not None:  # mTLS; on SASL_SSL, SASL sets the principal
-                self.session.identified_by_certificate(principal)
+            try:
+                principal = certificate_principal(ssl_object.getpeercert(binary_form=True), self._principal_mapper)
+            except NoMatchingRule as e:  # Kafka fails the authentication: the connection closes
+                unmapped = str(e)
+            else:
+                if principal is not None:  # mTLS; on SASL_SSL, SASL sets the principal
+                    self.session.identified_by_certificate(principal)
         else:
             self._writer = SocketWriter(
                 self._loop, transport.get_extra_info("socket").fileno(), use_sendfile=self._use_sendfile,
                 on_error=self._on_write_error, on_drained=self._maybe_resume_reading,
             )
         self._holder.connection_opened(self)
+        if unmapped is not None:
+            log.warning("listener %s: no principal for the certificate of %s", self.session.listener_name, self.peer)
+            self._abort(unmapped)
+            return
         if self._idle_timeout_s is not None and not self._closed:
             self._last_active = self._loop.time()
             self._idle_check = self._loop.call_later(self._idle_timeout_s, self._close_if_idle)
@@ -169,7 +182,8 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._slots.append(slot)
         self.idle.clear()
         if is_awaitable(result):
-            task = asyncio.ensure_future(result)
+            # A Completion's future is resolved with the framed answer: no task between it and the write.
+            task = result.future() if isinstance(result, Completion) else asyncio.ensure_future(result)
             self._tasks.add(task)
             task.add_done_callback(lambda t, s=slot: self._on_response_ready(t, s))
         else:

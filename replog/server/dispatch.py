@@ -6,6 +6,7 @@ connection on a request it cannot parse.
 """
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -23,14 +24,15 @@ from replog.protocol.headers import (
 )
 from replog.protocol.primitives import DecodeError
 
-from .auth import SaslState, Session
+from .auth import SaslState, Session, client_host
+from .completion import Completion
 from .reauth import Verdict, on_authenticated_request
 from .sasl import SaslAuthenticationFailed
 
 log = logging.getLogger(__name__)
 
 Body = list[RecordsPart]
-HandlerResult = Body | Awaitable[Body | None] | None
+HandlerResult = Body | Completion | Awaitable[Body | None] | None
 
 
 _BEFORE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
@@ -59,6 +61,14 @@ class RequestContext:
     @property
     def body_offset(self) -> int:
         return self.header.body_offset
+
+    @property
+    def may_act_for_cluster(self) -> bool:
+        """CLUSTER_ACTION on the cluster, which what only nodes send needs (replication, LeaderAndIsr,
+        registration, forwarded admin requests): a node principal, or an ACL allowing it (server/auth.py)."""
+        session = self.session
+        return session.cluster_action or session.members.grants_cluster_action(session.principal,
+                                                                                client_host(self.peer))
 
 
 Handler = Callable[[RequestContext], HandlerResult]
@@ -115,7 +125,17 @@ class Dispatcher:
             if self._observe_request is not None:
                 self._observe_request(api_key, local_ms, local_ms)
             return None if result is None else frame_response(correlation_id, header_version, result)
+        if isinstance(result, Completion):
+            # Framed in the call that completes it, not by a task that wakes a loop turn later (completion.py).
+            return result.then(functools.partial(self._framed, api_key, correlation_id, header_version, started,
+                                                 local_ms))
         return self._framed_later(result, api_key, correlation_id, header_version, started, local_ms)
+
+    def _framed(self, api_key: int, correlation_id: int, header_version: int, started: float, local_ms: float,
+                body: Body | None) -> Body | None:
+        if self._observe_request is not None:
+            self._observe_request(api_key, local_ms, (time.perf_counter() - started) * 1000)
+        return None if body is None else frame_response(correlation_id, header_version, body)
 
     async def _framed_later(self, result: Awaitable[Body | None], api_key: int, correlation_id: int,
                             header_version: int, started: float, local_ms: float):
@@ -123,9 +143,7 @@ class Dispatcher:
             body = await result
         except DecodeError as e:  # an async handler decodes its body only once awaited
             raise CloseConnection(f"malformed {ApiKey(api_key).name}: {e}") from e
-        if self._observe_request is not None:
-            self._observe_request(api_key, local_ms, (time.perf_counter() - started) * 1000)
-        return None if body is None else frame_response(correlation_id, header_version, body)
+        return self._framed(api_key, correlation_id, header_version, started, local_ms, body)
 
     def _call(self, context: RequestContext) -> HandlerResult:
         header = context.header
@@ -170,4 +188,4 @@ def frame_response(correlation_id: int, header_version: int, body: Body) -> Body
 
 
 def is_awaitable(value: Any) -> bool:
-    return asyncio.isfuture(value) or asyncio.iscoroutine(value)
+    return isinstance(value, Completion) or asyncio.isfuture(value) or asyncio.iscoroutine(value)

@@ -8,6 +8,8 @@ import asyncio
 import ssl
 from dataclasses import dataclass
 
+from replog.security.principal_mapping import DEFAULT_MAPPER, PrincipalMapper
+
 from .auth import INTER_BROKER_ONLY, ONLY_SECRET_HOLDERS, ClusterMembers
 from .connection import ConnectionHolder, ServerConnection
 from .dispatch import Dispatcher
@@ -25,6 +27,7 @@ class ListenerSecurity:
     tls: ssl.SSLContext | None = None
     sasl: ListenerSasl = INTER_BROKER_ONLY
     members: ClusterMembers = ONLY_SECRET_HOLDERS  # who may perform cluster actions (auth.py)
+    principal_mapper: PrincipalMapper = DEFAULT_MAPPER  # a TLS peer's principal (ssl.principal.mapping.rules)
 
 
 async def listen(host: str, port: int, holder: ConnectionHolder, dispatcher: Dispatcher, *, max_frame_bytes: int,
@@ -38,7 +41,7 @@ async def listen(host: str, port: int, holder: ConnectionHolder, dispatcher: Dis
         return ServerConnection(holder, dispatcher, max_frame_bytes=max_frame_bytes, max_inflight=max_inflight,
                                 use_sendfile=use_sendfile, idle_timeout_ms=idle_timeout_ms,
                                 listener_name=security.name, sasl=security.sasl, tls=security.tls is not None,
-                                members=security.members)
+                                members=security.members, principal_mapper=security.principal_mapper)
 
     tls = {} if security.tls is None else {"ssl": security.tls, "ssl_handshake_timeout": TLS_HANDSHAKE_TIMEOUT_S}
     return await asyncio.get_running_loop().create_server(make_connection, **listen_address(host, port),

@@ -5,6 +5,8 @@ so a listener either serves the protocol its name maps to or the server refuses 
 import re
 import ssl
 
+from replog.security.principal_mapping import PRINCIPAL_MAPPING_RULES_KEY, PrincipalMapper
+
 from .auth import INTER_BROKER_ONLY, ONLY_SECRET_HOLDERS, ClusterMembers
 from .credential_store import PLAIN_JAAS_KEY, SCRAM_CREDENTIALS_FILE_KEY, PropertiesCredentialStore
 from .listener import ListenerSecurity
@@ -20,6 +22,7 @@ LISTENER_KEYS = frozenset({
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certificate.chain", "ssl.keystore.key",
     "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.certificates",
     "ssl.client.auth", "ssl.enabled.protocols", "ssl.cipher.suites", "ssl.endpoint.identification.algorithm",
+    PRINCIPAL_MAPPING_RULES_KEY,
     "sasl.enabled.mechanisms", SCRAM_CREDENTIALS_FILE_KEY, PLAIN_JAAS_KEY,
 })
 _LISTENER_PREFIX = re.compile(r"listener\.name\.[^.]+\.")
@@ -45,6 +48,7 @@ def build_listener_security(spec: ListenerSpec, props: dict[str, str],
     listener_props = listener_ssl_props(props, spec.name)
     try:
         context = server_context(listener_props) if spec.protocol.uses_tls else None
+        mapper = PrincipalMapper.parse(listener_props.get(PRINCIPAL_MAPPING_RULES_KEY))
         sasl = INTER_BROKER_ONLY
         if spec.protocol.uses_sasl:
             mechanisms = parse_enabled_mechanisms(
@@ -59,4 +63,4 @@ def build_listener_security(spec: ListenerSpec, props: dict[str, str],
         raise ValueError(f"listener {spec.name} ({spec.protocol.name}): {reason}") from e
     if context is not None:
         log_handshake_failures(context, spec.name)
-    return ListenerSecurity(spec.name, context, sasl, members)
+    return ListenerSecurity(spec.name, context, sasl, members, mapper)

@@ -13,6 +13,8 @@ import re
 import ssl
 import tempfile
 
+from replog.security.principal_mapping import DEFAULT_MAPPER, PrincipalMapper
+
 log = logging.getLogger(__name__)
 
 TLS_VERSIONS = {"TLSv1": ssl.TLSVersion.TLSv1, "TLSv1.1": ssl.TLSVersion.TLSv1_1,
@@ -142,14 +144,16 @@ def client_context(props: dict[str, str]) -> ssl.SSLContext:
     return context
 
 
-def certificate_principal(der: bytes | None) -> str | None:
-    """Kafka's default principal for a TLS peer: `User:` and the subject as X500Principal.getName() gives it
-    (RFC 2253: most specific first, e.g. User:CN=alice,OU=eng,O=Example,C=US); None without a certificate."""
+def certificate_principal(der: bytes | None, mapper: PrincipalMapper = DEFAULT_MAPPER) -> str | None:
+    """Kafka's principal for a TLS peer: `User:` and the name `mapper` (ssl.principal.mapping.rules) makes of
+    the subject as X500Principal.getName() gives it (RFC 2253: most specific first, e.g.
+    CN=alice,OU=eng,O=Example,C=US, the whole of it by default); None without a certificate. NoMatchingRule
+    when no rule applies."""
     if not der:
         return None
     from cryptography import x509  # here, not at import: it costs every broker start ~15 ms
 
-    return "User:" + x509.load_der_x509_certificate(der).subject.rfc4514_string()
+    return "User:" + mapper.name(x509.load_der_x509_certificate(der).subject.rfc4514_string())
 
 
 def log_handshake_failures(context: ssl.SSLContext, listener_name: str) -> None:

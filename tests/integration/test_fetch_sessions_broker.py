@@ -52,11 +52,13 @@ def test_incremental_fetches_answer_news_only_and_wake_on_any_session_partition(
 
     # An empty incremental fetch parks; an append to any partition of the session answers it, with that one.
     producer = RawConnection(broker.port)
-    threading.Timer(0.2, lambda: produce(producer, TOPIC, 2, build_batch([(None, b"w", [], 2)]))).start()
+    append = threading.Timer(0.2, lambda: produce(producer, TOPIC, 2, build_batch([(None, b"w", [], 2)])))
+    append.start()
     started = time.monotonic()
     woken = fetch(conn, session_id, 2, {}, max_wait_ms=20_000)
     assert time.monotonic() - started < 10, "the append did not wake the parked fetch"
     assert answered(woken) == {2: (2, True)}
+    append.join()  # the fetch may be answered before the produce: its connection must stay open until then
     producer.close()
 
     assert fetch(conn, session_id, 9, {}).error_code == ErrorCode.invalid_fetch_session_epoch

@@ -38,7 +38,7 @@ from replog.server.properties import read_properties
 from tests.integration.test_cluster_cli import bring_down
 
 TIMEOUT_S = 60.0
-SASL_AUTHENTICATION_FAILED, CLUSTER_AUTHORIZATION_FAILED = 58, 31
+SASL_AUTHENTICATION_FAILED, CLUSTER_AUTHORIZATION_FAILED, STALE_BROKER_EPOCH = 58, 31, 77
 
 
 def replog(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -71,19 +71,22 @@ def produce(bootstrap: str, client: Path, topic: str, values: list[str]) -> None
     assert done.returncode == 0, done.stderr
 
 
-def leader_and_isr(topic: str) -> bytes:
+def leader_and_isr(topic: str, broker_epoch: int) -> bytes:
     state = LeaderAndIsrPartitionState(topic, 0, 1000, 1, 1000, [1], 1000, [1, 2, 3])
-    return encode_leader_and_isr_request(LeaderAndIsrRequest(3000, 1000, -1, [LeaderAndIsrTopicState(topic, uuid.uuid4(),
-                                                                                                     [state])], []))
+    return encode_leader_and_isr_request(LeaderAndIsrRequest(3000, 1000, broker_epoch,
+                                                             [LeaderAndIsrTopicState(topic, uuid.uuid4(), [state])],
+                                                             []))
 
 
-async def send_leader_and_isr(connection: Connection, topic: str) -> int:
-    frame = await connection.request(ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION, [leader_and_isr(topic)])
+async def send_leader_and_isr(connection: Connection, topic: str, broker_epoch: int = -1) -> int:
+    frame = await connection.request(ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION,
+                                     [leader_and_isr(topic, broker_epoch)])
     _, offset = decode_response_header(frame, response_header_version(ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION))
     return decode_leader_and_isr_response(frame, offset).error_code
 
 
 async def outsiders_get_no_cluster_action(port: int, tls, alice: str) -> None:
+    """A node's PLAIN secret gets nobody in; alice, a SCRAM user but no node, may not send LeaderAndIsr."""
     with pytest.raises(KafkaError) as refused:  # what a node of an unsecured cluster would send
         await open_inter_broker_connection(HOST, port, client_id="impostor", username="broker-9", secret="guess",
                                            request_timeout_ms=5000, ssl_context=tls)
@@ -93,6 +96,18 @@ async def outsiders_get_no_cluster_action(port: int, tls, alice: str) -> None:
                                             request_timeout_ms=5000)
     try:
         assert await send_leader_and_isr(connection, "replicated") == CLUSTER_AUTHORIZATION_FAILED
+    finally:
+        connection.close()
+
+
+async def granted_cluster_action(port: int, tls, alice: str) -> int:
+    """What a LeaderAndIsr of alice's for an earlier registration of the broker gets: STALE_BROKER_EPOCH once
+    she may perform cluster actions (and nothing is applied), CLUSTER_AUTHORIZATION_FAILED until then."""
+    security = ClientSecurity(tls, SaslCredentials("SCRAM-SHA-512", "alice", alice))
+    connection = await open_node_connection(HOST, port, client_id="alice", security=security,
+                                            request_timeout_ms=5000)
+    try:
+        return await send_leader_and_isr(connection, "replicated", broker_epoch=0)
     finally:
         connection.close()
 
@@ -130,6 +145,12 @@ def test_a_sasl_ssl_cluster_replicates_fails_over_and_refuses_outsiders(tmp_path
         assert added.returncode == 0, added.stderr
         tls = load_command_config(client).ssl_context
         asyncio.run(outsiders_get_no_cluster_action(manifest.brokers[0].port, tls, "alice-secret"))
+        # Kafka authorizes CLUSTER_ACTION like any operation: an ACL allowing it lets alice act as a node does.
+        granted = replog("acls", "--add", "--allow-principal", "User:alice", "--operation", "ClusterAction",
+                         "--cluster", "--bootstrap-server", bootstrap, "--command-config", str(client))
+        assert granted.returncode == 0, granted.stderr
+        wait_for(lambda: asyncio.run(granted_cluster_action(manifest.brokers[0].port, tls, "alice-secret"))
+                 == STALE_BROKER_EPOCH, "the ACL to grant alice CLUSTER_ACTION")
 
         intruder = start_broker_with_wrong_password(tmp_path)
         wait_for(lambda: "SASL_AUTHENTICATION_FAILED" in (tmp_path / "intruder.log").read_text()

@@ -71,6 +71,17 @@ async def test_generate_execute_with_throttle_verify_and_cancel(cluster, tmp_pat
     assert not cluster.controller.metadata.broker_configs  # every throttle rate removed
     assert cluster.controller.metadata.topics["spread"].configs == {}
 
+    # KIP-860: with --disallow-replication-factor-change a target of another length is refused, untouched.
+    grow = tmp_path / "grow.json"
+    grow.write_text(json.dumps({"version": 1, "partitions": [{"topic": "spread", "partition": 1,
+                                                               "replicas": [3, 4, 2], "log_dirs": ["any"] * 3}]}))
+    refused = await run("reassign", *server, "--execute", "--disallow-replication-factor-change",
+                        "--reassignment-json-file", str(grow))
+    assert refused.returncode != 0
+    assert b"Failed to start the reassignment of spread-1: INVALID_REPLICATION_FACTOR" in refused.stdout
+    assert set(cluster.controller.registration("spread", 1).replicas) == {3, 4}
+    assert not cluster.controller.registration("spread", 1).is_reassigning
+
     # A move onto a down broker waits; --verify says so, --cancel reverts it.
     await cluster.kill(1)
     await cluster.wait_for(lambda: 1 not in cluster.active_brokers(), 20.0, "broker 1 to be fenced")
@@ -85,7 +96,9 @@ async def test_generate_execute_with_throttle_verify_and_cancel(cluster, tmp_pat
     described = await run("topics", "describe", *server, "--topic", "spread")
     assert described.returncode == 0, described.stderr
     line = next(x for x in described.stdout.decode().splitlines() if "Partition: 0" in x)
-    assert "\tIsr: 3,4\tAdding Replicas: 1\tRemoving Replicas: 4\t" in line, line
+    fields = dict(field.split(": ", 1) for field in line.strip().split("\t"))
+    assert set(fields["Isr"].split(",")) == {"3", "4"}, line  # in the order the replicas joined
+    assert (fields["Adding Replicas"], fields["Removing Replicas"]) == ("1", "4"), line
     cancelled = await run("reassign", *server, "--cancel", "--reassignment-json-file", str(stuck))
     assert cancelled.returncode == 0, cancelled.stderr
     assert b"Successfully cancelled partition reassignments for spread-0" in cancelled.stdout

@@ -168,3 +168,14 @@ def test_pick_version_rejects_missing_or_disjoint_ranges():
         with pytest.raises(KafkaError) as exc:
             conn.pick_version(key)
         assert exc.value.name == "UNSUPPORTED_VERSION"
+
+
+async def test_an_answer_reaches_the_caller_one_loop_turn_after_its_frame():
+    """A follower's fetch loop runs on from its answer in the turn after the frame arrives, not two."""
+    conn, _ = connected()
+    pending = asyncio.ensure_future(conn.request(ApiKey.METADATA, 12, [b""]))
+    await settle()  # sent, waiting for its answer
+    respond(conn, 0, b"answer")
+    await asyncio.sleep(0)  # one loop turn
+    assert pending.done(), "the answer did not reach the caller in one loop turn"
+    assert bytes(pending.result()[4:]) == b"answer"

@@ -82,6 +82,38 @@ def test_start_refuses_bad_targets(target, fragment):
     assert fragment in str(refused.value)
 
 
+@pytest.mark.parametrize(
+    ("current", "target", "allowed"),
+    [
+        (_p([1, 2, 3], [1, 2, 3], 1), [4, 5, 6], True),  # a move keeps the replication factor
+        (_p([1, 2, 3], [1, 2, 3], 1), [2, 1, 3], True),  # so does a new order
+        (_p([1, 2, 3], [1, 2, 3], 1), [1, 2], False),
+        (_p([1, 2], [1, 2], 1), [1, 2, 3], False),
+        # During a move the partition is headed for its target (4, 5): that is the factor to keep, not the
+        # four replicas it has meanwhile.
+        (_p([4, 5, 1, 2], [1, 2], 1, adding=[4, 5], removing=[1, 2]), [5, 6], True),
+        (_p([4, 5, 1, 2], [1, 2], 1, adding=[4, 5], removing=[1, 2]), [4, 5, 6, 1], False),
+        # Growing during a move that grows: headed for three.
+        (_p([1, 2, 3], [1, 2], 1, adding=[3]), [1, 2, 4], True),
+    ],
+)
+def test_start_without_replication_factor_change(current, target, allowed):
+    """KIP-860: with allowReplicationFactorChange false, a target must be as long as the replica set the
+    partition is headed for; with it true (the default, and all v0 allows) any valid target goes."""
+    def start(allow):
+        return r.start(current, target, is_registered=REGISTERED.__contains__, live=REGISTERED,
+                       allow_replication_factor_change=allow)
+
+    assert start(True).registration.replicas[:len(target)] == tuple(target)
+    if allowed:
+        assert start(False).registration == start(True).registration
+    else:
+        with pytest.raises(r.ReassignmentRefused) as refused:
+            start(False)
+        assert refused.value.error_code == ErrorCode.invalid_replication_factor
+        assert f"to {len(target)}" in str(refused.value)
+
+
 # --------------------------------------------------------------------------------------------- completion
 
 

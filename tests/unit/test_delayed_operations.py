@@ -278,3 +278,28 @@ async def test_a_quiet_session_partition_woken_after_another_wake_up_counts_its_
     assert not op.future.done()
     append_to_u(manager, acks=1)
     assert len(op.future.result()) == 2  # t-0, and u-0 that joined it
+
+
+async def test_an_acks_all_answer_is_encoded_in_the_follower_fetch_that_moves_the_high_watermark(replicas):
+    """Kafka's rule: the acks=all produce completes in the step in which the follower's fetch moves the HW.
+    Here the handler's encoding runs in that very call too, not in a task that wakes a loop turn later."""
+    pending = replicas.append_records([("t", 0, memoryview(bytearray(build_batch([(None, b"x", [], 1000)]))))],
+                                      -1, PARKED_MS)
+    encoded = []
+    pending.then(lambda results: encoded.append(results[("t", 0)].error_code) or ["answer"])
+    replicas.read_partition("t", 0, 1, current_leader_epoch=3, last_fetched_epoch=-1, max_bytes=1 << 20,
+                            fetcher=FollowerFetch(FOLLOWER, 0), min_one_batch=True)
+    assert encoded == [ErrorCode.none]
+    assert pending.result() == ["answer"]
+
+
+async def test_a_consumer_fetch_answer_is_encoded_in_the_follower_fetch_that_moves_the_high_watermark(replicas):
+    params = FetchParams(-1, PARKED_MS, 1, 1 << 20, [FetchPartitionParams("t", 0, 0, 3, -1, 0, 1 << 20)])
+    pending = replicas.fetch_messages(params)
+    assert not isinstance(pending, list), "nothing below the HW yet: the fetch parks"
+    pending.then(lambda results: [result.high_watermark for result in results])
+    append(replicas)
+    assert not pending.done()  # the HW has not moved
+    replicas.read_partition("t", 0, 1, current_leader_epoch=3, last_fetched_epoch=-1, max_bytes=1 << 20,
+                            fetcher=FollowerFetch(FOLLOWER, 0), min_one_batch=True)
+    assert pending.result() == [1]

@@ -28,6 +28,7 @@ from replog.harness.processes import (
     wait_until_ready,
 )
 from replog.server.listener_socket import LISTENER_FDS_ENV
+from replog.server.parent_watch import EXIT_WITH_PARENT_ENV
 
 # A server in miniature: serves one connection on the inherited socket for its address, after the ready file.
 SERVE_ONCE = """
@@ -137,3 +138,12 @@ def test_an_exited_child_counts_as_exited_and_is_reaped():
 
 def _unused_pid() -> int:
     return int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
+
+
+@pytest.mark.parametrize("detached", [False, True])
+def test_launch_makes_an_attached_node_stop_with_us_and_a_detached_one_outlive_us(tmp_path, monkeypatch, detached):
+    monkeypatch.setenv(EXIT_WITH_PARENT_ENV, "1")  # what our own parent told us; never the child's
+    proc = launch([sys.executable, "-c", f"import os; print(os.environ.get({EXIT_WITH_PARENT_ENV!r}))"],
+                  tmp_path / "out", detached=detached)
+    assert proc.wait(30) == 0
+    assert (tmp_path / "out").read_text() == ("None\n" if detached else f"{os.getpid()}\n")

@@ -54,7 +54,8 @@ def handle(ctx: RequestContext, topics: TopicAdmin):
     for topic in request.topics:
         if topic.name not in creatable:
             results.append(_error(topic.name, ErrorCode.topic_authorization_failed, "Authorization failed."))
-        elif topic.name in seen:
+            continue
+        if topic.name in seen:
             results.append(_error(topic.name, ErrorCode.invalid_request, "topic named twice in one request"))
             continue
         seen.add(topic.name)

@@ -11,7 +11,6 @@ Fetch sessions (KIP-227, v7+, fetch_sessions.py): a request in a session names o
 fetch parameters changed; the broker fetches every partition of the session and answers the changed ones.
 """
 
-import asyncio
 import dataclasses
 import functools
 
@@ -50,7 +49,7 @@ def handle(ctx: RequestContext, replicas: ReplicaManager, access: Access):
     ]
     params = FetchParams(replica_id=request.replica_id, max_wait_ms=millis(request.max_wait),
                          min_bytes=request.min_bytes, max_bytes=request.max_bytes, partitions=requested)
-    if params.from_follower and not ctx.session.cluster_action:
+    if params.from_follower and not ctx.may_act_for_cluster:
         # Only brokers replicate: a client claiming a replica id would read past the HW. No session is touched.
         return _encode(ctx.api_version, params, _all_errors(params, ErrorCode.cluster_authorization_failed))
     # Before v7 the request has no session fields: the defaults (id 0, epoch -1) make it sessionless.
@@ -74,7 +73,9 @@ def handle(ctx: RequestContext, replicas: ReplicaManager, access: Access):
     results = _fetch(replicas, params, readable, quiet)
     if isinstance(results, list):
         return _respond(replicas, ctx.api_version, params, context, results)
-    return _respond_later(replicas, results, ctx.api_version, params, context)
+    # Encoded in the call that completes the parked fetch (server/completion.py): for a follower, the append
+    # that brings it data; for a consumer, the follower fetch that moves the HW.
+    return results.then(functools.partial(_respond, replicas, ctx.api_version, params, context))
 
 
 def _quiet_state(replicas: ReplicaManager, replica_id: int, key: tuple[str, int]) -> tuple | None:
@@ -121,7 +122,7 @@ def _fetch(replicas: ReplicaManager, params: FetchParams, readable: set[str], qu
     results = replicas.fetch_messages(allowed)
     if isinstance(results, list):
         return _with_refusals(params, readable, results)
-    return _refusals_later(results, params, readable)
+    return results.then(functools.partial(_with_refusals, params, readable))
 
 
 def _with_refusals(params: FetchParams, readable: set[str], results: list[FetchPartitionResult]):
@@ -129,10 +130,6 @@ def _with_refusals(params: FetchParams, readable: set[str], results: list[FetchP
     return [next(fetched) if p.topic in readable else
             FetchPartitionResult(p.partition, ErrorCode.topic_authorization_failed, records=b"")
             for p in params.partitions]
-
-
-async def _refusals_later(future: asyncio.Future, params: FetchParams, readable: set[str]) -> list:
-    return _with_refusals(params, readable, await future)
 
 
 def _all_errors(params: FetchParams, code: ErrorCode) -> list[FetchPartitionResult]:
@@ -170,8 +167,3 @@ def _respond(replicas: ReplicaManager, version: int, params: FetchParams, contex
         if nbytes:
             replicas.metrics.record_fetch_out(p.topic, nbytes, to_follower=params.from_follower)
     return _encode(version, params, results, session_id)
-
-
-async def _respond_later(replicas: ReplicaManager, future, version: int, params: FetchParams,
-                         context: FetchContext) -> list:
-    return _respond(replicas, version, params, context, await future)

@@ -48,7 +48,7 @@ async def wait_until_registered(registration: Registration) -> bool:
 
 async def handle(ctx: RequestContext, control: ControlPlane) -> list:
     request = decode_leader_and_isr_request(ctx.frame, ctx.body_offset)
-    if not ctx.session.cluster_action:
+    if not ctx.may_act_for_cluster:
         error, per_partition = ErrorCode.cluster_authorization_failed, {}
     elif (not await wait_until_registered(control.registration)
           or control.registration.is_stale_broker_epoch(request.broker_epoch)):

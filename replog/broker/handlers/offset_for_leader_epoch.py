@@ -18,7 +18,7 @@ from ..replica_manager import ReplicaManager
 def handle(ctx: RequestContext, replicas: ReplicaManager, access: Access) -> list:
     request = decode_request(ApiKey.OFFSET_FOR_LEADER_EPOCH, ctx.api_version, ctx.frame, ctx.body_offset)
     # A replica id marks a follower (v3+); like a follower fetch, that is a cluster action (KafkaApis).
-    denied = getattr(request, "replica_id", -2) >= 0 and not ctx.session.cluster_action
+    denied = getattr(request, "replica_id", -2) >= 0 and not ctx.may_act_for_cluster
     # A consumer validating its position needs DESCRIBE on the topic (KafkaApis.handleOffsetForLeaderEpochRequest).
     describable = access.allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, (t.topic for t in request.topics))
     topics = []

@@ -1,6 +1,7 @@
-"""AlterPartitionReassignments (key 45) and ListPartitionReassignments (key 46), v0 (KIP-455): the controller
-moves replicas (forwarded, KIP-590). A single node has one broker: its partitions can only stay where they
-are, so a target of this broker alone is accepted (nothing to move) and any other names an unknown broker."""
+"""AlterPartitionReassignments (key 45, v0-1) and ListPartitionReassignments (key 46, v0) (KIP-455): the
+controller moves replicas (forwarded, KIP-590). A single node has one broker: its partitions can only stay where
+they are, so a target of this broker alone is accepted (nothing to move) and any other names an unknown broker;
+neither changes the replication factor, so v1's allowReplicationFactorChange (KIP-860) is only echoed."""
 
 import logging
 
@@ -31,7 +32,7 @@ def handle(ctx: RequestContext, admin: ConfigAdmin):
         return [encode_response(api_key, ctx.api_version, _refusal(request, True, ErrorCode.none, None))]
     results = {t.name: [(p.partition_index, *_single_node_answer(admin, t.name, p.partition_index, p.replicas))
                         for p in t.partitions] for t in request.topics}
-    return [encode_response(api_key, ctx.api_version, _alter_body(ErrorCode.none, None, results))]
+    return [encode_response(api_key, ctx.api_version, _alter_body(request, ErrorCode.none, None, results))]
 
 
 def _single_node_answer(admin: ConfigAdmin, topic: str, partition: int,
@@ -54,9 +55,11 @@ def _single_node_answer(admin: ConfigAdmin, topic: str, partition: int,
                                                   f"no such broker is registered.")
 
 
-def _alter_body(error: ErrorCode, message: str | None,
+def _alter_body(request, error: ErrorCode, message: str | None,
                 results: dict[str, list[tuple[int, ErrorCode, str | None]]]) -> dict:
-    return {"throttle_time": 0, "error_code": error, "error_message": message, "responses": [
+    return {"throttle_time": 0, "error_code": error, "error_message": message,
+            "allow_replication_factor_change": getattr(request, "allow_replication_factor_change", True),
+            "responses": [
         {"name": topic, "partitions": [{"partition_index": p, "error_code": code, "error_message": text}
                                        for p, code, text in partitions]}
         for topic, partitions in results.items()]}
@@ -67,7 +70,7 @@ def _refusal(request, listing: bool, error: ErrorCode, message: str | None) -> d
     if listing:
         return {"throttle_time": 0, "error_code": error, "error_message": message, "topics": []}
     results = {t.name: [(p.partition_index, error, message) for p in t.partitions] for t in request.topics}
-    return _alter_body(error, message, results)
+    return _alter_body(request, error, message, results)
 
 
 async def _forward(ctx: RequestContext, admin: ConfigAdmin, request) -> list:

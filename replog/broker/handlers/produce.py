@@ -6,8 +6,6 @@ high watermark passes every appended partition's last offset, or the request tim
 NOT_LEADER_OR_FOLLOWER answer names the partition's current leader (KIP-951, leader_hints.py).
 """
 
-import asyncio
-
 from kio.schema.errors import ErrorCode
 
 from replog.protocol.apis import ApiKey
@@ -15,6 +13,7 @@ from replog.protocol.messages import encode_response
 from replog.protocol.produce import decode_produce_request
 from replog.protocol.topics import OFFSETS_TOPIC
 from replog.security.acls import Operation, ResourceType
+from replog.server.completion import Completion
 from replog.server.dispatch import RequestContext
 
 from ..access import Access
@@ -30,7 +29,7 @@ def handle(ctx: RequestContext, replicas: ReplicaManager, access: Access, topics
     request = decode_produce_request(ctx.api_version, ctx.frame, ctx.body_offset)
     entries = [(topic.name, p.index, p.records) for topic in request.topics for p in topic.partitions]
     if request.transactional_id is not None and request.acks in VALID_ACKS:
-        results: AppendResults | asyncio.Future[AppendResults] = {
+        results: AppendResults | Completion = {
             (topic, index): PartitionAppendResult(ErrorCode.transactional_id_authorization_failed,
                                                   error_message="transactions are not supported")
             for topic, index, _ in entries}
@@ -43,7 +42,8 @@ def handle(ctx: RequestContext, replicas: ReplicaManager, access: Access, topics
         results = replicas.append_records([e for e in entries if (e[0], e[1]) not in refusals], request.acks,
                                           request.timeout_ms)
         if refusals:
-            results = _merged(results, refusals) if not isinstance(results, dict) else {**results, **refusals}
+            results = results.then(lambda r: {**r, **refusals}) if isinstance(results, Completion) else {
+                **results, **refusals}
     if request.acks == 0:
         assert isinstance(results, dict)  # acks=0 never waits
         if any(r.error_code != ErrorCode.none for r in results.values()):
@@ -52,7 +52,8 @@ def handle(ctx: RequestContext, replicas: ReplicaManager, access: Access, topics
     hints = _LeaderHints(ctx, replicas, topics.image) if ctx.api_version >= FIRST_LEADER_HINT_VERSION else None
     if isinstance(results, dict):
         return [_encode(ctx.api_version, results, hints)]
-    return _encode_later(results, ctx.api_version, hints)
+    # Encoded in the call that moves the HW (server/completion.py), Kafka's DelayedProduce responseCallback.
+    return results.then(lambda r: [_encode(ctx.api_version, r, hints)])
 
 
 def _refusal(topic: str, writable: bool) -> PartitionAppendResult:
@@ -60,10 +61,6 @@ def _refusal(topic: str, writable: bool) -> PartitionAppendResult:
         return PartitionAppendResult(ErrorCode.topic_authorization_failed)
     return PartitionAppendResult(ErrorCode.invalid_topic_exception,
                                  error_message=f"cannot append to internal topic {topic}")
-
-
-async def _merged(future: asyncio.Future[AppendResults], refusals: AppendResults) -> AppendResults:
-    return {**await future, **refusals}
 
 
 class _LeaderHints:
@@ -82,10 +79,6 @@ class _LeaderHints:
 
     def node_endpoints(self) -> list[dict]:
         return node_endpoints(self._image, self.leaders, self._listener_name)
-
-
-async def _encode_later(future, version: int, hints: _LeaderHints | None) -> list:
-    return [_encode(version, await future, hints)]
 
 
 def _encode(version: int, results: AppendResults, hints: _LeaderHints | None) -> bytes:

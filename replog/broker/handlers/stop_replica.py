@@ -20,7 +20,7 @@ from .context import ControlPlane
 
 async def handle(ctx: RequestContext, control: ControlPlane) -> list:
     request = decode_stop_replica_request(ctx.frame, ctx.body_offset)
-    if not ctx.session.cluster_action:
+    if not ctx.may_act_for_cluster:
         error, per_partition = ErrorCode.cluster_authorization_failed, {}
     elif control.registration.is_stale_broker_epoch(request.broker_epoch):
         error, per_partition = ErrorCode.stale_broker_epoch, {}

@@ -19,7 +19,7 @@ from .context import ControlPlane
 
 def handle(ctx: RequestContext, control: ControlPlane) -> list:
     request = decode_update_metadata_request(ctx.frame, ctx.body_offset)
-    if not ctx.session.cluster_action:
+    if not ctx.may_act_for_cluster:
         error = ErrorCode.cluster_authorization_failed
     elif control.registration.is_stale_broker_epoch(request.broker_epoch):
         error = ErrorCode.stale_broker_epoch
