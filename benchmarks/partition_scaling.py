@@ -45,7 +45,20 @@ LINGER_MS = 100
 # 10,000 that is a directory and three small files each, longer on a 2-vCPU VM than Kafka's 30 s
 # controller.socket.timeout.ms. The controller waits longer for such a count rather than resend it.
 LARGE_COUNT = 10_000
+# Run only some counts, e.g. the 10,000 alone, which takes minutes a round: `REPLOG_BENCH_PARTITION_COUNTS=10000`.
+COUNTS_VARIABLE = "REPLOG_BENCH_PARTITION_COUNTS"
 LARGE_COUNT_CONTROLLER_OPTIONS = {"request_timeout_ms": 300_000, "propagation_timeout_ms": 300_000}
+
+
+def counts_from_environment(value: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
+    """The partition counts to run: REPLOG_BENCH_PARTITION_COUNTS ("10000", "1000,10000") or the default;
+    1 always, the baseline the throughputs are divided by."""
+    if not value:
+        return default
+    counts = {int(part) for part in value.split(",") if part.strip()}
+    if not counts or min(counts) < 1:
+        raise ValueError(f"{COUNTS_VARIABLE}={value!r}: positive partition counts, comma-separated")
+    return tuple(sorted(counts | {1}))
 
 
 def fits_open_file_limit(partitions: int, limit: int | None = None, budget: int | None = None) -> bool:
@@ -95,6 +108,7 @@ def run(quick: bool, workdir: Path) -> list[Result]:
     # Quick mode is a smoke test: two counts, one round. Full mode interleaves its rounds over the counts
     # (1, 100, ..., then again), so a drift of this shared VM hits every count alike.
     counts, volume, rounds = ((1, 100), 16 * MiB, 1) if quick else ((1, 100, 1_000, 10_000), 128 * MiB, 3)
+    counts = counts_from_environment(os.environ.get(COUNTS_VARIABLE), counts)
     idle_s = QUICK_IDLE_S if quick else IDLE_S
     value = os.urandom(VALUE_BYTES)
     fitting = []

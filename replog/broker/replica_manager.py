@@ -156,6 +156,7 @@ class ReplicaManager:
                                   clock_ms=self.clock_ms, replica_lag_time_max_ms=self.replica_lag_time_max_ms,
                                   alter_isr=self._alter_isr)
             self.partitions[key] = partition
+            self.metrics.track_partition(partition)
         return partition
 
     # ---------------------------------------------------- single node (no controller)

@@ -22,12 +22,17 @@ from replog.fetcher.fetch_session import FetchSessionHandler, SessionRequest
 from replog.log.partition_log import TopicPartition
 from replog.protocol.apis import SUPPORTED_APIS, ApiKey, response_header_version
 from replog.protocol.fetch import FetchPartitionResult, decode_fetch_response
+from replog.protocol.fetch_request import (
+    FETCH_REQUEST_VERSION,
+    FetchRequestData,
+    FetchRequestPartitionData,
+    encode_fetch_request,
+)
 from replog.protocol.headers import decode_response_header
-from replog.protocol.messages import encode_request
 from replog.protocol.primitives import DecodeError
 
 # The last version naming topics; v12 carries LastFetchedEpoch and DivergingEpoch (KIP-595).
-FETCH_VERSION = 12
+FETCH_VERSION = FETCH_REQUEST_VERSION
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 LIST_OFFSETS_VERSION = SUPPORTED_APIS[ApiKey.LIST_OFFSETS].max_version
 LATEST_TIMESTAMP = -1
@@ -112,7 +117,7 @@ class RemoteLeaderEndpoint:
     ) -> dict[TopicPartition, FetchPartitionResult]:
         assert partitions
         request = self._session.build(partitions)
-        body = encode_request(ApiKey.FETCH, FETCH_VERSION, self._fetch_request(request))
+        body = encode_fetch_request(self._fetch_request(request))
         try:
             async with self._failures_as_endpoint_errors():
                 connection = await self._open()
@@ -139,36 +144,21 @@ class RemoteLeaderEndpoint:
             for p in topic.partitions
         }
 
-    def _fetch_request(self, request: SessionRequest[FetchRequestPartition]) -> dict:
+    def _fetch_request(self, request: SessionRequest[FetchRequestPartition]) -> FetchRequestData:
         config = self._config
-        topics: dict[str, list[dict]] = {}
+        topics: dict[str, list[FetchRequestPartitionData]] = {}
         for tp, p in request.partitions.items():
+            last_fetched_epoch = _NO_LAST_FETCHED_EPOCH if p.last_fetched_epoch is None else p.last_fetched_epoch
             topics.setdefault(tp.topic, []).append(
-                {
-                    "partition": tp.partition,
-                    "current_leader_epoch": p.current_leader_epoch,
-                    "fetch_offset": p.fetch_offset,
-                    "last_fetched_epoch": (
-                        _NO_LAST_FETCHED_EPOCH if p.last_fetched_epoch is None else p.last_fetched_epoch
-                    ),
-                    "log_start_offset": p.log_start_offset,
-                    "partition_max_bytes": p.max_bytes,
-                }
+                FetchRequestPartitionData(
+                    tp.partition, p.current_leader_epoch, p.fetch_offset, last_fetched_epoch,
+                    p.log_start_offset, p.max_bytes,
+                )  # fmt: skip
             )
-        return {
-            "replica_id": self._replica_id,
-            "max_wait": config.max_wait_ms,
-            "min_bytes": config.min_bytes,
-            "max_bytes": config.max_bytes,
-            "isolation_level": _READ_UNCOMMITTED,
-            "session_id": request.session_id,
-            "session_epoch": request.epoch,
-            "topics": [{"topic": topic, "partitions": ps} for topic, ps in topics.items()],
-            "forgotten_topics_data": [
-                {"topic": topic, "partitions": ps} for topic, ps in _by_topic(request.forgotten).items()
-            ],
-            "rack_id": "",
-        }
+        return FetchRequestData(
+            self._replica_id, config.max_wait_ms, config.min_bytes, config.max_bytes, _READ_UNCOMMITTED,
+            request.session_id, request.epoch, topics, _by_topic(request.forgotten),
+        )  # fmt: skip
 
     async def offsets_for_leader_epoch(
         self, partitions: dict[TopicPartition, tuple[int, int]]
