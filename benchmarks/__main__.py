@@ -23,6 +23,7 @@ from . import (
     failover,
     follower_catchup,
     idle_neighbours,
+    idle_partitions,
     log_cleaning,
     partition_request_cost,
     partition_scaling,
@@ -39,7 +40,7 @@ from .plots import draw_plots
 BENCHMARKS = {
     m.NAME: m for m in (codec_kio_vs_handwritten, baselines, produce_throughput, consume_catchup,
                         replicated_produce, replicated_latency, follower_catchup, partition_scaling,
-                        partition_request_cost, idle_neighbours, failover,
+                        partition_request_cost, idle_neighbours, idle_partitions, failover,
                         controller_failover, startup, analyze, peers, log_cleaning, consumer_groups, reassignment)
 }  # fmt: skip
 

@@ -7,7 +7,7 @@ import statistics
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from replog.harness.local_cluster import LocalCluster
@@ -123,10 +123,10 @@ async def replicated_cluster(root: Path, overrides: dict[str, str] | None = None
                              controller_options: dict | None = None) -> AsyncIterator[LocalCluster]:
     """Three broker processes with Kafka's replication defaults (and `overrides`) and a controller in this event
     loop (`controller_options`: more ControllerConfig fields)."""
+    # The options go to the controller's constructor: changing cluster.controller_config afterwards would not
+    # reach the controller already built (the 10,000-partition round ran with the default 30 s timeouts).
     cluster = LocalCluster(root, brokers=3, overrides=KAFKA_REPLICATION_DEFAULTS | (overrides or {}),
-                           session_timeout_ms=KAFKA_SESSION_TIMEOUT_MS)
-    if controller_options:
-        cluster.controller_config = replace(cluster.controller_config, **controller_options)
+                           session_timeout_ms=KAFKA_SESSION_TIMEOUT_MS, controller_options=controller_options)
     try:
         await cluster.start()
         yield cluster

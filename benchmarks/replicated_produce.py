@@ -30,13 +30,14 @@ LAYOUTS = {
 }
 
 
-def produce(bootstrap: str, topic: str, value: bytes, count: int, partitions: int = PARTITIONS) -> float:
+def produce(bootstrap: str, topic: str, value: bytes, count: int, partitions: int = PARTITIONS,
+            linger_ms: int = LINGER_MS) -> float:
     """Seconds to produce `count` records round-robin over the partitions until all are acknowledged."""
     producer = confluent_kafka.Producer({
         "bootstrap.servers": bootstrap,
         "enable.idempotence": True,
         "acks": "all",
-        "linger.ms": LINGER_MS,
+        "linger.ms": linger_ms,
         "batch.size": BATCH_BYTES,
         "compression.type": "none",
         "queue.buffering.max.kbytes": 256 * 1024,

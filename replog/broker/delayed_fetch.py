@@ -10,10 +10,8 @@ from replog.server.completion import Completion
 
 from .delayed_fetch_rules import ParkedPartition, delayed_fetch_can_complete, parked_partition_bytes
 from .fetch_params import FetchParams, FetchPartitionParams
+from .fetch_sessions import FetchSession
 from .purgatory import DelayedOperation
-
-# {(topic, partition): (its fetch parameters, where its last read started)}
-QuietPartitions = dict[tuple[str, int], tuple[FetchPartitionParams, LogOffsetMetadata]]
 
 
 def read_all(
@@ -46,32 +44,36 @@ class DelayedFetch(DelayedOperation):
     available, counted from log positions (G), or a diverging epoch (H). Then it reads afresh."""
 
     def __init__(self, replica_manager, params: FetchParams, fetch_offsets: list[LogOffsetMetadata | None],
-                 quiet: QuietPartitions | None = None) -> None:
+                 session: FetchSession | None = None) -> None:
         super().__init__(params.max_wait_ms)
         assert len(fetch_offsets) == len(params.partitions)
         assert None not in fetch_offsets, "a partition that did not read answers at once, it never parks"
         self._replica_manager = replica_manager
         self._params = params
         self._fetch_offsets = fetch_offsets
-        # A fetch session's partitions that were not read (fetch_sessions.py): watched, but checked only
-        # once something changes them; then they join params.partitions, and the answer reads them too.
-        self._quiet = dict(quiet or {})
+        # A fetch session's quiet partitions were not read (fetch_sessions.py): the session tells this fetch
+        # of each one that changes while it waits (take_in), and only then is it watched and checked.
+        self._session = session
+        if session is not None:
+            session.waiters.add(self.take_in)
         self._shares: list[int] | None = None  # each partition's bytes at its last check (case G)
         self._accumulated = 0
         self._positions: dict[tuple[str, int], list[int]] | None = None  # built at the first wake-up
         self.future = Completion()  # the handler's encoding runs in the call that completes the fetch
 
-    def on_key_changed(self, key) -> None:
-        quiet = self._quiet.pop(key, None)
-        if quiet is not None:
-            p, position = quiet
-            self._params.partitions.append(p)
-            self._fetch_offsets.append(position)
-            # Counted from nothing: try_complete_for, which follows, counts its share.
-            if self._shares is not None:
-                self._shares.append(0)
-            if self._positions is not None:
-                self._positions.setdefault((p.topic, p.partition), []).append(len(self._params.partitions) - 1)
+    def take_in(self, p: FetchPartitionParams, position: LogOffsetMetadata) -> None:
+        """A quiet partition of the session changed: it joins params.partitions, so the answer reads it too,
+        and the purgatory's check of its key, which follows, counts its share."""
+        key = (p.topic, p.partition)
+        if self.completed or key in self.keys:
+            return
+        self._params.partitions.append(p)
+        self._fetch_offsets.append(position)
+        if self._shares is not None:
+            self._shares.append(0)  # counted from nothing: try_complete_for counts it
+        if self._positions is not None:
+            self._positions.setdefault(key, []).append(len(self._params.partitions) - 1)
+        self._replica_manager.fetch_purgatory.watch(self, key)
 
     def try_complete(self) -> bool:
         # Cached state only (see delayed_fetch_rules): a wake-up from an append cannot fail on the disk.
@@ -128,6 +130,8 @@ class DelayedFetch(DelayedOperation):
             return True
 
     def on_complete(self) -> None:
+        if self._session is not None:
+            self._session.waiters.discard(self.take_in)
         results, _, _, _ = read_all(self._replica_manager, self._params)
         if not self.future.done():
             self.future.set_result(results)

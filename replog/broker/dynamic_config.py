@@ -63,6 +63,6 @@ def apply_dynamic_configs(replicas: ReplicaManager, image: MetadataImage, static
         config, min_isr = wanted
         if partition.log.config != config or partition.min_insync_replicas != min_isr:
             partition.log.update_config(config)
-            partition.min_insync_replicas = min_isr
+            partition.update_min_insync_replicas(min_isr)
             changed += 1
     return changed

@@ -21,10 +21,13 @@ class CurrentLeader:
 
 
 def current_leader(partition: Partition | None, image: MetadataImage, topic: str, index: int) -> CurrentLeader:
-    if partition is not None and partition.state.leader != LEADER_NONE:
-        return CurrentLeader(partition.state.leader, partition.state.leader_epoch)
+    """The newer of the two: the image takes a LeaderAndIsr's leaders before the replica applies them
+    (MetadataImage.apply_leadership), and a hint older than the client's metadata would be ignored."""
     metadata = image.topics.get(topic)
     known = metadata.partitions.get(index) if metadata is not None else None
+    if partition is not None and partition.state.leader != LEADER_NONE and (
+            known is None or partition.state.leader_epoch >= known.leader_epoch):
+        return CurrentLeader(partition.state.leader, partition.state.leader_epoch)
     if known is None:
         return CurrentLeader(LEADER_NONE, UNDEFINED_EPOCH)
     return CurrentLeader(known.leader, known.leader_epoch)

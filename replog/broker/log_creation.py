@@ -7,6 +7,7 @@ together) and adopted by the LogManager back on the event loop.
 
 import asyncio
 import logging
+import time
 from collections.abc import Container
 
 from kio.schema.errors import ErrorCode
@@ -20,6 +21,7 @@ from replog.protocol.control import LeaderAndIsrRequest
 log = logging.getLogger(__name__)
 
 LOG_CREATION_THREADS = 4
+ADOPTION_SLICE_S = 0.01  # the longest the event loop adopts new logs without a turn for other work
 
 
 def storage_error_code(failure: LogError | OSError) -> ErrorCode:
@@ -35,11 +37,13 @@ async def create_missing_logs(log_manager: LogManager, base_log_config: LogConfi
     wanted = {}  # by partition: a request naming one twice still creates its log once
     led_epochs: dict[TopicPartition, int] = {}
     for topic in request.topic_states:
+        config = None  # one per topic, not per partition
         for state in topic.partition_states:
             key = TopicPartition(topic.topic_name, state.partition_index)
             if (node_id in state.replicas and key not in hosted and key not in wanted
                     and log_manager.get_log(*key) is None):
-                config = LogConfig.from_topic_configs(topic.configs, base_log_config)
+                if config is None:
+                    config = LogConfig.from_topic_configs(topic.configs, base_log_config)
                 wanted[key] = (key, config, topic.topic_id)
                 if state.leader == node_id:
                     led_epochs[key] = state.leader_epoch
@@ -55,7 +59,13 @@ async def create_missing_logs(log_manager: LogManager, base_log_config: LogConfi
                                      for chunk in chunks if chunk))
     opened = {new: result for chunk in results for new, result in chunk}
     errors = {}
+    slice_started = time.monotonic()
     for new in planned:
+        # Adopting 10,000 logs takes seconds on a loaded machine: the broker's heartbeats to the controller
+        # (9 s session) and client requests must keep flowing meanwhile.
+        if time.monotonic() - slice_started > ADOPTION_SLICE_S:
+            await asyncio.sleep(0)
+            slice_started = time.monotonic()
         result = opened[new]
         if isinstance(result, Exception):
             log.error("creating the log of %s-%d failed: %s", *new.topic_partition, result)

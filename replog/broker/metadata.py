@@ -3,7 +3,12 @@
 import uuid
 from dataclasses import dataclass, field
 
-from replog.protocol.control import LEADER_DURING_DELETE, UPDATE_METADATA_FULL, UpdateMetadataRequest
+from replog.protocol.control import (
+    LEADER_DURING_DELETE,
+    UPDATE_METADATA_FULL,
+    LeaderAndIsrRequest,
+    UpdateMetadataRequest,
+)
 from replog.security.acls import binding_of
 from replog.security.authorizer import AclIndex
 from replog.server.properties import Listener
@@ -112,3 +117,31 @@ class MetadataImage:
                 self.topics[topic.name] = topic
             else:
                 self.topics.pop(topic.name, None)
+
+    def apply_leadership(self, request: LeaderAndIsrRequest) -> int:
+        """Take the leadership a LeaderAndIsr brings, before the broker applies it; returns the partitions
+        changed. KRaft's order: a broker publishes the new metadata image (what Metadata answers from) before
+        ReplicaManager applies the leadership delta (BrokerMetadataPublisher.onMetadataUpdate), so clients
+        asking this broker learn the new leaders without waiting for the apply and the UpdateMetadata the
+        controller sends after it. A client may then reach a new leader that has not applied its
+        leadership yet and get NOT_LEADER_OR_FOLLOWER, which it retries, as with Kafka.
+
+        Only partitions the image already lists, of a topic with the same id, and only newer states (leader
+        epoch, then partition epoch): a topic or partition known from a LeaderAndIsr alone would show only
+        this broker's replicas; the UpdateMetadata that follows brings the whole view, and the brokers list.
+        """
+        changed = 0
+        for topic_state in request.topic_states:
+            topic = self.topics.get(topic_state.topic_name)
+            if topic is None or topic.topic_id != topic_state.topic_id:
+                continue
+            for p in topic_state.partition_states:
+                known = topic.partitions.get(p.partition_index)
+                if known is None or (p.leader_epoch, p.partition_epoch) <= (known.leader_epoch,
+                                                                            known.partition_epoch):
+                    continue
+                topic.partitions[p.partition_index] = PartitionMetadata(
+                    p.leader, p.leader_epoch, p.partition_epoch, list(p.replicas), list(p.isr),
+                    known.offline_replicas)
+                changed += 1
+        return changed

@@ -9,6 +9,7 @@ no Kafka counterpart start with replog_. The dump format is docs/metrics-dumps.m
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -74,6 +75,21 @@ class BrokerMetrics:
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.dumper: MetricsDumper | None = None  # set when dumps are on: ISR changes become event lines
+        # The partitions whose dump line may have changed since the last dump, in the order first told (a dict
+        # as an ordered set); None until a dump asks (track_partition), so without dumps nothing is kept.
+        self.changed: dict[TopicPartition, None] | None = None
+
+    def track_partition(self, partition: Partition) -> None:
+        """Have `partition` and its log report their changes to `changed` (once the dumps track them)."""
+        if self.changed is None:
+            return
+        mark = functools.partial(self.changed.setdefault, partition.key)
+        partition.change_listener = partition.log.change_listener = mark
+        mark()
+
+    def _mark_changed(self, tp: TopicPartition) -> None:
+        if self.changed is not None:
+            self.changed.setdefault(tp)
 
     def _partition(self, tp: TopicPartition) -> PartitionCounters:
         counters = self.partitions.get(tp)
@@ -98,6 +114,7 @@ class BrokerMetrics:
         partition.messages_in += messages
         topic.bytes_in += info.num_bytes
         topic.messages_in += messages
+        self._mark_changed(tp)
 
     def record_fetch_out(self, topic: str, nbytes: int, *, to_follower: bool) -> None:
         counters = self._topic(topic)
@@ -108,6 +125,8 @@ class BrokerMetrics:
 
     def record_follower_fetch(self, tp: TopicPartition, appended_bytes: int, leader_high_watermark: int) -> None:
         partition = self._partition(tp)
+        if appended_bytes or partition.leader_high_watermark != leader_high_watermark:  # its line, its lag
+            self._mark_changed(tp)
         partition.replication_bytes_in += appended_bytes
         partition.leader_high_watermark = leader_high_watermark
         self._topic(tp.topic).replication_bytes_in += appended_bytes
@@ -133,6 +152,7 @@ class BrokerMetrics:
     def forget_partition(self, tp: TopicPartition) -> None:
         """The replica left this broker: a later one starts its counters from zero (a reset to readers)."""
         self.partitions.pop(tp, None)
+        self._mark_changed(tp)  # a dump drops its line
 
     def observe_request(self, api_key: int, local_ms: float, total_ms: float) -> None:
         stats = self.requests.get(api_key)
@@ -194,46 +214,6 @@ def _bytes_from(log, position, offset: int) -> int:
     # The position its last fetch started at, when still in the log; else an index lookup.
     found = None if position is None else log.bytes_after(position)
     return found if found is not None else log.bytes_from(offset)
-
-
-def broker_snapshot(metrics: BrokerMetrics, replica_manager, now_ms: int) -> tuple[str, dict]:
-    """The `broker` dump line's fields; runs on the event loop, so the state cannot change under it."""
-    partitions = replica_manager.partitions
-    gauges = metrics.replication_gauges(partitions)
-    totals = TopicCounters()
-    for counters in metrics.topics.values():
-        totals.bytes_in += counters.bytes_in
-        totals.messages_in += counters.messages_in
-        totals.bytes_out += counters.bytes_out
-        totals.replication_bytes_in += counters.replication_bytes_in
-        totals.replication_bytes_out += counters.replication_bytes_out
-    lines = []
-    for tp, partition in partitions.items():
-        state, log = partition.state, partition.log
-        counters = metrics.partitions.get(tp) or PartitionCounters()
-        lines.append({
-            "topic": tp.topic, "partition": tp.partition, "leader": state.leader,
-            "leader_epoch": state.leader_epoch, "replicas": list(state.replicas), "isr": list(state.isr),
-            "min_isr": partition.effective_min_isr(), "log_start_offset": log.log_start_offset,
-            "log_end_offset": log.log_end_offset, "high_watermark": log.high_watermark,
-            "size_bytes": log.size_in_bytes, "bytes_in_total": counters.bytes_in,
-            "messages_in_total": counters.messages_in, "replication_bytes_in_total": counters.replication_bytes_in,
-            "followers": follower_lags(partition, now_ms) if partition.is_leader else [],
-        })
-    broker = {
-        "bytes_in_total": totals.bytes_in, "messages_in_total": totals.messages_in,
-        "bytes_out_total": totals.bytes_out, "replication_bytes_in_total": totals.replication_bytes_in,
-        "replication_bytes_out_total": totals.replication_bytes_out,
-        "isr_shrinks_total": metrics.isr_shrinks, "isr_expands_total": metrics.isr_expands,
-        "under_replicated_partitions": gauges.under_replicated_partitions,
-        "under_min_isr_partitions": gauges.under_min_isr_partitions,
-        "at_min_isr_partitions": gauges.at_min_isr_partitions,
-        "leader_count": gauges.leader_count, "partition_count": gauges.partition_count,
-        "max_lag_messages": gauges.max_lag_messages,
-        "fetch_purgatory_size": replica_manager.fetch_purgatory.size,
-        "produce_purgatory_size": replica_manager.produce_purgatory.size,
-    }
-    return "broker", {"broker": broker, "partitions": lines}
 
 
 def request_name(api_key: int) -> str:

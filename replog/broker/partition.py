@@ -79,6 +79,14 @@ class Partition:
         self.leader_since_ms = 0  # when this broker took the current leader epoch; 0 while not leading
         # Its log dir failed (KIP-112): every request answers KAFKA_STORAGE_ERROR until the broker restarts.
         self.storage_failed = False
+        # Called, without arguments, whenever what this partition reports besides its log's figures may have
+        # changed: leadership, replicas, ISR, min.insync.replicas, a follower's fetch state. With its log's
+        # listener, the broker's metrics dump re-encodes only the partitions it was told of.
+        self.change_listener: Callable[[], None] | None = None
+
+    def _changed(self) -> None:
+        if self.change_listener is not None:
+            self.change_listener()
 
     def __repr__(self) -> str:
         return f"<Partition {self.topic}-{self.index} {self.state}>"
@@ -102,6 +110,12 @@ class Partition:
     @property
     def maximal_isr(self) -> tuple[int, ...]:
         return self.pending_isr.maximal_isr if self.pending_isr is not None else self.state.isr
+
+    def update_min_insync_replicas(self, min_insync_replicas: int) -> None:
+        """A dynamic min.insync.replicas (the topic's or the broker's default) took effect."""
+        assert min_insync_replicas >= 1
+        self.min_insync_replicas = min_insync_replicas
+        self._changed()
 
     def effective_min_isr(self) -> int:
         return rules.effective_min_isr(self.min_insync_replicas, len(self.state.replicas))
@@ -138,6 +152,7 @@ class Partition:
                 self.followers[broker_id] = FollowerState.initial(broker_id, now_ms=now, in_isr=broker_id in state.isr)
         for broker_id in [b for b in self.followers if b not in state.replicas]:
             del self.followers[broker_id]
+        self._changed()
         self.maybe_increment_high_watermark()
         return new_epoch
 
@@ -151,6 +166,7 @@ class Partition:
         self.followers = {}
         self.leader_epoch_start_offset = -1
         self.leader_since_ms = 0
+        self._changed()
         return changed
 
     def make_offline(self) -> None:
@@ -160,6 +176,7 @@ class Partition:
         self.followers = {}
         self.leader_epoch_start_offset = -1
         self.leader_since_ms = 0
+        self._changed()
 
     def mark_storage_failed(self) -> None:
         """Its log dir went offline: no longer lead or follow (Kafka's HostedPartition.Offline)."""
@@ -246,6 +263,7 @@ class Partition:
         follower = follower.after_fetch(fetch_offset, log_start_offset, self._clock_ms(), leader_log_end_offset,
                                         fetch_position)
         self.followers[replica_id] = follower
+        self._changed()
         self._maybe_expand_isr(follower)
         return self.maybe_increment_high_watermark()
 
@@ -301,6 +319,7 @@ class Partition:
                 self.state = dataclasses.replace(self.state, isr=committed_isr,
                                                  partition_epoch=committed_partition_epoch)
                 self.pending_isr = None
+                self._changed()
         return self.maybe_increment_high_watermark()
 
     # ------------------------------------------------------------------- read

@@ -40,10 +40,6 @@ class DelayedOperation:
         """Produce the result; runs exactly once, whatever completed the operation."""
         raise NotImplementedError
 
-    def on_key_changed(self, key: Hashable) -> None:
-        """Told which of its keys is being checked, before try_complete_for: an operation that watches keys it
-        does not re-check every time (a fetch session's quiet partitions) takes that one in."""
-
     def on_expiration(self) -> None:
         """Hook for expiry bookkeeping (metrics); on_complete still runs after it."""
 
@@ -99,6 +95,13 @@ class Purgatory:
         self._arm()
         return False
 
+    def watch(self, op: DelayedOperation, key: Hashable) -> None:
+        """A waiting operation watches one more key (a fetch taking in a partition of its session)."""
+        if op.completed or op._purgatory is not self or key in op.keys:
+            return
+        op.keys += (key,)
+        self._watchers.setdefault(key, set()).add(op)
+
     def check_and_complete(self, key: Hashable) -> int:
         """Try every operation watching key; returns how many completed."""
         watchers = self._watchers.get(key)
@@ -107,7 +110,6 @@ class Purgatory:
         completed = 0
         for op in list(watchers):
             if not op.completed:
-                op.on_key_changed(key)
                 completed += op.try_complete_for(key)
         return completed
 

@@ -31,10 +31,10 @@ from replog.protocol.fetch import FetchPartitionResult
 from replog.protocol.records import CorruptRecordError, InvalidRecordError
 from replog.server.completion import Completion
 
-from .delayed_fetch import DelayedFetch, QuietPartitions, read_all
+from .delayed_fetch import DelayedFetch, read_all
 from .delayed_produce import DelayedProduce
 from .fetch_params import FetchParams, FollowerFetch
-from .fetch_sessions import FetchSessionCache
+from .fetch_sessions import FetchSession, FetchSessionCache
 from .log_creation import create_missing_logs, storage_error_code
 from .metadata import MetadataImage
 from .metrics import BrokerMetrics
@@ -156,6 +156,7 @@ class ReplicaManager:
                                   clock_ms=self.clock_ms, replica_lag_time_max_ms=self.replica_lag_time_max_ms,
                                   alter_isr=self._alter_isr)
             self.partitions[key] = partition
+            self.metrics.track_partition(partition)
         return partition
 
     # ---------------------------------------------------- single node (no controller)
@@ -322,13 +323,18 @@ class ReplicaManager:
 
     def maybe_shrink_isr(self) -> int:
         """The isr-expiration task (every replica.lag.time.max.ms / 2): returns how many shrinks were sent."""
-        return sum(1 for p in list(self.partitions.values()) if p.maybe_shrink_isr())
+        shrinking = [p for p in list(self.partitions.values()) if p.maybe_shrink_isr()]
+        for partition in shrinking:
+            # A follower leaving the ISR is read by each of its fetches again (each may retry the expansion).
+            self.fetch_sessions.partition_changed(partition.key)
+        return len(shrinking)
 
     def complete_isr_change(self, partition: Partition, change: PendingIsrChange, error: ErrorCode, **state) -> None:
         """The controller answered an AlterPartition for partition."""
         if self.partitions.get(partition.key) is not partition:
             return  # deleted or recreated meanwhile
         isr_before = partition.state.isr
+        self.fetch_sessions.partition_changed(partition.key)
         if partition.complete_isr_change(change, error, **state):
             self._wake(partition.key, hw_moved=True)
         if partition.state.isr != isr_before:
@@ -380,21 +386,22 @@ class ReplicaManager:
     # ------------------------------------------------------------------ fetch
 
     def fetch_messages(self, params: FetchParams,
-                       quiet: QuietPartitions | None = None) -> FetchResults | Completion:
+                       session: FetchSession | None = None) -> FetchResults | Completion:
         """Kafka's fetchMessages: the read results at once if max_wait <= 0, min_bytes is met, or a partition
         has an error or a diverging epoch (facts §5); else a Completion of them, from a DelayedFetch parked on the
         partitions, woken by appends and HW moves, that reads everything afresh when it completes.
 
-        `quiet`: partitions of a fetch session not read now (nothing changed since the fetcher was told). A
-        parked fetch watches them too; one that changes joins params.partitions, so the results (and the
-        partitions they answer) may then be more than were asked."""
+        `session`: the fetch session whose quiet partitions were not read now (nothing changed since the
+        fetcher was told). A parked fetch takes in each one that changes while it waits (it joins
+        params.partitions, so the results, and the partitions they answer, may then be more than were asked);
+        the purgatory watches only the partitions read."""
         results, fetch_offsets, readable_bytes, respond_now = read_all(self, params)
-        if (params.max_wait_ms <= 0 or not (params.partitions or quiet) or readable_bytes >= params.min_bytes
-                or respond_now):
+        watches_quiet = session is not None and session.active_count < session.size
+        if (params.max_wait_ms <= 0 or not (params.partitions or watches_quiet)
+                or readable_bytes >= params.min_bytes or respond_now):
             return results
-        op = DelayedFetch(self, params, fetch_offsets, quiet)
-        keys = [(p.topic, p.partition) for p in params.partitions] + list(quiet or ())
-        self.fetch_purgatory.try_complete_else_watch(op, keys)
+        op = DelayedFetch(self, params, fetch_offsets, session)
+        self.fetch_purgatory.try_complete_else_watch(op, [(p.topic, p.partition) for p in params.partitions])
         return op.future
 
     def read_partition(self, topic: str, index: int, fetch_offset: int, *, current_leader_epoch: int,
@@ -454,7 +461,14 @@ class ReplicaManager:
         if self.leadership_listener is not None:
             self.leadership_listener(key, leader_epoch)
 
+    def log_start_moved(self, key: TopicPartition) -> None:
+        """DeleteRecords moved a leader's log start: fetchers are told at once, so the followers move theirs
+        and the request's wait for them ends."""
+        self._wake(key, hw_moved=False)
+
     def _wake(self, key: TopicPartition, *, hw_moved: bool) -> None:
+        # Sessions first: a fetch parked on a session holding `key` quiet takes it in, then is checked for it.
+        self.fetch_sessions.partition_changed(key)
         self.fetch_purgatory.check_and_complete(key)
         if hw_moved:
             self.produce_purgatory.check_and_complete(key)

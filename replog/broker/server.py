@@ -50,7 +50,8 @@ from .handlers.context import ConfigAdmin, ControlPlane, GroupCoordination, Topi
 from .lifecycle import BrokerIdentity, BrokerLifecycleManager
 from .local_controller import LocalController, TopicCreationError
 from .metadata import BrokerEndpoint, MetadataImage, TopicMetadata
-from .metrics import BrokerCollector, BrokerMetrics, broker_snapshot
+from .metrics import BrokerCollector, BrokerMetrics
+from .metrics_dump import BrokerDump
 from .replica_manager import ReplicaManager
 from .stray_logs import delete_stray_logs
 
@@ -109,6 +110,7 @@ class Broker:
         self.controller = LocalController(config.log_dirs[0], self.image, config.node_id,
                                           manages_topics=not self.in_cluster,
                                           producer_id_base=config.node_id << 32 if self.in_cluster else 0)
+        self.log_manager.start_background_checkpoints()  # before any leadership touches an epoch cache
         self.replica_manager = self._build_replica_manager()
         # Before any leadership is applied: the offsets partitions this broker leads at start are loaded too.
         self.groups = GroupCoordinatorShell(config.group, self.replica_manager, clock_ms)
@@ -124,7 +126,7 @@ class Broker:
         self.metrics_service = MetricsService(
             config.metrics, node_id=config.node_id, role="broker", data_dir=config.log_dirs[0],
             collector=BrokerCollector(self.metrics, self.replica_manager, self.connections),
-            snapshot=lambda now_ms: broker_snapshot(self.metrics, self.replica_manager, now_ms))
+            snapshot=BrokerDump(self.metrics, self.replica_manager).snapshot)
         self.metrics.dumper = self.metrics_service.dumper
         await self.metrics_service.start()
         dispatcher = Dispatcher(self._build_handlers(), functools.partial(unsupported_version_body, BROKER_APIS),
@@ -421,6 +423,9 @@ class Broker:
 
     async def _checkpoint_offsets(self) -> None:
         await self._flush_rolled_segments()
+        # The epoch changes of every batch below the new recovery points are on disk before those points are:
+        # recovery rebuilds epochs only from the batches past the checkpointed point (epoch_cache.py).
+        await self.log_manager.flush_background_checkpoints()
         self.log_manager.checkpoint_recovery_points()
         self.log_manager.checkpoint_log_start_offsets()
 
@@ -470,6 +475,7 @@ class Broker:
             task.cancel()
         await self.metrics_service.stop()  # a last snapshot: the state the logs are closed with
         await self.log_cleaner.stop()  # its threads read the segments the shutdown closes
+        await self.log_manager.stop_background_checkpoints()
         self.log_manager.shutdown()
         log.info("replog broker %d stopped cleanly", self.config.node_id)
 

@@ -189,7 +189,7 @@ async def create_partitions(target: AdminTarget, topic_name: str, count: int,
     target.states.topic_created(partitions, target.metadata.live_broker_ids())
     log.info("topic %s now has %d partitions", topic_name, count)
     deliveries = target.propagator.leader_and_isr(partitions, is_new=True)
-    deliveries += target.propagator.update_metadata()
+    deliveries += await target.propagator.push_metadata()  # thousands of partitions: built in chunks
     await target.propagator.wait(deliveries)
 
 

@@ -3,7 +3,8 @@ state, and the errors their responses report. Pure: the codecs are in replog/pro
 
 Contents follow Kafka's ControllerBrokerRequestBatch (ZooKeeper-mode controller, 3.x), which is what the
 brokers' handlers expect: a LeaderAndIsr carries the partitions a broker replicates plus the endpoints of
-their leaders; an UpdateMetadata carries every live broker and every partition.
+their leaders; an UpdateMetadata carries every live broker and every partition, or to a broker that has them, what changed
+(metadata_push.py).
 """
 
 from collections.abc import Iterable
@@ -14,7 +15,6 @@ from replog.protocol.apis import ApiKey, response_header_version
 from replog.protocol.control import (
     LEADER_AND_ISR_VERSION,
     STOP_REPLICA_VERSION,
-    UPDATE_METADATA_FULL,
     UPDATE_METADATA_VERSION,
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
@@ -25,9 +25,7 @@ from replog.protocol.control import (
     StopReplicaTopicState,
     UpdateMetadataBroker,
     UpdateMetadataEndpoint,
-    UpdateMetadataPartitionState,
     UpdateMetadataRequest,
-    UpdateMetadataTopicState,
     decode_leader_and_isr_response,
     decode_stop_replica_response,
     decode_update_metadata_response,
@@ -35,6 +33,7 @@ from replog.protocol.control import (
 from replog.protocol.headers import decode_response_header
 
 from .cluster import BrokerRegistration, ClusterMetadata, TopicRegistration
+from .metadata_push import UpdatePlanner
 from .registry import PartitionRegistration
 
 LISTENER_NAME = "PLAINTEXT"
@@ -52,8 +51,10 @@ def leader_and_isr_request(controller_id: int, controller_epoch: int, broker: Br
     topic_states: dict[str, LeaderAndIsrTopicState] = {}
     for p in partitions:
         assert broker.broker_id in p.replicas, (broker, p)
-        topic = metadata.topics[p.topic]
-        state = topic_states.setdefault(p.topic, LeaderAndIsrTopicState(p.topic, p.topic_id, [], dict(topic.configs)))
+        state = topic_states.get(p.topic)
+        if state is None:  # not setdefault: that would build a topic state and copy its configs per partition
+            state = topic_states[p.topic] = LeaderAndIsrTopicState(p.topic, p.topic_id, [],
+                                                                   dict(metadata.topics[p.topic].configs))
         state.partition_states.append(LeaderAndIsrPartitionState(
             p.topic, p.partition, controller_epoch, p.leader, p.leader_epoch, list(p.isr), p.partition_epoch,
             list(p.replicas), list(p.adding_replicas), list(p.removing_replicas), is_new=is_new,
@@ -70,27 +71,19 @@ def leader_and_isr_request(controller_id: int, controller_epoch: int, broker: Br
 
 def update_metadata_request(controller_id: int, controller_epoch: int, broker: BrokerRegistration,
                             metadata: ClusterMetadata) -> UpdateMetadataRequest:
-    """A full snapshot (KIP-866 type 2): every registered broker, every partition of every topic."""
+    """A full snapshot (KIP-866 type 2): every live broker, every partition of every topic; the propagator
+    sends only changes to a broker that has one (metadata_push.py)."""
+    request = UpdatePlanner(metadata, None, None, controller_epoch).run().request(
+        controller_id, broker.epoch, live_brokers(metadata))
+    assert request is not None  # a full request always says something
+    return request
+
+
+def live_brokers(metadata: ClusterMetadata) -> list[UpdateMetadataBroker]:
+    """UpdateMetadata's LiveBrokers: the unfenced brokers (controlled shutdown included), by id."""
     live = metadata.live_broker_ids()
-    topic_states = [
-        UpdateMetadataTopicState(topic.name, topic.topic_id, [
-            # Kafka's offline replicas are those not on a live broker (or on an offline log dir).
-            UpdateMetadataPartitionState(p.topic, p.partition, controller_epoch, p.leader, p.leader_epoch,
-                                         list(p.isr), p.partition_epoch, list(p.replicas),
-                                         [r for r in p.replicas
-                                          if r not in live or r in metadata.offline_replicas_of(p)])
-            for p in topic.partitions.values()
-        ], dict(topic.configs))
-        for topic in metadata.topics.values()
-    ]
-    brokers = [UpdateMetadataBroker(b.broker_id, _endpoints(b), b.rack)
-               for b in sorted(metadata.brokers.values(), key=lambda b: b.broker_id) if b.broker_id in live]
-    return UpdateMetadataRequest(controller_id, controller_epoch, broker.epoch, topic_states, brokers,
-                                 type=UPDATE_METADATA_FULL,
-                                 broker_configs={k: dict(v) for k, v in metadata.broker_configs.items()},
-                                 scram_credentials=[(m, user, c.salt, c.stored_key, c.server_key, c.iterations)
-                                                    for m, user, c in metadata.scram.items()],
-                                 acls=[tuple(binding.to_json()) for binding in sorted(metadata.acls)])
+    return [UpdateMetadataBroker(b.broker_id, _endpoints(b), b.rack)
+            for b in sorted(metadata.brokers.values(), key=lambda b: b.broker_id) if b.broker_id in live]
 
 
 def _endpoints(broker: BrokerRegistration) -> list[UpdateMetadataEndpoint]:

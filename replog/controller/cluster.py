@@ -41,6 +41,9 @@ MAX_BROKERS = 10_000
 MAX_TOPICS = 100_000
 
 
+NO_OFFLINE_REPLICAS: frozenset[int] = frozenset()
+
+
 class ControllerError(Exception):
     def __init__(self, error_code: ErrorCode, message: str) -> None:
         super().__init__(f"{error_code.name.upper()}: {message}")
@@ -109,6 +112,9 @@ class ClusterMetadata:
         self.bootstrapped = False
         # The ACL bindings every broker's authorizer decides on (KRaft's AccessControlEntryRecords).
         self.acls = AclIndex()
+        # Counts the changes to partition registrations (new, changed, deleted topics' partitions): a
+        # request built over several turns of the event loop checks it did not miss one (metadata_push.py).
+        self.partition_changes = 0
 
     # ----------------------------------------------------------------------------------------- brokers
 
@@ -153,8 +159,14 @@ class ClusterMetadata:
         """The broker restarted: its log dirs are back, or it reports the failed ones again."""
         self._offline_replicas.pop(broker_id, None)
 
+    @property
+    def has_offline_replicas(self) -> bool:
+        return any(self._offline_replicas.values())
+
     def offline_replicas_of(self, partition: PartitionRegistration) -> frozenset[int]:
         """The replicas of `partition` in failed log dirs."""
+        if not self._offline_replicas:
+            return NO_OFFLINE_REPLICAS
         key = TopicPartition(partition.topic, partition.partition)
         return frozenset(b for b, keys in self._offline_replicas.items() if key in keys)
 
@@ -178,6 +190,7 @@ class ClusterMetadata:
         assert topic.name not in self.topics and topic.topic_id not in self._topic_names_by_id, topic.name
         self.topics[topic.name] = topic
         self._topic_names_by_id[topic.topic_id] = topic.name
+        self.partition_changes += 1
 
     def create_topic(self, name: str, assignment: Mapping[int, Sequence[int]],
                      configs: Mapping[str, str]) -> TopicRegistration:
@@ -228,6 +241,7 @@ class ClusterMetadata:
         del self._topic_names_by_id[topic.topic_id]
         for keys in self._offline_replicas.values():  # a topic created again with this name starts afresh
             keys.difference_update([k for k in keys if k.topic == name])
+        self.partition_changes += 1
         return topic
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicRegistration | None:
@@ -281,6 +295,7 @@ class ClusterMetadata:
                 assert registration.partition_epoch > current.partition_epoch, (registration, current)
                 assert registration.leader_epoch >= current.leader_epoch, (registration, current)
             topic.partitions[registration.partition] = registration
+            self.partition_changes += 1
 
     # ---------------------------------------------------------------------------------- AlterPartition
 

@@ -173,7 +173,8 @@ class QuorumRoles:
     def _set_metadata(self, metadata: ClusterMetadata) -> None:
         self.metadata = metadata
         self.propagator = Propagator(self.channel, metadata, self.config.controller_id,
-                                     lambda: self.controller_epoch, self.config.propagation_timeout_ms)
+                                     lambda: self.controller_epoch, self.config.propagation_timeout_ms,
+                                     on_view_lost=self.request_metadata_push)
 
     def require_active(self) -> None:
         if not self.active:

@@ -27,6 +27,7 @@ from . import broker_requests
 from .broker_requests import ResponseErrors
 from .channel import ChannelClosed, ControllerChannel
 from .cluster import ClusterMetadata, TopicRegistration
+from .metadata_push import PUSH_CHUNK_PARTITIONS, BrokerView, UpdatePlanner
 from .registry import PartitionRegistration
 
 
@@ -56,13 +57,26 @@ class Delivery:
 
 class Propagator:
     def __init__(self, channel: ControllerChannel, metadata: ClusterMetadata, controller_id: int,
-                 controller_epoch: Callable[[], int], timeout_ms: int) -> None:
+                 controller_epoch: Callable[[], int], timeout_ms: int, *,
+                 push_chunk_partitions: int = PUSH_CHUNK_PARTITIONS,
+                 on_view_lost: Callable[[], None] = lambda: None) -> None:
+        """on_view_lost() is called when a broker refused an UpdateMetadata: it must get a full one soon,
+        whether or not anything else changes (the controller requests a push)."""
         assert timeout_ms > 0
         self._channel = channel
         self._metadata = metadata
         self._controller_id = controller_id
         self._controller_epoch = controller_epoch
         self._timeout_ms = timeout_ms
+        self._chunk = push_chunk_partitions
+        self._on_view_lost = on_view_lost
+        # Per broker, what the UpdateMetadata requests queued to it say (metadata_push.py), the last of them,
+        # and a count of updates queued to any broker (a chunked build started before one must start over).
+        self._views: dict[int, BrokerView] = {}
+        self._last_update: dict[int, Delivery] = {}
+        self._generation = 0
+        self.update_partition_states = 0  # partition states sent in UpdateMetadata requests, for tests
+        self.full_updates = 0
 
     def leader_and_isr(self, partitions: Iterable[PartitionRegistration], *, is_new: bool = False,
                        broker_ids: Iterable[int] | None = None) -> list[Delivery]:
@@ -89,16 +103,84 @@ class Propagator:
         return deliveries
 
     def update_metadata(self, broker_ids: Iterable[int] | None = None) -> list[Delivery]:
-        """A full UpdateMetadata to every broker the controller talks to (or to broker_ids)."""
-        targets = sorted(self._channel.broker_ids if broker_ids is None else broker_ids)
+        """Bring every broker the controller talks to (or those of broker_ids) up to date: a full
+        UpdateMetadata to one without a view, only what changed to the others (metadata_push.py)."""
         deliveries = []
-        for broker_id in targets:
-            request = broker_requests.update_metadata_request(
-                self._controller_id, self._controller_epoch(), self._metadata.brokers[broker_id], self._metadata)
-            deliveries.append(self._send(broker_id, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION,
-                                         encode_update_metadata_request(request),
-                                         broker_requests.update_metadata_errors))
+        for broker_id in self._targets(broker_ids):
+            delivery = self._queue_update(broker_id, self._planner(broker_id).run())
+            if delivery is not None:
+                deliveries.append(delivery)
         return deliveries
+
+    async def push_metadata(self, broker_ids: Iterable[int] | None = None) -> list[Delivery]:
+        """As update_metadata, building each request in chunks with the event loop free in between, so the
+        controller answers heartbeats while it builds an UpdateMetadata of 10,000 partitions."""
+        deliveries = []
+        for broker_id in self._targets(broker_ids):
+            generation, sender = self._generation, self._channel.sender(broker_id)
+            changes = self._metadata.partition_changes
+            planner = self._planner(broker_id)
+            for _ in planner.steps():
+                await asyncio.sleep(0)
+            if broker_id not in self._channel.broker_ids:
+                continue  # it left meanwhile; it gets everything when it returns
+            if (self._generation != generation or self._channel.sender(broker_id) is not sender
+                    or self._metadata.partition_changes != changes):
+                # Another update was queued to it meanwhile, from a view this planner did not start from; or it
+                # came back over a new sender; or a partition changed, whose LeaderAndIsr may be queued already
+                # and must not be followed by an older state of it: build again, in one go, from now.
+                planner = self._planner(broker_id).run()
+            delivery = self._queue_update(broker_id, planner)
+            if delivery is not None:
+                deliveries.append(delivery)
+        return deliveries
+
+    def _targets(self, broker_ids: Iterable[int] | None) -> list[int]:
+        reachable = self._channel.broker_ids
+        return reachable if broker_ids is None else sorted(set(broker_ids) & set(reachable))
+
+    def _planner(self, broker_id: int) -> UpdatePlanner:
+        return UpdatePlanner(self._metadata, self._views.get(broker_id), self._channel.sender(broker_id),
+                             self._controller_epoch(), chunk=self._chunk)
+
+    def _queue_update(self, broker_id: int, planner: UpdatePlanner) -> Delivery | None:
+        """Queue the planner's request, and take its view as the broker's; with nothing new to say, the last
+        update still unanswered (waiting for it tells that the broker has everything)."""
+        broker = self._metadata.brokers[broker_id]
+        request = planner.request(self._controller_id, broker.epoch, broker_requests.live_brokers(self._metadata))
+        if request is None:
+            last = self._last_update.get(broker_id)
+            return last if last is not None and not last.future.done() else None
+        delivery = self._send(broker_id, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION,
+                              encode_update_metadata_request(request), broker_requests.update_metadata_errors)
+        self._views[broker_id] = planner.view
+        self._last_update[broker_id] = delivery
+        self._generation += 1
+        self.update_partition_states += planner.partition_count
+        self.full_updates += planner.full
+        view, full = planner.view, planner.full
+        delivery.future.add_done_callback(lambda future: self._forget_view_on_failure(view, full, delivery))
+        return delivery
+
+    def _forget_view_on_failure(self, view: BrokerView, full: bool, delivery: Delivery) -> None:
+        """A broker that refused an update, or left before answering, has an image this controller does not
+        know: it gets a full one next (a broker that left gets one anyway on return, over a new sender)."""
+        future = delivery.future
+        failed = future.cancelled() or future.exception() is not None
+        if not failed:
+            try:
+                failed = bool(delivery.errors_of(future.result()))
+            except DecodeError:
+                failed = True
+        current = self._views.get(delivery.broker_id)
+        # A failure on an earlier sender (the broker re-registered since) says nothing about the current one.
+        if failed and current is not None and current.sender is view.sender:
+            del self._views[delivery.broker_id]
+            # A refused increment is followed by a full update at once, even if nothing else changes; a
+            # refused full update waits for the next change (a broker refusing everything must not make the
+            # controller push in a loop). One that left gets everything when it returns.
+            if not full and delivery.broker_id in self._channel.broker_ids:
+                self._on_view_lost()
 
     def stop_replica(self, topic: TopicRegistration, *, delete: bool,
                      broker_ids: Iterable[int] | None = None) -> list[Delivery]:

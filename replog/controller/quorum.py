@@ -74,6 +74,11 @@ class QuorumMetadataLog:
         self._snapshot_records = snapshot_records  # the state machine's current state, as records
         self._records_since_snapshot = 0
         self._bytes_since_snapshot = 0
+        # The records this controller appended and that have not committed yet, by offset, with their bytes:
+        # on commit they are taken from here rather than decoded again (10,000 partition records at once
+        # when a large topic is created). An entry another leader wrote at that offset meanwhile has other
+        # bytes and is decoded.
+        self._appended: dict[int, tuple[bytes, Record]] = {}
 
     @classmethod
     def start(cls, directory: Path, controller_id: int, quorum: QuorumConfig, cluster_id: str,
@@ -103,8 +108,15 @@ class QuorumMetadataLog:
             elif isinstance(item, Committed):
                 self._records_since_snapshot += 1
                 self._bytes_since_snapshot += len(item.entry.value)
-                if not item.entry.control:
+                appended = self._appended.pop(item.offset, None)
+                if item.entry.control:
+                    continue
+                if appended is not None and appended[0] == item.entry.value:
+                    out.append(appended[1])
+                else:
                     out.append(decode_record(item.entry.value, f"{self._shell.directory} offset {item.offset}"))
+        if reset:
+            self._appended.clear()
         return reset, out
 
     def maybe_snapshot(self, state_records: Callable[[], list[Record]]) -> None:
@@ -172,7 +184,10 @@ class QuorumMetadataLog:
         them); returns the offset of the first."""
         assert records
         first = self.next_offset
-        self._shell.propose_durably([encode_record(r) for r in records])
+        values = [encode_record(r) for r in records]
+        # Before proposing: a quorum of one commits them inside propose_durably.
+        self._appended.update((first + i, (value, record)) for i, (value, record) in enumerate(zip(values, records, strict=True)))
+        self._shell.propose_durably(values)
         return first
 
     def compact(self, records: Sequence[dict[str, Any]]) -> None:

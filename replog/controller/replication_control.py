@@ -66,7 +66,7 @@ class ReplicationControl:
         c.metadata.add_topic(topic)
         c.states.topic_created(topic.partitions.values(), c.metadata.live_broker_ids())
         deliveries = c.propagator.leader_and_isr(topic.partitions.values(), is_new=True)
-        deliveries += c.propagator.update_metadata()
+        deliveries += await c.propagator.push_metadata()  # thousands of partitions: built in chunks
         await c.propagator.wait(deliveries)
         log.info("created topic %s with %d partitions", name, len(topic.partitions))
         return topic

@@ -83,7 +83,8 @@ class ClusterController(QuorumRoles):
         self.states = ClusterStates()  # partition and replica state machines (seed 000)
         self.channel = ControllerChannel(connect or self._open_broker_connection, config.channel)
         self.propagator = Propagator(self.channel, self.metadata, config.controller_id,
-                                     lambda: self.controller_epoch, config.propagation_timeout_ms)
+                                     lambda: self.controller_epoch, config.propagation_timeout_ms,
+                                     on_view_lost=self.request_metadata_push)
         self.replication_control = ReplicationControl(self)
         self.broker_control = BrokerControl(self, self.replication_control)
         self.connections = ConnectionHolder(config.max_connections)
@@ -181,7 +182,7 @@ class ClusterController(QuorumRoles):
         failures = []
         while self._in_flight or self._metadata_push_needed.is_set():
             if self._metadata_push_needed.is_set():
-                self._push_metadata()  # now, rather than wait for the pusher's turn
+                await self._push_metadata()  # now, rather than wait for the pusher's turn
             failures += [e for e in await asyncio.gather(*list(self._in_flight)) if e is not None]
         if failures:
             raise PropagationError([f for e in failures for f in e.failures])
@@ -234,18 +235,31 @@ class ClusterController(QuorumRoles):
     # ------------------------------------------------------------------------------------ background
 
     async def _push_metadata_when_needed(self) -> None:
-        # One push at a time; changes made meanwhile coalesce into the next full snapshot.
+        # One push at a time; changes made meanwhile (which set the event again) go in the next one.
         while True:
             await self._metadata_push_needed.wait()
             if self._metadata_push_needed.is_set():  # settle() may have pushed it since the wake-up
-                self._push_metadata()
+                await self._push_metadata()
 
     def request_metadata_push(self) -> None:
         self._metadata_push_needed.set()
 
-    def _push_metadata(self) -> None:
+    async def _push_metadata(self) -> None:
+        """Each broker gets what changed since its last update (all of it if it has none), built in chunks
+        so that heartbeats are answered meanwhile; the changes made during the build go in the next push."""
         self._metadata_push_needed.clear()
-        self.watch(self.propagator.update_metadata(), "metadata push")
+        built = asyncio.get_running_loop().create_future()
+
+        async def push() -> PropagationError | None:
+            try:
+                deliveries = await self.propagator.push_metadata()
+            finally:
+                if not built.done():
+                    built.set_result(None)
+            return await self._report(deliveries, "metadata push")
+
+        self.spawn(push())  # in flight from now, so settle() waits for the build too
+        await built
 
     async def _fence_silent_brokers(self) -> None:
         interval_ms = min(MAX_FENCE_CHECK_INTERVAL_MS, max(1, self.config.broker_session_timeout_ms // 10))

@@ -50,8 +50,10 @@ class FetchSessionHandler(Generic[P]):
         if self.epoch == INITIAL_EPOCH:
             self._session = dict(wanted)
             return SessionRequest(self.session_id, self.epoch, dict(wanted), [])
-        forgotten = [tp for tp in self._session if tp not in wanted]
-        changed = {tp: p for tp, p in wanted.items() if self._session.get(tp) != p}
+        session = self._session
+        forgotten = [] if session.keys() <= wanted.keys() else [tp for tp in session if tp not in wanted]
+        # An unchanged partition's entry is usually the very object sent last time: `is` spares the compare.
+        changed = {tp: p for tp, p in wanted.items() if (last := session.get(tp)) is not p and last != p}
         self._session = dict(wanted)
         return SessionRequest(self.session_id, self.epoch, changed, forgotten)
 

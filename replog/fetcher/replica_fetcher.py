@@ -6,6 +6,10 @@ partitions ready to fetch and executes what `decisions` says about each partitio
 Everything runs on one event loop, so the only interleavings are at awaits. After every await an answer is
 checked against the partition's current state (`decisions.is_current`) and applied to the log with no await
 in between: the check and the mutation are atomic.
+
+A round's work follows what changed, not how many partitions are followed: each round re-plans only the
+partitions whose state changed (fetch_plan.py), and in a fetch session (KIP-227) looks only at the partitions
+the leader answered, those with news.
 """
 
 from __future__ import annotations
@@ -14,21 +18,20 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 from replog.fetcher import decisions
 from replog.fetcher.config import FetcherConfig, FetchObserver, InitialFetchState
+from replog.fetcher.fetch_plan import FetchPlan, FollowedPartition
 from replog.fetcher.fetch_state import PartitionFetchState
 from replog.fetcher.leader_endpoint import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
-    FetchRequestPartition,
     LeaderEndpoint,
     LeaderEndpointError,
 )
 from replog.fetcher.replication_quota import ReplicationQuota
 from replog.log.errors import LogError
-from replog.log.partition_log import PartitionLog, TopicPartition
+from replog.log.partition_log import TopicPartition
 from replog.protocol.fetch import FetchPartitionResult
 from replog.protocol.records import CorruptRecordError, InvalidRecordError
 
@@ -39,15 +42,6 @@ logger = logging.getLogger(__name__)
 # storage errors, an append not at the LEO); bad fetched data only backs off, it may be transient.
 _PARTITION_FAILURES = (LogError, OSError)
 _BAD_DATA = (CorruptRecordError, InvalidRecordError)
-
-
-@dataclass(slots=True)
-class _Followed:
-    state: PartitionFetchState
-    log: PartitionLog
-    # Reached the leader's HW at the last fetch (Kafka's PartitionFetchState.isReplicaInSync, lag <= 0): the
-    # follower throttle never holds back a replica that keeps up.
-    in_sync: bool = False
 
 
 class ReplicaFetcher:
@@ -69,7 +63,8 @@ class ReplicaFetcher:
         self._clock_ms = clock_ms
         self._on_fetched = on_fetched
         self._quota = quota  # the follower-side replication throttle (None: none)
-        self._partitions: dict[TopicPartition, _Followed] = {}
+        self._partitions: dict[TopicPartition, FollowedPartition] = {}
+        self._plan = FetchPlan(config.partition_max_bytes)
         self._failed: set[TopicPartition] = set()
         self._generations = itertools.count()
         self._changed = asyncio.Event()
@@ -106,7 +101,7 @@ class ReplicaFetcher:
                 latest_epoch=log.epoch_cache.latest_epoch,
                 generation=next(self._generations),
             )
-            self._partitions[tp] = _Followed(state, log)
+            self._partitions[tp] = FollowedPartition(tp, state, log, self._plan)
             self._failed.discard(tp)
             if self._round is not None:
                 self._round.cancel()
@@ -119,12 +114,18 @@ class ReplicaFetcher:
             followed = self._partitions.pop(tp, None)
             if followed is not None:
                 removed[tp] = followed.state
+                self._plan.mark(tp)
             self._failed.discard(tp)
         return removed
 
     @property
     def partition_count(self) -> int:
         return len(self._partitions)
+
+    @property
+    def partitions_planned(self) -> int:
+        """How many partitions the rounds have re-planned so far: the per-round work that scales."""
+        return self._plan.partitions_planned
 
     @property
     def failed_partitions(self) -> frozenset[TopicPartition]:
@@ -230,8 +231,11 @@ class ReplicaFetcher:
         out, it would be ready with nothing left to wake the loop, which then slept until the next
         metadata change (a follower out of the ISR for good; found by `replog chaos --nemesis partition`)."""
         now = self._clock_ms()
-        deadlines = [f.state.delayed_until_ms for f in self._partitions.values()]
-        timeout = max(0, min(deadlines) - now) / 1000 if deadlines else None
+        self._plan.update(now, self._partitions)
+        if self._plan.requests or self._plan.truncating:
+            return  # ready since the round looked
+        deadline = self._plan.next_deadline_ms
+        timeout = max(0, deadline - now) / 1000 if deadline is not None else None
         try:
             async with asyncio.timeout(timeout):  # unlike wait_for, never swallows a cancellation
                 await self._changed.wait()
@@ -246,9 +250,9 @@ class ReplicaFetcher:
         sent: dict[TopicPartition, PartitionFetchState] = {}
         queries: dict[TopicPartition, tuple[int, int]] = {}
         truncated_locally = False
-        for tp, followed in list(self._partitions.items()):
-            if not followed.state.is_ready_to_truncate(now):
-                continue
+        self._plan.update(now, self._partitions)
+        for tp in sorted(self._plan.truncating):
+            followed = self._partitions[tp]
             step = decisions.truncating_step(followed.state, followed.log.epoch_cache.latest_epoch)
             if isinstance(step, decisions.OffsetTruncation):
                 self._truncate(tp, followed, step)
@@ -285,36 +289,33 @@ class ReplicaFetcher:
     async def _fetch_round(self) -> bool:
         """Kafka's maybeFetch + processFetchRequest. Returns whether a fetch was sent."""
         now = self._clock_ms()
-        ready = {tp: f for tp, f in self._partitions.items() if f.state.is_ready_to_fetch(now)}
-        for tp in [tp for tp, f in ready.items() if self._throttled_out(tp, f)]:
-            # Kafka leaves it out and waits replica.fetch.backoff.ms; here no longer than until the rate is
-            # back under the bound, or a partition alone in its fetcher replicates well below the rate.
-            followed = ready.pop(tp)
-            followed.state = followed.state.delayed(now, min(self._config.backoff_ms, self._quota.ms_until_under()))
-        sent = {tp: f.state for tp, f in ready.items()}
-        if not sent:
+        plan = self._plan
+        plan.update(now, self._partitions)
+        if self._quota is not None:
+            for tp in [tp for tp in plan.requests if self._throttled_out(tp, self._partitions[tp])]:
+                # Kafka leaves it out and waits replica.fetch.backoff.ms; here no longer than until the rate
+                # is back under the bound, or a partition alone in its fetcher replicates well below the rate.
+                followed = self._partitions[tp]
+                followed.state = followed.state.delayed(now, min(self._config.backoff_ms,
+                                                                 self._quota.ms_until_under()))
+                plan.leave_out(tp)
+        if not plan.requests:
             return False
-        request = {
-            tp: FetchRequestPartition(
-                state.fetch_offset,
-                state.current_leader_epoch,
-                state.last_fetched_epoch,
-                self._partitions[tp].log.log_start_offset,
-                self._config.partition_max_bytes,
-            )
-            for tp, state in sent.items()
-        }
+        # The states the request is built from, as sent (copied: a partition's state may change meanwhile).
+        sent = dict(plan.states)
         try:
-            results = await self._endpoint.fetch(request)
+            results = await self._endpoint.fetch(dict(plan.requests))
         except LeaderEndpointError as exc:
             logger.warning("%r: fetch failed, backing off: %s", self, exc)
             self._back_off_all()
             return True
         out_of_range = []
-        for tp, sent_state in sent.items():
-            result = results.get(tp)
-            if result is None:
-                continue  # no news in a fetch session (KIP-227): its state stays, it is fetched again
+        # Only the partitions answered: in a fetch session (KIP-227) one without news is left out, and its
+        # state stays as it is (it is fetched again).
+        for tp, result in results.items():
+            sent_state = sent.get(tp)
+            if sent_state is None:
+                continue
             action = self._decide_fetch_result(tp, sent_state, result)
             if isinstance(action, decisions.ResolveOutOfRange):
                 out_of_range.append((tp, sent_state))
@@ -325,7 +326,7 @@ class ReplicaFetcher:
             await self._resolve_out_of_range(tp, sent_state)
         return True
 
-    def _throttled_out(self, tp: TopicPartition, followed: _Followed) -> bool:
+    def _throttled_out(self, tp: TopicPartition, followed: FollowedPartition) -> bool:
         return self._quota is not None and self._quota.throttles(*tp, in_sync=followed.in_sync)
 
     def _decide_fetch_result(
@@ -418,7 +419,7 @@ class ReplicaFetcher:
                 raise AssertionError(f"{tp}: cannot execute {action!r} here")
 
     def _truncate(
-        self, tp: TopicPartition, followed: _Followed, truncation: decisions.OffsetTruncation
+        self, tp: TopicPartition, followed: FollowedPartition, truncation: decisions.OffsetTruncation
     ) -> None:
         log = followed.log
         logger.info("%r: %s: truncating at LEO %d: %s", self, tp, log.log_end_offset, truncation)
@@ -438,7 +439,7 @@ class ReplicaFetcher:
             latest_epoch=log.epoch_cache.latest_epoch,
         )
 
-    def _append(self, tp: TopicPartition, followed: _Followed, action: decisions.Append) -> None:
+    def _append(self, tp: TopicPartition, followed: FollowedPartition, action: decisions.Append) -> None:
         """ReplicaFetcherThread.processPartitionData: append, then HW and log start from the leader."""
         log = followed.log
         if followed.state.fetch_offset != log.log_end_offset:
@@ -457,8 +458,8 @@ class ReplicaFetcher:
             new_start = decisions.follower_log_start_offset(
                 action.leader_log_start_offset, log.log_start_offset, log.high_watermark
             )
-            if new_start is not None:
-                log.maybe_increment_log_start_offset(new_start)
+            if new_start is not None and log.maybe_increment_log_start_offset(new_start):
+                self._plan.mark(tp)  # the next request carries the new log start
         except _BAD_DATA as exc:
             logger.warning("%r: %s: invalid fetched data: %s", self, tp, exc)
             self._back_off(followed)
@@ -479,9 +480,10 @@ class ReplicaFetcher:
     def _fail(self, tp: TopicPartition, reason: str) -> None:
         logger.warning("%r: %s: stops fetching until it is added again: %s", self, tp, reason)
         self._partitions.pop(tp, None)
+        self._plan.mark(tp)  # out of the next request
         self._failed.add(tp)
 
-    def _back_off(self, followed: _Followed | None, now_ms: int | None = None) -> None:
+    def _back_off(self, followed: FollowedPartition | None, now_ms: int | None = None) -> None:
         if followed is not None:
             now_ms = self._clock_ms() if now_ms is None else now_ms
             followed.state = followed.state.delayed(now_ms, self._config.backoff_ms)

@@ -71,9 +71,10 @@ class LocalCluster:
     def __init__(self, root: Path, *, brokers: int = 3, overrides: dict[str, str] | None = None,
                  session_timeout_ms: int = FAST_SESSION_TIMEOUT_MS, broker_proxies: bool = False,
                  controllers: int = 1, controller_processes: bool = False,
-                 security: LocalClusterSecurity | None = None) -> None:
+                 security: LocalClusterSecurity | None = None, controller_options: dict | None = None) -> None:
         """security: TLS, SASL and the node credentials on every link (cluster_security.py); without it the
-        nodes share a random inter.broker.secret."""
+        nodes share a random inter.broker.secret. controller_options: more ControllerConfig fields of the
+        in-process controllers."""
         assert controllers >= 1
         assert controller_processes or not (broker_proxies and controllers > 1), (
             "in-process controllers with broker proxies: one only")
@@ -87,7 +88,7 @@ class LocalCluster:
             broker_session_timeout_ms=session_timeout_ms,
             metrics=MetricsConfig(dump_dir=self.metrics_dir / "controller"),
             **({"host": CONTROLLER_HOST, "inter_broker_bind_host": CONTROLLER_HOST} if broker_proxies else {}),
-            **(security.controller_options if security is not None else {}))
+            **(security.controller_options if security is not None else {}), **(controller_options or {}))
         self.controllers: dict[int, ClusterController] = {}  # by id; the running ones are in running_controllers
         self.controller_configs: dict[int, ControllerConfig] = {}
         self.running_controllers: set[int] = set()

@@ -77,13 +77,17 @@ class CheckpointFile:
         self.path = Path(path)
         self.fields_per_entry = fields_per_entry
 
-    def write_entries(self, entries: Sequence[Sequence[object]], *, durable: bool = True) -> None:
+    def encode_entries(self, entries: Sequence[Sequence[object]]) -> bytes:
+        """The file's bytes: for a writer that writes them elsewhere (checkpoint_writer.py)."""
         assert len(entries) <= MAX_CHECKPOINT_ENTRIES
         lines = [str(CHECKPOINT_VERSION), str(len(entries))]
         for entry in entries:
             assert len(entry) == self.fields_per_entry
             lines.append(" ".join(str(field) for field in entry))
-        write_atomically(self.path, ("\n".join(lines) + "\n").encode(), durable=durable)
+        return ("\n".join(lines) + "\n").encode()
+
+    def write_entries(self, entries: Sequence[Sequence[object]], *, durable: bool = True) -> None:
+        write_atomically(self.path, self.encode_entries(entries), durable=durable)
 
     def read_entries(self) -> list[list[str]]:
         """Entries as lists of strings; [] if the file does not exist."""
@@ -116,14 +120,17 @@ class OffsetCheckpointFile:
     def path(self) -> Path:
         return self._file.path
 
-    def write(self, offsets: dict[tuple[str, int], int]) -> None:
+    def encode(self, offsets: dict[tuple[str, int], int]) -> bytes:
         entries = []
         for (topic, partition), offset in sorted(offsets.items()):
             assert " " not in topic
             assert partition >= 0
             assert offset >= 0
             entries.append((topic, partition, offset))
-        self._file.write_entries(entries)
+        return self._file.encode_entries(entries)
+
+    def write(self, offsets: dict[tuple[str, int], int]) -> None:
+        write_atomically(self.path, self.encode(offsets))
 
     def read(self) -> dict[tuple[str, int], int]:
         offsets = {}
@@ -142,6 +149,9 @@ class LeaderEpochCheckpointFile:
     @property
     def path(self) -> Path:
         return self._file.path
+
+    def encode(self, entries: Sequence[tuple[int, int]]) -> bytes:
+        return self._file.encode_entries(entries)
 
     def write(self, entries: Sequence[tuple[int, int]], *, durable: bool = True) -> None:
         self._file.write_entries(entries, durable=durable)

@@ -1,14 +1,26 @@
 """Leader epoch -> start offset cache (Kafka's LeaderEpochFileCache).
 
-Entries are strictly increasing in both epoch and start offset. Every change
-is persisted to `leader-epoch-checkpoint` before the method returns.
+Entries are strictly increasing in both epoch and start offset. Every change is written to
+`leader-epoch-checkpoint`: before the method returns, or, once the broker hands the cache a background
+writer (LogManager with a CheckpointWriter), soon after in a worker thread, still fsynced.
+
+A checkpoint written in the background may be stale after a crash, and that is safe, as for Kafka's
+truncations since KAFKA-15046 / KAFKA-16541 (here also for `assign`, which Kafka still writes before
+returning):
+- extra entries (a truncation not yet written) start at or past the recovered log end, and loading the log
+  drops them (PartitionLog._finish_load: truncate_from_end of the log end offset);
+- missing entries (a new epoch not yet written) are those of batches past the recovery point, since the
+  broker flushes the writer before it moves any recovery point (broker/server.py _checkpoint_offsets), and
+  recovery re-reads exactly those batches and assigns their epochs again (recover_segments' on_batch). An
+  entry of a leader that appended nothing in its epoch is lost with nothing to rebuild, and nothing needs
+  it: the log holds no record of that epoch, and the broker comes back without the leadership.
 """
 
 from __future__ import annotations
 
 import bisect
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from replog.log.checkpoint import LeaderEpochCheckpointFile
 
@@ -22,11 +34,25 @@ class EpochEntry(NamedTuple):
     start_offset: int
 
 
+class BackgroundCheckpoints(Protocol):
+    """Where a cache's changes go once the broker runs (a CheckpointWriter, bound to the log's dir)."""
+
+    def submit(self, path: Path, data: bytes) -> None: ...  # written and fsynced soon, in a worker thread
+
+    def write_now(self, path: Path, data: bytes) -> None: ...  # before returning, after any earlier write
+
+
 class LeaderEpochCache:
     def __init__(self, checkpoint_path: Path) -> None:
         self._checkpoint = LeaderEpochCheckpointFile(checkpoint_path)
         self._entries = [EpochEntry(epoch, start) for epoch, start in self._checkpoint.read()]
         self._check_monotonic()
+        self._background: BackgroundCheckpoints | None = None
+
+    def write_in_background(self, writer: BackgroundCheckpoints | None) -> None:
+        """From now on, hand every change to `writer` instead of writing it before returning; None writes
+        inline again (the broker is stopping, its writer flushed)."""
+        self._background = writer
 
     def _check_monotonic(self) -> None:
         for earlier, later in zip(self._entries, self._entries[1:], strict=False):
@@ -35,7 +61,10 @@ class LeaderEpochCache:
 
     def _persist(self, durable: bool = True) -> None:
         self._check_monotonic()
-        self._checkpoint.write(self._entries, durable=durable)
+        if self._background is not None:
+            self._background.submit(self._checkpoint.path, self._checkpoint.encode(self._entries))
+        else:
+            self._checkpoint.write(self._entries, durable=durable)
 
     @property
     def latest_entry(self) -> EpochEntry | None:
@@ -118,5 +147,11 @@ class LeaderEpochCache:
         self._persist()
 
     def clear(self) -> None:
+        """Forget every epoch (the log was emptied to restart at another offset). Written before returning even
+        with a background writer: a stale file would give the empty log the epochs of the old one, below the
+        new start, which loading it would not drop. Rare: the fast paths are assign and the truncations."""
         self._entries.clear()
-        self._persist()
+        if self._background is not None:
+            self._background.write_now(self._checkpoint.path, self._checkpoint.encode(self._entries))
+        else:
+            self._checkpoint.write(self._entries)

@@ -4,6 +4,11 @@ Each log dir holds `<topic>-<partition>` directories, three offset
 checkpoints, and `.kafka_cleanshutdown` while the broker is cleanly stopped.
 The marker is deleted once the dir is loaded, so a later crash is noticed.
 
+Once the broker runs, checkpoints are written and fsynced in a worker thread (checkpoint_writer.py): the
+offset checkpoints of every dir and each log's leader-epoch checkpoint. Crash safety then rests on one
+order, kept by the broker: the writer is flushed before a recovery point is checkpointed, and before the
+dirs are marked clean (see epoch_cache.py for what a stale epoch checkpoint means at the next start).
+
 A dir whose I/O fails goes offline (dir_failure.py) until the broker restarts: it gets no new logs, its
 checkpoints are no longer written, and it is not marked clean at shutdown, so the next start recovers its
 logs (truncating any torn write) instead of trusting them.
@@ -19,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from replog.log.checkpoint import OffsetCheckpointFile, fsync_directory, sync_filesystem, write_atomically
+from replog.log.checkpoint_writer import CheckpointWriter
 from replog.log.config import LogConfig
 from replog.log.dir_failure import LogDirFailureChannel
 from replog.log.dir_lock import DirectoryLock
@@ -43,6 +49,20 @@ class NewLog:
     directory: Path
     config: LogConfig
     topic_id: uuid.UUID | None
+
+
+@dataclass(frozen=True, slots=True)
+class DirCheckpoints:
+    """The broker's CheckpointWriter as one log's epoch cache sees it: a failed write takes `log_dir` offline."""
+
+    writer: CheckpointWriter
+    log_dir: Path
+
+    def submit(self, path: Path, data: bytes) -> None:
+        self.writer.submit(path, data, self.log_dir)
+
+    def write_now(self, path: Path, data: bytes) -> None:
+        self.writer.write_now(path, data)
 
 
 def _read_or_reset(path: Path) -> dict[tuple[str, int], int]:
@@ -78,6 +98,7 @@ class LogManager:
         self._removal_listeners: list[Callable[[TopicPartition], None]] = []
         # What each checkpoint file of each dir last received from this process, to skip unchanged rewrites.
         self._last_checkpoints: dict[tuple[str, Path], dict[TopicPartition, int]] = {}
+        self._writer: CheckpointWriter | None = None  # while the broker runs: checkpoints off the event loop
         try:
             for log_dir in self.log_dirs:
                 try:
@@ -214,9 +235,34 @@ class LogManager:
         if self.file_budget is not None:
             log.release_file_handles()  # loaded at startup: reopened by its first use, within the budget
             log.attach_file_budget(self.file_budget)
+        if self._writer is not None:
+            log.epoch_cache.write_in_background(DirCheckpoints(self._writer, log_dir))
         self._logs[tp] = log
         self._dir_of[tp] = log_dir
         self._logs_per_dir[log_dir] += 1
+
+    def start_background_checkpoints(self) -> None:
+        """From now on, write checkpoints in a worker thread; on the event loop, before it changes any log."""
+        assert self._writer is None
+        self._writer = CheckpointWriter(self.failure_channel.report)
+        for tp, log in self._logs.items():
+            log.epoch_cache.write_in_background(DirCheckpoints(self._writer, self._dir_of[tp]))
+
+    async def flush_background_checkpoints(self) -> None:
+        """Until every checkpoint change made so far is on disk (or its dir offline)."""
+        if self._writer is not None:
+            await self._writer.flush()
+
+    async def stop_background_checkpoints(self) -> None:
+        """Flush, then write inline again (shutdown's last checkpoints must be on disk before the clean mark)."""
+        writer = self._writer
+        if writer is None:
+            return
+        await writer.flush()
+        self._writer = None
+        for log in self._logs.values():
+            log.epoch_cache.write_in_background(None)
+        await writer.close()
 
     def add_removal_listener(self, listener: Callable[[TopicPartition], None]) -> None:
         """Called with a log's partition just before its files go (the log cleaner aborts its cleaning)."""
@@ -230,7 +276,11 @@ class LogManager:
         for listener in self._removal_listeners:
             listener(tp)
         self._logs_per_dir[self._dir_of.pop(tp)] -= 1
-        log.delete()
+        if self._writer is None:
+            log.delete()
+        else:
+            with self._writer.deleting(log.directory):
+                log.delete()
         return True
 
     def all_logs(self) -> list[PartitionLog]:
@@ -250,8 +300,14 @@ class LogManager:
             offsets = offsets_by_dir[log_dir]
             if self._last_checkpoints.get((name, log_dir)) == offsets:
                 continue
+            checkpoint = OffsetCheckpointFile(log_dir / name)
+            if self._writer is not None:
+                # Its failure takes the dir offline, and an offline dir gets no more checkpoints.
+                self._writer.submit(checkpoint.path, checkpoint.encode(offsets), log_dir)
+                self._last_checkpoints[(name, log_dir)] = offsets
+                continue
             try:
-                OffsetCheckpointFile(log_dir / name).write(offsets)
+                checkpoint.write(offsets)
             except OSError as exc:
                 self.failure_channel.report(log_dir, exc)
             else:
@@ -282,7 +338,9 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Flush and close every log, write the checkpoints, then mark each dir clean. Offline dirs are left
-        alone (Kafka does not close their logs either): no clean marker, so the next start recovers them."""
+        alone (Kafka does not close their logs either): no clean marker, so the next start recovers them.
+        After stop_background_checkpoints, if they were started."""
+        assert self._writer is None, "stop_background_checkpoints first"
         logs: Iterable[PartitionLog] = self._logs.values()
         for log in logs:
             if log.is_offline:

@@ -110,6 +110,13 @@ class PartitionLog(LogTruncation):
         # The lowest offset truncated to since the log cleaner last looked: its checkpoint (the first dirty
         # offset) must not stay above it (Kafka's LogCleaner.maybeTruncateCheckpoint).
         self.truncated_to_since_cleaning: int | None = None
+        # Called, without arguments, whenever a figure the log reports may have changed: LEO, HW, log start
+        # offset or size. The broker's metrics dump re-encodes only the partitions it was told of.
+        self.change_listener: Callable[[], None] | None = None
+
+    def _changed(self) -> None:
+        if self.change_listener is not None:
+            self.change_listener()
 
     # ---------------------------------------------------------------- loading
 
@@ -226,6 +233,7 @@ class PartitionLog(LogTruncation):
         active = self.active_segment
         assert offset == active.next_offset, (offset, active)
         self._log_end_offset_metadata = LogOffsetMetadata(offset, active.base_offset, active.size)
+        self._changed()
 
     @property
     def log_start_offset(self) -> int:
@@ -446,6 +454,7 @@ class PartitionLog(LogTruncation):
             metadata = self.log_end_offset_metadata if value == self.log_end_offset else LogOffsetMetadata(value)
         assert metadata.message_offset == value, (metadata, value)
         self._high_watermark_metadata = metadata
+        self._changed()
 
     def _convert_high_watermark_metadata(self) -> None:
         """Look the HW's position up if nobody has: a read does it, because a read handles storage errors

@@ -23,7 +23,8 @@ from replog.log.segment import LogSegment, SegmentFileOps
 
 class LogTruncation:
     """Mixed into PartitionLog, which sets these attributes and provides the offsets (log_end_offset,
-    high_watermark, active_segment), _open_segment, _update_log_end_offset and _set_high_watermark."""
+    high_watermark, active_segment), _open_segment, _update_log_end_offset and _set_high_watermark, and
+    _changed, called when the log start offset or the size moves other than through those two."""
 
     directory: Path
     _config: LogConfig
@@ -37,6 +38,7 @@ class LogTruncation:
     _recovery_point: RecoveryPoint
     truncations: int
     truncated_to_since_cleaning: int | None
+    _changed: Callable[[], None]
 
         # --------------------------------------------------------------- truncate
 
@@ -101,6 +103,7 @@ class LogTruncation:
         if deletable:
             self._log_start_offset = max(self._log_start_offset, self._segments.first.base_offset)
             self._epoch_cache.truncate_from_start(self._log_start_offset)
+            self._changed()
         assert self._segments
         return len(deletable)
 
@@ -130,6 +133,7 @@ class LogTruncation:
             # The HW sat at the end of a segment cleaned since (the active one when the HW reached it): its
             # position is stale; the next read looks it up again.
             self._high_watermark_metadata = LogOffsetMetadata(self.high_watermark)
+        self._changed()  # the size
         return cleaned
 
     @disk_io
@@ -143,4 +147,5 @@ class LogTruncation:
             return False
         self._log_start_offset = offset
         self._epoch_cache.truncate_from_start(offset)
+        self._changed()
         return True

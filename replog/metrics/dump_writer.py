@@ -7,11 +7,12 @@ event loop only builds the snapshot (reading its own state, which must not chang
 
 import asyncio
 import collections
-import json
 import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from .encoded_array import ArrayUpdate, encode_json
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +60,13 @@ class DumpWriter:
 
 
 def encode_line(kind: str, node_id: int, ts_ms: int, fields: dict) -> bytes:
+    """One JSON line; a field whose value is an ArrayUpdate is applied and encoded here (its changes only)."""
     line = {"v": DUMP_FORMAT_VERSION, "kind": kind, "ts_ms": ts_ms, "node_id": node_id, **fields}
-    return json.dumps(line, separators=(",", ":")).encode() + b"\n"
+    if not any(isinstance(value, ArrayUpdate) for value in fields.values()):
+        return encode_json(line) + b"\n"
+    members = [encode_json(key) + b":" + (value.encode() if isinstance(value, ArrayUpdate) else encode_json(value))
+               for key, value in line.items()]
+    return b"{" + b",".join(members) + b"}\n"
 
 
 class MetricsDumper:
@@ -78,6 +84,9 @@ class MetricsDumper:
         self.started_ms = wall_clock_ms()
         self.event("start", {"role": role}, ts_ms=self.started_ms)
         self._task: asyncio.Task | None = None
+        # The write in the worker thread, which outlives a cancelled dump: the next one waits for it, so the
+        # writes (and the encoded arrays they update) go one at a time, in order.
+        self._writing: asyncio.Future | None = None
 
     def event(self, kind: str, fields: dict, *, ts_ms: int | None = None) -> None:
         """Queue one event line for the next write."""
@@ -115,13 +124,16 @@ class MetricsDumper:
             await asyncio.sleep(max(0.0, next_at - loop.time()))
 
     async def dump_once(self) -> None:
+        if self._writing is not None:
+            await asyncio.wait([self._writing])
         now_ms = wall_clock_ms()
         kind, fields = self._snapshot(now_ms)
         fields = {"started_ms": self.started_ms, "dropped_events_total": self.dropped_events, **fields}
         lines = list(self._events)
         self._events.clear()
         # Encoding a thousand partitions takes milliseconds: it goes to the thread with the write.
-        await asyncio.to_thread(self._encode_and_write, lines, kind, fields, now_ms)
+        self._writing = asyncio.ensure_future(asyncio.to_thread(self._encode_and_write, lines, kind, fields, now_ms))
+        await asyncio.shield(self._writing)
 
     def _encode_and_write(self, events: list[bytes], kind: str, fields: dict, now_ms: int) -> None:
         self.writer.write([*events, encode_line(kind, self.node_id, now_ms, fields)], now_ms)

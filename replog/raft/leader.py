@@ -122,7 +122,9 @@ class LeaderRole:
         self.flush_due_ms: int | None = None
 
     def deadlines(self) -> list[int]:
-        times = [self.progress.check_quorum_deadline_ms]
+        # Check-quorum needs other voters (check_quorum_expired): a lone leader's deadline, never moved on,
+        # would be in the past after one timeout and wake the shell at every turn of the event loop.
+        times = [self.progress.check_quorum_deadline_ms] if len(self.progress.voters) > 1 else []
         times.extend(deadline for _, deadline in self.progress.parked.values())
         if self.flush_due_ms is not None:
             times.append(self.flush_due_ms)

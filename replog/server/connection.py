@@ -12,7 +12,7 @@ import asyncio
 import collections
 import logging
 
-from replog.protocol.frames import FrameDecoder, FrameError
+from replog.protocol.frames import FrameDecoder, FrameError, ReceiveBudget
 from replog.security.principal_mapping import DEFAULT_MAPPER, NoMatchingRule, PrincipalMapper
 
 from .auth import INTER_BROKER_ONLY, ONLY_SECRET_HOLDERS, ClusterMembers, Session
@@ -29,6 +29,11 @@ TLS_RECORD_START = (0x16, 0x03)  # a TLS handshake record, protocol major versio
 # Kafka's sasl.server.max.receive.size default: the largest frame a SASL listener reads before the client has
 # authenticated, so an anonymous peer cannot make it buffer socket.request.max.bytes (CVE-2022-34917).
 SASL_MAX_RECEIVE_BYTES = 524_288
+# Memory a server's connections may claim up front for large frames still arriving (KIP-72's bound; Kafka's
+# queued.max.request.bytes is unbounded by default): eight 1 MiB produce requests being received at once are
+# allocated whole, more than a broker's producers send at the same moment in the replicated benchmarks; past
+# that a frame's buffer grows with its bytes, so a flood of size prefixes pins at most these 8 MiB.
+RECEIVE_BUDGET_BYTES = 8 * 1024 * 1024
 
 
 class _Slot:
@@ -50,7 +55,8 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._holder = holder
         self._dispatcher = dispatcher
         self._max_frame_bytes = max_frame_bytes
-        self._decoder = FrameDecoder(min(max_frame_bytes, SASL_MAX_RECEIVE_BYTES) if sasl.required else max_frame_bytes)
+        self._decoder = FrameDecoder(min(max_frame_bytes, SASL_MAX_RECEIVE_BYTES) if sasl.required else max_frame_bytes,
+                                     budget=holder.receive_budget)
         self._max_inflight = max_inflight
         self._use_sendfile = use_sendfile
         self._slots: collections.deque[_Slot] = collections.deque()
@@ -140,6 +146,7 @@ class ServerConnection(asyncio.BufferedProtocol):
             self._idle_check.cancel()
         for task in self._tasks:
             task.cancel()
+        self._decoder.close()
         if self._writer is not None:
             self._writer.close()
         self._slots.clear()
@@ -266,9 +273,10 @@ class ConnectionHolder:
     """The connections a server holds: admits them up to max_connections (none while shutting down), forgets
     closed ones, and takes them through a staged shutdown (stop reading, drain, close)."""
 
-    def __init__(self, max_connections: int) -> None:
+    def __init__(self, max_connections: int, receive_budget_bytes: int = RECEIVE_BUDGET_BYTES) -> None:
         assert max_connections >= 0  # 0 refuses every connection
         self.max_connections = max_connections
+        self.receive_budget = ReceiveBudget(receive_budget_bytes)
         self.connections: set[ServerConnection] = set()
         self.shutting_down = False
         self.expired_sessions_closed = 0  # KIP-368: connections closed for a request after their session ended

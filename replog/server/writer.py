@@ -4,6 +4,11 @@ os.sendfile (zero-copy) or, when that is switched off, pread + send (the copy pa
 uvloop implements neither loop.sendfile nor add_writer on a transport's own socket, so the connection keeps
 reading through its transport and writes through a dup of the socket fd; the transport never writes, so the
 two paths cannot interleave. Parts go out strictly in order.
+
+Byte parts followed by a file slice (a fetch response's headers, then its records) are sent with MSG_MORE,
+so the kernel holds them back and puts them in the same segment as the slice's first bytes: with
+TCP_NODELAY they would otherwise leave as a segment of their own, and wake the reader for a few dozen bytes
+once per fetch response.
 """
 
 import asyncio
@@ -81,12 +86,17 @@ class SocketWriter:
     def _send_bytes(self) -> bool:
         """Send the leading run of byte parts with one sendmsg; True if all of them went out."""
         run = []
+        slice_follows = False
         for part in self._queue:
-            if _is_slice(part) or len(run) == MAX_IOVECS:
+            if _is_slice(part):
+                slice_follows = True
+                break
+            if len(run) == MAX_IOVECS:
                 break
             run.append(part)
         try:
-            sent = self._sock.sendmsg(run)
+            # A slice is never empty (write() drops empty parts), so what MSG_MORE holds back goes out with it.
+            sent = self._sock.sendmsg(run, (), socket.MSG_MORE if slice_follows else 0)
         except BlockingIOError:
             return False
         self.buffered_bytes -= sent

@@ -1,5 +1,6 @@
-"""In-process checks of the two limits added for hostile peers: the frame decoder's memory follows the bytes
-received rather than the size prefix, and a ServerConnection closes after connections.max.idle.ms of quiet
+"""In-process checks of the limits added for hostile peers: the frame decoder's memory follows the bytes
+received rather than the size prefix (beyond the server's receive budget, which size prefixes claim up
+to its bound and give back when their connection goes), and a ServerConnection closes after connections.max.idle.ms of quiet
 unless it owes the peer an answer."""
 
 import asyncio
@@ -12,6 +13,7 @@ from replog.protocol.headers import encode_request_header
 from replog.server.connection import ConnectionHolder
 from replog.server.dispatch import Dispatcher
 from replog.server.listener import listen
+from tests.conditions import wait_until
 
 LIMIT = 100 * 1024 * 1024  # socket.request.max.bytes' default
 
@@ -40,8 +42,9 @@ def test_a_large_frame_grows_with_its_bytes_and_arrives_whole():
     assert decoder.next_frame() == payload
 
 
-async def serve(idle_timeout_ms: int, handlers: dict) -> tuple[asyncio.AbstractServer, ConnectionHolder]:
-    holder = ConnectionHolder(max_connections=10)
+async def serve(idle_timeout_ms: int | None, handlers: dict,
+                holder: ConnectionHolder | None = None) -> tuple[asyncio.AbstractServer, ConnectionHolder]:
+    holder = holder or ConnectionHolder(max_connections=10)
     dispatcher = Dispatcher(handlers, lambda: [])
     server = await listen("127.0.0.1", 0, holder, dispatcher, max_frame_bytes=1 << 20, max_inflight=4,
                           use_sendfile=False, idle_timeout_ms=idle_timeout_ms)
@@ -77,4 +80,21 @@ async def test_an_answer_owed_keeps_the_connection_open_past_the_idle_time():
     assert struct.unpack_from(">ii", response) == (5, 5)
     assert await asyncio.wait_for(reader.read(1), timeout=10) == b""  # then quiet, then closed
     writer.close()
+    server.close()
+
+
+async def test_size_prefixes_claim_no_more_than_the_receive_budget_and_a_closed_connection_gives_its_share_back():
+    holder = ConnectionHolder(max_connections=10, receive_budget_bytes=2_000_000)
+    server, _ = await serve(None, {}, holder)
+    port = server.sockets[0].getsockname()[1]
+    peers = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3)]
+    for _, writer in peers:
+        writer.write(size_prefix(900_000) + b"\x00" * 100)  # a large frame's first bytes, then quiet
+    await wait_until(lambda: len(holder.connections) == 3, "three connections")
+    # Two frames fit the budget and are allocated whole; the third grows with its bytes instead.
+    await wait_until(lambda: holder.receive_budget.reserved == 1_800_000, "two frames claiming the budget")
+    for _, writer in peers:
+        writer.close()
+    await wait_until(lambda: not holder.connections, "the connections closed")
+    assert holder.receive_budget.reserved == 0
     server.close()

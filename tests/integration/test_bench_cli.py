@@ -13,7 +13,8 @@ import pytest
 # Every benchmark but `analyze`, which is full mode only (see benchmarks/analyze.py).
 QUICK_BENCHMARKS = {"codec", "baselines", "produce", "consume", "replicated-produce", "replicated-latency",
                     "follower-catchup", "partition-scaling", "failover", "controller-failover", "startup", "peers",
-                    "log-cleaning", "groups", "reassignment", "idle-neighbours", "partition-request-cost"}  # fmt: skip
+                    "log-cleaning", "groups", "reassignment", "idle-neighbours", "partition-request-cost",
+                    "idle-partitions"}  # fmt: skip
 
 
 def run_in_own_session(command: list[str], timeout_s: float) -> subprocess.CompletedProcess:

@@ -1,10 +1,13 @@
-"""The pure parts of the partition-scaling benchmark: replica placement and the open-file budget."""
+"""The pure parts of the partition-scaling benchmark: replica placement, the open-file budget, the counts run."""
 
 from collections import Counter
+
+import pytest
 
 from benchmarks.partition_scaling import (
     FD_HEADROOM,
     FDS_PER_OPEN_SEGMENT,
+    counts_from_environment,
     fits_open_file_limit,
     round_robin_assignment,
 )
@@ -27,3 +30,19 @@ def test_a_partition_count_is_skipped_when_its_logs_would_not_fit_the_open_file_
 def test_the_default_file_budget_fits_ten_thousand_partitions_under_a_twenty_thousand_file_limit():
     assert fits_open_file_limit(10_000, 20_000)
     assert not fits_open_file_limit(10_000, 20_000, budget=20_000)
+
+
+@pytest.mark.parametrize("value, counts", [
+    (None, (1, 100, 1_000, 10_000)),
+    ("", (1, 100, 1_000, 10_000)),
+    ("10000", (1, 10_000)),  # the 1-partition baseline always runs
+    ("10000, 1000", (1, 1_000, 10_000)),
+])
+def test_partition_counts_from_the_environment(value, counts):
+    assert counts_from_environment(value, (1, 100, 1_000, 10_000)) == counts
+
+
+@pytest.mark.parametrize("value", ["0", ",", "-5"])
+def test_partition_counts_that_are_not_positive_are_refused(value):
+    with pytest.raises(ValueError):
+        counts_from_environment(value, (1,))

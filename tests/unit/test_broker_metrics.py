@@ -2,6 +2,7 @@
 add up to, the replication-health gauges, each follower's lag as the leader sees it, and the dump line and
 Prometheus families built from them (docs/metrics-dumps.md)."""
 
+import json
 import uuid
 
 import pytest
@@ -9,12 +10,14 @@ from kio.schema.errors import ErrorCode
 from prometheus_client import CollectorRegistry, generate_latest
 
 from replog.broker.fetch_params import FollowerFetch
-from replog.broker.metrics import BrokerCollector, BrokerMetrics, broker_snapshot, request_name
+from replog.broker.metrics import BrokerCollector, BrokerMetrics, request_name
+from replog.broker.metrics_dump import BrokerDump
 from replog.broker.replica_manager import ReplicaManager
 from replog.broker.replication_rules import IsrChangeKind
 from replog.log.config import LogConfig
 from replog.log.log_manager import LogManager
 from replog.log.partition_log import TopicPartition
+from replog.metrics.dump_writer import encode_line
 from replog.protocol.apis import ApiKey
 from replog.protocol.control import (
     LeaderAndIsrPartitionState,
@@ -71,6 +74,17 @@ async def manager(tmp_path, clock, proposals):
     return manager
 
 
+@pytest.fixture
+def dump(manager):
+    return BrokerDump(manager.metrics, manager)
+
+
+def dump_line(dump: BrokerDump, now_ms: int) -> tuple[str, dict]:
+    """The snapshot as the dump file has it: encoded (the partitions array in one piece) and parsed."""
+    kind, fields = dump.snapshot(now_ms)
+    return kind, json.loads(encode_line(kind, LOCAL, now_ms, fields))
+
+
 async def apply(manager: ReplicaManager, *, leader: int, leader_epoch: int, partition_epoch: int, isr: list[int],
                 partition: int = 0) -> None:
     state = LeaderAndIsrPartitionState("t", partition, 1, leader, leader_epoch, isr, partition_epoch,
@@ -112,12 +126,12 @@ def test_produce_counts_bytes_and_records_per_partition_and_topic_but_not_duplic
     assert counters.bytes_in == first.num_bytes + second.num_bytes + len(idempotent)
 
 
-def test_follower_lag_in_messages_bytes_and_time_as_the_leader_sees_it(manager, clock):
+def test_follower_lag_in_messages_bytes_and_time_as_the_leader_sees_it(manager, dump, clock):
     infos = [produce(manager, 4) for _ in range(3)]  # 12 records in three batches
     follower_fetch(manager, SECOND, 12)  # caught up now
     follower_fetch(manager, THIRD, 4)  # one batch in: two behind
     clock.now += 700
-    (line,) = broker_snapshot(manager.metrics, manager, clock.now)[1]["partitions"]
+    (line,) = dump_line(dump, clock.now)[1]["partitions"]
     lags = {f["broker_id"]: f for f in line["followers"]}
     assert lags[SECOND] == {
         "broker_id": SECOND, "fetch_offset": 12, "last_fetch_ms": clock.now - 700,
@@ -129,12 +143,12 @@ def test_follower_lag_in_messages_bytes_and_time_as_the_leader_sees_it(manager, 
     assert (line["log_end_offset"], line["high_watermark"], line["leader"], line["isr"]) == (12, 4, LOCAL, [1, 2, 3])
 
 
-async def test_a_follower_not_caught_up_in_this_epoch_lags_since_the_epoch_began(manager, clock):
+async def test_a_follower_not_caught_up_in_this_epoch_lags_since_the_epoch_began(manager, dump, clock):
     info = produce(manager, 5)
     clock.now += 300
     await apply(manager, leader=LOCAL, leader_epoch=2, partition_epoch=2, isr=[LOCAL, SECOND])
     clock.now += 1_200
-    (line,) = broker_snapshot(manager.metrics, manager, clock.now)[1]["partitions"]
+    (line,) = dump_line(dump, clock.now)[1]["partitions"]
     third = next(f for f in line["followers"] if f["broker_id"] == THIRD)
     assert (third["fetch_offset"], third["lag_messages"], third["last_caught_up_ms"], third["lag_ms"]) == (
         -1, 5, 0, 1_200)
@@ -153,7 +167,7 @@ async def test_replication_gauges_count_led_partitions_by_isr_size(manager):
 
 
 async def test_isr_changes_become_events_and_only_the_leaders_own_count_as_shrinks_and_expands(
-        manager, clock, proposals):
+        manager, dump, clock, proposals):
     produce(manager, 2)
     assert lines(manager, "isr_change") == [{
         "topic": "t", "partition": 0, "leader_epoch": 1, "partition_epoch": 1, "isr_before": [],
@@ -168,7 +182,7 @@ async def test_isr_changes_become_events_and_only_the_leaders_own_count_as_shrin
     assert [(e["isr_before"], e["isr_after"], e["source"]) for e in lines(manager, "isr_change")[1:]] == [
         ([1, 2, 3], [1], "leader"), ([1], [1, 2], "controller")]
     assert (manager.metrics.isr_shrinks, manager.metrics.isr_expands) == (1, 0)
-    assert broker_snapshot(manager.metrics, manager, clock.now)[1]["broker"]["isr_shrinks_total"] == 1
+    assert dump_line(dump, clock.now)[1]["broker"]["isr_shrinks_total"] == 1
 
 
 async def test_a_replica_leaving_the_broker_starts_its_counters_again(manager):
@@ -188,11 +202,11 @@ def test_follower_side_lag_is_the_leaders_high_watermark_minus_our_log_end(tmp_p
     assert metrics.partitions[tp].leader_high_watermark == 50
 
 
-async def test_broker_line_totals_and_purgatory_sizes(manager, clock):
+async def test_broker_line_totals_and_purgatory_sizes(manager, dump, clock):
     info = produce(manager, 3)
     manager.metrics.record_fetch_out("t", 100, to_follower=False)
     manager.metrics.record_fetch_out("t", 40, to_follower=True)
-    kind, fields = broker_snapshot(manager.metrics, manager, clock.now)
+    kind, fields = dump_line(dump, clock.now)
     assert kind == "broker"
     broker = fields["broker"]
     assert {k: broker[k] for k in ("bytes_in_total", "messages_in_total", "bytes_out_total",

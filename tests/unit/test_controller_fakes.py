@@ -11,6 +11,7 @@ import itertools
 
 from kio.schema.errors import ErrorCode
 
+from replog.broker.metadata import MetadataImage
 from replog.client.connection import Connection
 from replog.protocol import control
 from replog.protocol.apis import ApiKey, response_header_version
@@ -47,8 +48,12 @@ class FakeBroker:
         self.stall_next: dict[ApiKey, int] = {}  # never answer the next n (the sender's timeout must fire)
         self.stalled: list[tuple[ApiKey, object]] = []  # requests left unanswered by stall_next
         self.request_error: dict[ApiKey, ErrorCode] = {}  # a whole-request error to answer with
+        self.refuse_next: dict[ApiKey, int] = {}  # answer the next n with STALE_CONTROLLER_EPOCH
         self.partition_error: dict[tuple[str, int], ErrorCode] = {}  # LeaderAndIsr/StopReplica per partition
         self.unauthorized = 0  # requests refused with CLUSTER_AUTHORIZATION_FAILED
+        # The metadata as a real broker has it after the UpdateMetadata requests it accepted: a full snapshot,
+        # then the changes (controller/metadata_push.py).
+        self.image = MetadataImage("cluster", 3000)
         self._server: asyncio.AbstractServer | None = None
         self.port = 0
 
@@ -96,6 +101,9 @@ class FakeBroker:
             self.unauthorized += 1
             return ErrorCode.cluster_authorization_failed
         self.received.append((api_key, request))
+        if self.refuse_next.get(api_key, 0) > 0:
+            self.refuse_next[api_key] -= 1
+            return ErrorCode.stale_controller_epoch
         return self.request_error.get(api_key)
 
     def _stalls(self, api_key: ApiKey, request) -> bool:
@@ -127,6 +135,8 @@ class FakeBroker:
         if self._stalls(ApiKey.UPDATE_METADATA, request):
             return asyncio.get_running_loop().create_future()
         error = self._accept(ctx, ApiKey.UPDATE_METADATA, request)
+        if error is None:
+            self.image.apply_update_metadata(request)
         return [control.encode_update_metadata_response(control.UpdateMetadataResponse(error or ErrorCode.none))]
 
     def _stop_replica(self, ctx):

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from replog.controller import records
+from replog.controller import quorum, records
 from replog.controller.cluster import BrokerRegistration, ClusterMetadata
 from replog.controller.quorum import QuorumMetadataLog
 from replog.controller.records import CorruptMetadataError
@@ -98,6 +98,25 @@ async def test_records_appended_after_the_snapshot_replay_after_it(tmp_path):
     rebuilt = ClusterMetadata()
     records.replay(logged, rebuilt)
     assert rebuilt.brokers == {1: BrokerRegistration(1, "h", 1, 3)}
+
+
+async def test_records_this_controller_appended_commit_without_being_decoded_again(tmp_path, monkeypatch):
+    log, _ = await _open_log(tmp_path)
+    committed = []
+    log.shell.on_commit = lambda: committed.extend(log.take_committed_records()[1])  # as the controller does
+    appended = records.snapshot_records(2, state())
+    decoded = []
+    original_decode = quorum.decode_record
+    monkeypatch.setattr(quorum, "decode_record", lambda data, where: decoded.append(data) or original_decode(data, where))
+    log.append(appended)
+    await log.shell.wait_committed(log.next_offset)
+    await log.close()
+    assert committed == appended and decoded == []
+    assert all(c is a for c, a in zip(committed, appended, strict=True))
+    # What a restart reads is decoded from the log: the same records.
+    log, logged = await _open_log(tmp_path)
+    await log.close()
+    assert logged[-len(appended):] == [original_decode(quorum.encode_record(r), "") for r in appended]
 
 
 def test_changes_replay_in_order_and_the_last_epoch_wins():

@@ -14,6 +14,7 @@ from replog.controller.broker_requests import EPOCH_DURING_DELETE
 from replog.controller.cluster import ControllerError
 from replog.controller.heartbeats import HeartbeatAnswer
 from replog.controller.propagation import PropagationError
+from replog.controller.registry import change_isr
 from replog.controller.server import (
     FIRST_CONTROLLER_EPOCH,
     HeartbeatAnswer,
@@ -44,8 +45,12 @@ from .test_controller_fakes import HOST, FakeBroker, connect_as_controller, wait
 
 async def test_unfenced_brokers_get_metadata_naming_every_live_broker(controller, brokers):
     for broker_id, fake in brokers.items():
+        # A registered broker's first UpdateMetadata is a full snapshot (KIP-866 type 2); later ones carry
+        # only what changed (type 1, metadata_push.py), here the brokers registered after it.
+        assert fake.requests(UM)[0].type == 2
         last = fake.requests(UM)[-1]
-        assert (last.controller_id, last.controller_epoch, last.type) == (CONTROLLER_ID, FIRST_CONTROLLER_EPOCH, 2)
+        assert (last.controller_id, last.controller_epoch) == (CONTROLLER_ID, FIRST_CONTROLLER_EPOCH)
+        assert last.type == (2 if len(fake.requests(UM)) == 1 else 1)
         assert last.broker_epoch == epoch_of(controller, broker_id)
         assert [(b.id, b.endpoints[0].host, b.endpoints[0].port) for b in last.live_brokers] == \
             [(i, HOST, brokers[i].port) for i in (1, 2, 3)]
@@ -127,7 +132,10 @@ async def test_delete_topic_stops_and_deletes_replicas_then_forgets_the_topic(co
     (stop,) = brokers[1].requests(SR)
     assert [(t.topic_name, [(p.partition_index, p.leader_epoch, p.delete_partition) for p in t.partition_states])
             for t in stop.topic_states] == [("gone", [(0, EPOCH_DURING_DELETE, True), (1, EPOCH_DURING_DELETE, True)])]
-    assert [t.topic_name for t in brokers[3].requests(UM)[-1].topic_states] == ["kept"]
+    assert list(brokers[3].image.topics) == ["kept"]
+    # The deletion reaches a broker with a view as LeaderDuringDelete for each of the topic's partitions.
+    assert [(t.topic_name, [p.leader for p in t.partition_states])
+            for t in brokers[3].requests(UM)[-1].topic_states] == [("gone", [-2, -2])]
     with pytest.raises(ControllerError):
         controller.registration("gone", 0)
     with pytest.raises(ControllerError) as raised:
@@ -228,3 +236,105 @@ async def test_stop_ends_the_sender_of_a_fenced_broker_whose_connect_failed_as_i
     assert let_sessions_expire(controller, clock, 1) == [1]  # out of the channel: its sender is cancelled
     await asyncio.wait_for(controller.stop(), 5)
     assert len(attempts) == 1
+
+
+# ------------------------------------------------------------------------ incremental UpdateMetadata
+
+
+async def test_a_second_topic_sends_each_broker_only_its_partitions(controller, brokers):
+    await controller.create_topic("first", {i: [1, 2, 3] for i in range(20)})
+    forget_requests(brokers)
+    await controller.create_topic("second", {0: [1, 2], 1: [2, 3]})
+    await controller.settle()
+    for fake in brokers.values():
+        assert [(t.topic_name, len(t.partition_states), r.type) for r in fake.requests(UM) for t in r.topic_states] \
+            == [("second", 2, 1)]
+        assert set(fake.image.topics) == {"first", "second"}
+
+
+async def test_a_broker_that_refused_an_update_gets_a_full_one_next(controller, brokers):
+    await controller.create_topic("t", {0: [1, 2], 1: [2, 3]})
+    brokers[3].request_error[UM] = ErrorCode.stale_controller_epoch
+    with pytest.raises(PropagationError):
+        await controller.create_topic("u", {0: [1, 2]})
+    del brokers[3].request_error[UM]
+    forget_requests(brokers)
+    await controller.create_topic("v", {0: [1, 2]})
+    assert [r.type for r in brokers[3].requests(UM)] == [2]  # it missed "u": everything again
+    assert [r.type for r in brokers[1].requests(UM)] == [1]
+    assert set(brokers[3].image.topics) == set(brokers[1].image.topics) == {"t", "u", "v"}
+
+
+async def test_a_large_push_is_built_in_chunks_with_the_event_loop_free_in_between(controller, brokers):
+    """Heartbeats are handled while the controller builds an UpdateMetadata of thousands of partitions."""
+    await controller.create_topic("big", {i: [1, 2, 3] for i in range(2_000)})
+    await controller.settle()
+    forget_requests(brokers)
+    # Every partition's ISR shrinks: the next push carries all 2,000 partitions to each broker.
+    controller.metadata.apply([change_isr(p, p.isr[:2]) for p in controller.metadata.topics["big"].partitions.values()])
+    sent_before = controller.propagator.update_partition_states
+    queued_at_each_turn = []
+
+    async def other_work():  # what the event loop runs whenever the build lets it: heartbeats, say
+        while not push.done():
+            queued_at_each_turn.append(controller.propagator.update_partition_states - sent_before)
+            heartbeat(controller, 1)
+            await asyncio.sleep(0)
+
+    push = asyncio.create_task(controller.propagator.push_metadata())
+    await asyncio.gather(push, other_work())
+    await controller.propagator.wait(push.result())
+    # Two chunks of 1,000 for the first broker, each followed by a turn of other work, before its request
+    # (built in one go, every request would be queued before the other work's first turn).
+    assert queued_at_each_turn[:2] == [0, 0]
+    assert controller.propagator.update_partition_states - sent_before == 3 * 2_000
+    for fake in brokers.values():
+        (update,) = fake.requests(UM)
+        assert sum(len(t.partition_states) for t in update.topic_states) == 2_000
+
+
+async def test_a_broker_back_on_a_new_connection_during_a_chunked_push_gets_a_full_update(controller, brokers):
+    """Fenced by silence and back while a push was being built for it: it may have missed updates queued to
+    its old connection, so what the push sends it is everything."""
+    await controller.create_topic("big", {i: [1, 2, 3] for i in range(2_000)})
+    await controller.settle()
+    controller.metadata.apply([change_isr(p, p.isr[:2]) for p in controller.metadata.topics["big"].partitions.values()])
+    forget_requests(brokers)
+    push = asyncio.create_task(controller.propagator.push_metadata(broker_ids=[1]))
+    await asyncio.sleep(0)  # the first chunk is built
+    assert not push.done()
+    controller.channel.remove_broker(1)
+    controller.channel.add_broker(1, HOST, brokers[1].port)
+    await controller.propagator.wait(await push)
+    (update,) = brokers[1].requests(UM)
+    assert update.type == 2 and sum(len(t.partition_states) for t in update.topic_states) == 2_000
+
+
+async def test_a_partition_changed_during_a_chunked_push_is_sent_as_it_is_now(controller, brokers):
+    """Its LeaderAndIsr may already be queued: the UpdateMetadata after it must not carry the older state."""
+    await controller.create_topic("big", {i: [1, 2, 3] for i in range(2_000)})
+    await controller.settle()
+    controller.metadata.apply([change_isr(p, p.isr[:2]) for p in controller.metadata.topics["big"].partitions.values()])
+    forget_requests(brokers)
+    push = asyncio.create_task(controller.propagator.push_metadata(broker_ids=[1]))
+    await asyncio.sleep(0)  # the first chunk, with partition 0, is built
+    assert not push.done()
+    moved = controller.registration("big", 0)
+    controller.metadata.apply([change_isr(moved, moved.isr[:1])])
+    await controller.propagator.wait(await push)
+    assert brokers[1].image.topics["big"].partitions[0].isr == list(moved.isr[:1])
+
+
+async def test_a_broker_that_refused_an_increment_gets_a_full_update_without_another_change(controller, brokers):
+    await controller.create_topic("t", {0: [1, 2], 1: [2, 3]})
+    await controller.settle()
+    forget_requests(brokers)
+    brokers[3].refuse_next[UM] = 1
+    moved = controller.registration("t", 1)
+    controller.metadata.apply([change_isr(moved, moved.isr[:1])])
+    controller.request_metadata_push()
+    with pytest.raises(PropagationError):
+        await controller.settle()
+    await controller.settle()  # nothing changed since the refusal, which alone brought the full update
+    assert [r.type for r in brokers[3].requests(UM)] == [1, 2]
+    assert brokers[3].image.topics["t"].partitions[1].isr == [2]

@@ -16,6 +16,7 @@ from replog.log.log_manager import LogManager
 from replog.log.offset_metadata import LogOffsetMetadata
 from replog.log.segment import OS_FILE_OPS, SegmentFileOps
 from replog.protocol.control import LeaderAndIsrPartitionState, LeaderAndIsrRequest, LeaderAndIsrTopicState
+from replog.protocol.fetch import FetchPartitionResult
 from replog.protocol.records import build_batch
 
 LOCAL, FOLLOWER = 1, 2
@@ -264,20 +265,46 @@ async def test_a_wake_up_re_counts_only_its_own_partition_of_a_parked_fetch(tmp_
 
 
 async def test_a_quiet_session_partition_woken_after_another_wake_up_counts_its_bytes(tmp_path):
-    # Fetch sessions park quiet partitions unread; one joins the fetch when woken, after the counted
-    # shares of the read ones exist (a wake-up on t-0 built them): its bytes must count.
+    # Fetch sessions park quiet partitions unread and unwatched; one joins the fetch when it changes, after
+    # the counted shares of the read ones exist (a wake-up on t-0 built them): its bytes must count.
     manager = await leading_replica_manager(tmp_path)
     await lead_topic_u(manager)
     read = FetchPartitionParams("t", 0, 0, 3, -1, 0, 1 << 20)
-    quiet = {("u", 0): (FetchPartitionParams("u", 0, 0, 3, -1, 0, 1 << 20),
-                        manager.get_partition("u", 0).log.offset_metadata_of(0))}
+    quiet = FetchPartitionParams("u", 0, 0, 3, -1, 0, 1 << 20)
+    session = quiet_session(manager, read, quiet)
     op = DelayedFetch(manager, FetchParams(FOLLOWER, PARKED_MS, 1, 1 << 20, [read]),
-                      [manager.get_partition("t", 0).log.offset_metadata_of(0)], quiet)
-    assert not manager.fetch_purgatory.try_complete_else_watch(op, [("t", 0), ("u", 0)])
+                      [manager.get_partition("t", 0).log.offset_metadata_of(0)], session)
+    assert not manager.fetch_purgatory.try_complete_else_watch(op, [("t", 0)])
     manager.fetch_purgatory.check_and_complete(("t", 0))
-    assert not op.future.done()
+    assert not op.future.done() and op.keys == (("t", 0),)
     append_to_u(manager, acks=1)
     assert len(op.future.result()) == 2  # t-0, and u-0 that joined it
+    assert not session.waiters, "a completed fetch leaves its session"
+
+
+def quiet_session(manager: ReplicaManager, active: FetchPartitionParams, quiet: FetchPartitionParams):
+    """A follower's fetch session on the manager with `quiet` quiet (caught up at offset 0)."""
+    results = [FetchPartitionResult(p.partition, ErrorCode.none, 0, 0, 0, records=b"") for p in (active, quiet)]
+    session = manager.fetch_sessions.get(manager.fetch_sessions.create(True, [active, quiet], results, 0))
+    session.record_reads([active, quiet], [None, manager.get_partition(quiet.topic, quiet.partition).log.offset_metadata_of(0)], 0)
+    return session
+
+
+async def test_a_parked_session_fetch_watches_only_what_it_read(tmp_path):
+    """A session of 1,000 quiet partitions and one read: the parked fetch is watched on the one key, and a
+    change to one quiet partition adds just that key."""
+    manager = await leading_replica_manager(tmp_path)
+    await lead_topic_u(manager)
+    read = FetchPartitionParams("t", 0, 0, 3, -1, 0, 1 << 20)
+    quiet = [FetchPartitionParams("idle", i, 0, 3, -1, 0, 1 << 20) for i in range(1000)]
+    results = [FetchPartitionResult(p.partition, ErrorCode.none, 0, 0, 0, records=b"") for p in [read, *quiet]]
+    session = manager.fetch_sessions.get(manager.fetch_sessions.create(True, [read, *quiet], results, 0))
+    session.record_reads(quiet, [LogOffsetMetadata(0)] * len(quiet), 0)
+    future = manager.fetch_messages(FetchParams(FOLLOWER, PARKED_MS, 1, 1 << 20, [read]), session)
+    assert not future.done()
+    assert manager.fetch_purgatory._watchers.keys() == {("t", 0)}
+    manager.fetch_sessions.partition_changed(("idle", 7))
+    assert manager.fetch_purgatory._watchers.keys() == {("t", 0), ("idle", 7)}
 
 
 async def test_an_acks_all_answer_is_encoded_in_the_follower_fetch_that_moves_the_high_watermark(replicas):

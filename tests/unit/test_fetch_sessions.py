@@ -137,8 +137,9 @@ def test_partition_forgotten_while_the_fetch_waited_is_left_out():
     cache = FetchSessionCache(10, rng=random.Random(1))
     session_id = _open(cache, [_p(partition=0), _p(partition=1)])
     parked = cache.new_context(session_id, 1, [], [], privileged=True, now_ms=1)
+    read = parked.partitions  # what the parked fetch read, before the next request forgets partition 1
     cache.new_context(session_id, 2, [], [("t", 1)], privileged=True, now_ms=2)
-    assert parked.session.select_changed(parked.partitions, [_result(0, hw=11), _result(1, hw=11)]) == [0]
+    assert parked.session.select_changed(read, [_result(0, hw=11), _result(1, hw=11)]) == [0]
 
 
 def test_no_slots_means_no_sessions():
@@ -189,23 +190,61 @@ def test_lru_stale_session_is_evicted_before_a_weaker_one():
 
 
 @pytest.mark.parametrize(
-    ("quiet_state", "state_now", "age_ms", "named_again", "read"),
+    ("quiet", "changed", "age_ms", "named_again", "read"),
     [
-        (None, "s", 0, False, True),  # not quiet at its last read: read
-        ("s", "s", 0, False, False),  # quiet and unchanged: skipped, watched
-        ("s", "t", 0, False, True),  # the broker's state moved (an append, the HW, leadership): read
-        ("s", None, 0, False, True),  # no longer led here: read, to answer the error
-        ("s", "s", 1001, False, True),  # quiet for longer than the refresh interval: read anyway
-        ("s", "s", 0, True, True),  # named again by the fetcher (its offset moved): read
+        (False, False, 0, False, True),  # not quiet at its last read: read
+        (True, False, 0, False, False),  # quiet and unchanged: skipped
+        (True, True, 0, False, True),  # the broker changed it (an append, the HW, leadership, the ISR): read
+        (True, False, 1001, False, True),  # quiet for longer than the refresh interval: read anyway
+        (True, False, 0, True, True),  # named again by the fetcher (its offset moved): read
     ],
 )
-def test_plan_reads_skips_only_quiet_unchanged_partitions(quiet_state, state_now, age_ms, named_again, read):
+def test_plan_reads_skips_only_quiet_unchanged_partitions(quiet, changed, age_ms, named_again, read):
     cache = FetchSessionCache(10, rng=random.Random(1))
     session_id = _open(cache, [_p(partition=0), _p(partition=1)])
     session = cache.get(session_id)
-    session.record_reads([_p(partition=0), _p(partition=1)], [quiet_state, None], ["pos0", "pos1"], 0)
+    session.record_reads([_p(partition=0), _p(partition=1)], ["pos0" if quiet else None, None], 0)
+    if changed:
+        cache.partition_changed(("t", 0))
     context = cache.new_context(session_id, 1, [_p(partition=0, offset=3)] if named_again else [], [],
                                 privileged=True, now_ms=age_ms)
-    reads, quiet = context.session.plan_reads(lambda key: state_now if key == ("t", 0) else "other", age_ms, 1000)
+    reads = context.session.plan_reads(age_ms, 1000)
     assert [p.partition for p in reads] == ([0, 1] if read else [1])
-    assert quiet == ({} if read else {("t", 0): (_p(partition=0), "pos0")})
+
+
+def test_change_to_a_quiet_partition_visits_only_the_sessions_holding_it_and_tells_their_waiters():
+    cache = FetchSessionCache(10, rng=random.Random(1))
+    holding, other = (cache.get(_open(cache, [_p(partition=i) for i in range(3)])) for _ in range(2))
+    holding.record_reads([_p(partition=0), _p(partition=1)], ["pos0", "pos1"], 0)
+    other.record_reads([_p(partition=1)], ["pos1"], 0)
+    told = []
+    holding.waiters.add(lambda p, position: told.append((p.partition, position)))
+    cache.partition_changed(("t", 0))
+    cache.partition_changed(("t", 0))  # no longer quiet: a second change tells no one
+    assert told == [(0, "pos0")]
+    assert [p.partition for p in holding.plan_reads(1, 1000)] == [0, 2]
+    assert [p.partition for p in other.plan_reads(1, 1000)] == [0, 2]
+
+
+def test_plan_reads_visits_the_partitions_it_reads_not_the_session():
+    """1,000 quiet partitions and one that changed: the plan is that one, and a read of the session's
+    partitions is never needed (the broker's state is asked for nothing)."""
+    cache = FetchSessionCache(10, rng=random.Random(1))
+    partitions = [_p(partition=i) for i in range(1000)]
+    session = cache.get(_open(cache, partitions))
+    session.record_reads(partitions, [f"pos{i}" for i in range(1000)], 0)
+    cache.partition_changed(("t", 7))
+    assert session.active_count == 1
+    assert [p.partition for p in session.plan_reads(1, 1000)] == [7]
+
+
+def test_closing_a_session_forgets_its_quiet_partitions():
+    cache = FetchSessionCache(10, rng=random.Random(1))
+    session_id = _open(cache, [_p(partition=0)])
+    session = cache.get(session_id)
+    session.record_reads([_p(partition=0)], ["pos0"], 0)
+    told = []
+    session.waiters.add(lambda p, position: told.append(p.partition))
+    cache.new_context(session_id, -1, [], [], privileged=True, now_ms=1)  # epoch -1 closes it
+    cache.partition_changed(("t", 0))
+    assert told == [] and cache.get(session_id) is None

@@ -49,7 +49,7 @@ async def test_retriable_errors_back_off_one_partition_while_others_go_on(tmp_pa
     assert fetches[1] - fetches[0] >= CONFIG.backoff_ms / 1000 * 0.9
     assert fetches[2] - fetches[1] >= CONFIG.backoff_ms / 1000 * 0.9
     # ...during which the other partition kept fetching.
-    assert any(fetches[0] < at < fetches[1] for at in leader.calls_for("fetch", TP2))
+    assert any(fetches[0] < at < fetches[1] for at in leader.calls_for("fetch", TP2)), leader.calls
 
 
 async def test_connection_failure_backs_off_every_partition_and_recovers(tmp_path, cluster):

@@ -1,6 +1,6 @@
 import pytest
 
-from replog.protocol.frames import FrameDecoder, FrameError, size_prefix
+from replog.protocol.frames import FrameDecoder, FrameError, ReceiveBudget, size_prefix
 
 
 def framed(*payloads: bytes) -> bytes:
@@ -82,3 +82,54 @@ def test_a_client_decoder_receives_a_large_frame_into_one_buffer_of_its_full_siz
     assert len(decoder.get_buffer()) == 5000 - 96
     decoder.feed(framed(payload)[100:])
     assert collect(decoder) == [payload]
+
+
+def receive_in_reads(decoder: FrameDecoder, data: bytes, read_bytes: int) -> tuple[int, set[int]]:
+    """Feed `data` as a socket delivering up to read_bytes per read would, into get_buffer()'s memory; the
+    number of reads and the ids of the buffers they landed in."""
+    reads, buffers, view = 0, set(), memoryview(data)
+    while view:
+        target = decoder.get_buffer()
+        n = min(len(target), len(view), read_bytes)
+        target[:n] = view[:n]
+        buffers.add(id(target.obj))
+        decoder.buffer_updated(n)
+        view = view[n:]
+        reads += 1
+    return reads, buffers
+
+
+def test_a_large_frame_within_the_budget_is_received_into_one_buffer_and_gives_its_share_back():
+    budget = ReceiveBudget(10_000)
+    decoder = FrameDecoder(1 << 20, staging_bytes=64, budget=budget)
+    payload = bytes(range(256)) * 20
+    decoder.feed(framed(payload)[:100])
+    assert budget.reserved == len(payload)
+    assert len(decoder.get_buffer()) == len(payload) - 96  # sized from the prefix: no growth, no copy
+    reads, buffers = receive_in_reads(decoder, framed(payload)[100:], read_bytes=1000)
+    assert (reads, len(buffers)) == (6, 1)  # the 5,024 bytes left, 1,000 a read, all into the frame
+    assert collect(decoder) == [payload]
+    assert budget.reserved == 0
+
+
+def test_a_large_frame_past_the_budget_grows_with_its_bytes():
+    budget = ReceiveBudget(10_000)
+    assert budget.try_reserve(6_000)  # another connection's frame
+    decoder = FrameDecoder(1 << 20, staging_bytes=64, budget=budget)
+    payload = b"z" * 5000
+    decoder.feed(framed(payload)[:100])
+    assert budget.reserved == 6_000
+    assert len(decoder.get_buffer()) == (60 + 64) - 96  # what has arrived plus a staging buffer's worth
+    reads, buffers = receive_in_reads(decoder, framed(payload)[100:], read_bytes=1000)
+    assert len(buffers) > 1 and reads > 6
+    assert collect(decoder) == [payload]
+    assert budget.reserved == 6_000
+
+
+def test_closing_a_decoder_mid_frame_gives_its_share_of_the_budget_back():
+    budget = ReceiveBudget(1 << 20)
+    decoder = FrameDecoder(1 << 20, staging_bytes=64, budget=budget)
+    decoder.feed(size_prefix(500_000) + b"x" * 100)
+    assert budget.reserved == 500_000
+    decoder.close()
+    assert budget.reserved == 0

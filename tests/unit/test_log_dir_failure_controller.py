@@ -43,9 +43,8 @@ def report_offline_dirs(controller: ClusterController, broker_id: int, *dir_ids:
 
 
 def offline_replicas_in_last_metadata(fake, topic: str, index: int) -> list[int]:
-    (state,) = [p for t in fake.requests(UM)[-1].topic_states for p in t.partition_states
-                if p.topic_name == topic and p.partition_index == index]
-    return state.offline_replicas
+    """As the broker's metadata says after every UpdateMetadata so far (the later ones carry changes only)."""
+    return fake.image.topics[topic].partitions[index].offline_replicas
 
 
 # ------------------------------------------------------------------------------------------- controller

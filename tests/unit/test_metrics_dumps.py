@@ -1,5 +1,5 @@
-"""Metrics dump files: rotation by size, the file budget, line framing, and the dumper writing its lines off
-the event loop (docs/metrics-dumps.md)."""
+"""Metrics dump files: rotation by size, the file budget, line framing, arrays encoded item by item, and the
+dumper writing its lines off the event loop, one write at a time (docs/metrics-dumps.md)."""
 
 import asyncio
 import json
@@ -9,6 +9,7 @@ import pytest
 
 from replog.metrics.config import MetricsConfig, split_metrics_config
 from replog.metrics.dump_writer import MAX_PENDING_EVENTS, DumpWriter, MetricsDumper, encode_line
+from replog.metrics.encoded_array import ArrayUpdate, EncodedArray
 from replog.metrics.latency import LatencyHistogram
 
 
@@ -38,6 +39,33 @@ def test_lines_carry_version_kind_time_and_node():
     assert json.loads(encode_line("isr_change", 2, 77, {"topic": "t"})) == {
         "v": 1, "kind": "isr_change", "ts_ms": 77, "node_id": 2, "topic": "t"}
     assert encode_line("start", 1, 0, {}).endswith(b"}\n")
+
+
+def test_an_encoded_array_is_the_whole_array_encoded_after_each_change_but_encodes_only_the_changes():
+    array, expected = EncodedArray(), {}
+    steps = [
+        {"a": {"n": 1}, "b": {"n": 2}, "c": {"n": 3}},
+        {},
+        {"b": {"n": 20, "s": "\u00e9"}},  # replaced in place
+        {"a": None, "d": [1, 2]},  # removed, and a new one last
+        {"a": {"n": 10}, "zz": None},  # back, last now; removing what is not there changes nothing
+    ]
+    for changes in steps:
+        for key, item in changes.items():
+            if item is None:
+                expected.pop(key, None)
+            else:
+                expected[key] = item
+        assert array.apply(changes) == json.dumps(list(expected.values()), separators=(",", ":")).encode()
+    assert (array.items_encoded, len(array)) == (6, 4)
+
+
+def test_a_line_with_an_array_update_is_the_line_with_the_whole_array():
+    array = EncodedArray()
+    array.apply({0: {"p": 0}, 1: {"p": 1}})
+    fields = {"broker": {"x": 1}, "partitions": ArrayUpdate(array, {1: {"p": 11}}), "after": "y"}
+    assert encode_line("broker", 3, 9, fields) == encode_line(
+        "broker", 3, 9, {"broker": {"x": 1}, "partitions": [{"p": 0}, {"p": 11}], "after": "y"})
 
 
 async def test_the_dumper_writes_start_events_and_snapshots_in_a_worker_thread(tmp_path):
@@ -74,6 +102,30 @@ async def test_the_dumper_ticks_until_stopped_and_writes_a_last_snapshot(tmp_pat
     written = len(read_lines(writer))
     await asyncio.sleep(0.03)
     assert len(read_lines(writer)) == written  # stopped: no more ticks
+
+
+async def test_a_dump_cancelled_while_writing_finishes_its_write_before_the_next_one_starts(tmp_path):
+    writer = DumpWriter(tmp_path, max_bytes=1 << 20, max_files=2)
+    release, original_write = threading.Event(), writer.write
+
+    def slow_write(lines, now_ms):
+        release.wait(timeout=10)
+        original_write(lines, now_ms)
+
+    writer.write = slow_write
+    snapshots = iter(range(100))
+    dumper = MetricsDumper(writer, node_id=1, role="broker", interval_ms=10,
+                           snapshot=lambda now_ms: ("broker", {"n": next(snapshots)}))
+    first = asyncio.create_task(dumper.dump_once())
+    while dumper._writing is None:
+        await asyncio.sleep(0)
+    first.cancel()  # as stop() cancels the periodic task: the thread's write goes on
+    second = asyncio.create_task(dumper.dump_once())
+    await asyncio.sleep(0.01)
+    assert next(snapshots) == 1  # the second dump has not taken its snapshot: it waits for the first write
+    release.set()
+    await second
+    assert [line.get("n") for line in read_lines(writer)] == [None, 0, 2]
 
 
 def test_events_past_the_queue_bound_are_dropped_and_counted(tmp_path):

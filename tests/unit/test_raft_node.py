@@ -169,6 +169,16 @@ def test_a_single_voter_leads_at_once():
     assert node.high_watermark == 1
 
 
+def test_an_idle_single_voter_leader_has_no_deadline_to_wake_for():
+    """Check-quorum needs other voters: a lone leader's deadline for it must not fire, or, once passed,
+    fire again at every turn of the event loop (the controller's timer spun hundreds of times a second)."""
+    node = make_node(voters=(1,))
+    node.tick(node.next_deadline_ms())  # the linger flush
+    assert node.next_deadline_ms() >= 1 << 62
+    node.tick(10 ** 9)
+    assert node.next_deadline_ms() >= 1 << 62
+
+
 # ------------------------------------------------------------------ replication
 
 

@@ -1,4 +1,4 @@
-from replog.log.segment import LogSegment
+from replog.log.segment import LogSegment, SegmentFileOps
 from replog.protocol.records import build_batch, iter_batches
 
 
@@ -103,3 +103,21 @@ def test_deleted_segment_slice_still_readable(tmp_path):
     segment.delete()
     assert not (tmp_path / "00000000000000000000.log").exists()
     assert [b.base_offset for b in iter_batches(file_slice.read_bytes())] == [0]
+
+
+class CountingWrites(SegmentFileOps):
+    def __init__(self) -> None:
+        self.writes = 0
+
+    def write(self, fd: int, data: memoryview) -> int:
+        self.writes += 1
+        return super().write(fd, data)
+
+
+def test_an_append_of_several_batches_is_one_write(tmp_path):
+    ops = CountingWrites()
+    segment = LogSegment(tmp_path, 0, index_interval_bytes=0, max_index_bytes=4096, created_ms=0, file_ops=ops)
+    data = bytearray(b"".join(build_batch([(None, b"v" * 50, [], 0)] * 2, base_offset=offset) for offset in (0, 2, 4)))
+    segment.append(5, memoryview(data), 0, 5)
+    assert ops.writes == 1
+    assert segment.read(0, 1 << 20).read_bytes() == bytes(data)

@@ -62,3 +62,36 @@ async def test_a_slice_past_the_end_of_its_file_is_an_error(tmp_path):
     assert len(errors) == 1 and isinstance(errors[0], SliceTruncatedError)
     left.close()
     right.close()
+
+
+TCP_INFO_SEGS_OUT = slice(136, 140)  # struct tcp_info's tcpi_segs_out (Linux 4.2+), a u32
+
+
+def segments_sent(sock: socket.socket) -> int:
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+    return int.from_bytes(info[TCP_INFO_SEGS_OUT], "little")
+
+
+async def test_a_fetch_responses_header_leaves_in_the_same_segment_as_its_records(tmp_path):
+    """The server's sockets are TCP_NODELAY: without MSG_MORE the header bytes before a file slice would go
+    out as a segment of their own, and wake the follower for them alone."""
+    path = tmp_path / "segment.log"
+    path.write_bytes(os.urandom(4096))
+    listener = socket.create_server(("127.0.0.1", 0))
+    left = socket.create_connection(listener.getsockname())
+    right, _ = listener.accept()
+    left.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    right.setblocking(False)
+    errors = []
+    with open(path, "rb", buffering=0) as f:
+        writer = SocketWriter(asyncio.get_running_loop(), left.fileno(), use_sendfile=True,
+                              on_error=errors.append, on_drained=lambda: None)
+        before = segments_sent(left)
+        writer.write([b"size", b"response header", FileSliceStub(f, 0, 4096)])
+        received = await asyncio.wait_for(drain(right, 4 + 15 + 4096), 30)
+        writer.close()
+    assert received == b"sizeresponse header" + path.read_bytes()
+    assert segments_sent(left) - before == 1
+    assert errors == []
+    for sock in (left, right, listener):
+        sock.close()

@@ -31,6 +31,8 @@ def handle(ctx: RequestContext, replicas: ReplicaManager, access: Access):
             else:
                 results[key] = (-1, ErrorCode.topic_authorization_failed)
     moved = {key: offset for key, (offset, error) in results.items() if error == ErrorCode.none}
+    for key in moved:
+        replicas.log_start_moved(key)
     op = DelayedDeleteRecords(lambda key: replicas.get_partition(*key), millis(request.timeout), results, moved)
     if replicas.delete_records_purgatory.try_complete_else_watch(op, moved.keys()):
         return [_encode(ctx.api_version, results)]

@@ -8,7 +8,8 @@ met, any partition has an error or a diverging epoch (facts §5); otherwise the 
 DelayedFetch on the partitions, woken by appends and HW moves, which re-reads everything when it completes.
 
 Fetch sessions (KIP-227, v7+, fetch_sessions.py): a request in a session names only the partitions whose
-fetch parameters changed; the broker fetches every partition of the session and answers the changed ones.
+fetch parameters changed; the broker reads the session's partitions that may have news (not the quiet ones,
+where the fetcher was caught up and nothing changed since) and answers the changed ones.
 """
 
 import dataclasses
@@ -29,9 +30,15 @@ from replog.security.acls import Operation, ResourceType
 from replog.server.dispatch import RequestContext
 
 from ..access import Access
-from ..delayed_fetch import QuietPartitions
 from ..fetch_params import FetchParams, FetchPartitionParams
-from ..fetch_sessions import INVALID_SESSION_ID, FetchContext, Incremental, NewSession, SessionError
+from ..fetch_sessions import (
+    INVALID_SESSION_ID,
+    FetchContext,
+    FetchSession,
+    Incremental,
+    NewSession,
+    SessionError,
+)
 from ..replica_manager import ReplicaManager
 
 # A quiet session partition is read at least every replica.lag.time.max.ms / this: a follower's reads keep its
@@ -59,18 +66,17 @@ def handle(ctx: RequestContext, replicas: ReplicaManager, access: Access):
         forgotten, privileged=params.from_follower, now_ms=replicas.clock_ms())
     if isinstance(context, SessionError):
         return encode_fetch_response(ctx.api_version, FetchResponseData(topics=[], error_code=context.error_code))
-    topics = {p.topic for p in context.partitions}
+    session = context.session if isinstance(context, Incremental) else None
+    topics = session.topics if session is not None else {p.topic for p in context.partitions}
     readable = access.allowed(ctx, Operation.READ, ResourceType.TOPIC, topics)
-    quiet = None
-    if isinstance(context, Incremental) and len(readable) == len(topics):
-        # Only what may have news is read; the quiet rest is watched while the fetch waits.
-        reads, quiet = context.session.plan_reads(
-            functools.partial(_quiet_state, replicas, params.replica_id), replicas.clock_ms(),
-            replicas.replica_lag_time_max_ms // QUIET_REFRESH_FRACTION)
+    if session is not None and len(readable) == len(topics):
+        # Only what may have news is read; a parked fetch takes in a quiet partition when it changes.
+        reads = session.plan_reads(replicas.clock_ms(), replicas.replica_lag_time_max_ms // QUIET_REFRESH_FRACTION)
         params = dataclasses.replace(params, partitions=reads)
     else:
+        session = None
         params = dataclasses.replace(params, partitions=context.partitions)
-    results = _fetch(replicas, params, readable, quiet)
+    results = _fetch(replicas, params, readable, session)
     if isinstance(results, list):
         return _respond(replicas, ctx.api_version, params, context, results)
     # Encoded in the call that completes the parked fetch (server/completion.py): for a follower, the append
@@ -78,44 +84,35 @@ def handle(ctx: RequestContext, replicas: ReplicaManager, access: Access):
     return results.then(functools.partial(_respond, replicas, ctx.api_version, params, context))
 
 
-def _quiet_state(replicas: ReplicaManager, replica_id: int, key: tuple[str, int]) -> tuple | None:
-    """What a quiet session partition's read depends on, as a value: while it stays equal, a read by a
-    fetcher that was caught up says nothing new. None: not led here, or a follower whose reads the leader
-    still needs (out of the ISR, or an ISR change in flight: each fetch may retry the ISR expansion)."""
-    partition = replicas.get_partition(*key)
-    if partition is None or not partition.is_leader or partition.storage_failed:
-        return None
-    if replica_id >= 0 and (replica_id not in partition.state.isr or partition.pending_isr is not None):
-        return None
-    log = partition.log
-    return (partition, partition.leader_epoch, log.log_end_offset, partition.high_watermark, log.log_start_offset)
-
-
-def _read_quiet_states(replicas: ReplicaManager, params: FetchParams,
-                       results: list[FetchPartitionResult]) -> tuple[list[tuple | None], list]:
-    """For each partition read: its quiet state if the fetcher is now caught up (it fetched at the LEO, a
-    consumer at the HW) and the answer carried no data, error or divergence, else None; and where a read
-    from there starts in the log (the end's position), for a parked fetch to count new bytes from."""
-    states, positions = [], []
+def _quiet_positions(replicas: ReplicaManager, params: FetchParams, results: list[FetchPartitionResult]) -> list:
+    """For each partition read: where a read from the fetcher's offset starts in the log (the end's position,
+    for a parked fetch to count new bytes from) if the partition is now quiet, else None. Quiet: the answer
+    carried no data, error or divergence, the fetcher is caught up (a follower at the LEO, a consumer at the
+    HW), and a follower's reads are not needed to move its ISR membership (it is in the ISR and no ISR change
+    is in flight: each fetch may retry an expansion). Every later change to the partition that would make a
+    read say more (an append, a HW, log start, leadership or ISR change) is reported to the sessions."""
+    positions = []
     for p, result in zip(params.partitions, results, strict=True):
-        state = position = None
+        position = None
         if (result.error_code == ErrorCode.none and not part_length(result.records)
                 and result.diverging_epoch is None):
-            state = _quiet_state(replicas, params.replica_id, (p.topic, p.partition))
-            if state is not None and state[2 if params.from_follower else 3] == p.fetch_offset:
-                position = state[0].end_offset_metadata_for_fetch(params.from_follower)
-            else:
-                state = None
-        states.append(state)
+            partition = replicas.get_partition(p.topic, p.partition)
+            if (partition is not None and partition.is_leader and not partition.storage_failed
+                    and (not params.from_follower or (params.replica_id in partition.state.isr
+                                                      and partition.pending_isr is None))):
+                end = partition.log.log_end_offset if params.from_follower else partition.high_watermark
+                if end == p.fetch_offset:
+                    position = partition.end_offset_metadata_for_fetch(params.from_follower)
         positions.append(position)
-    return states, positions
+    return positions
 
 
-def _fetch(replicas: ReplicaManager, params: FetchParams, readable: set[str], quiet: QuietPartitions | None):
+def _fetch(replicas: ReplicaManager, params: FetchParams, readable: set[str], session: FetchSession | None):
     """The results of every partition of `params`, or a future of them; the partitions of topics the fetcher
-    may not READ answer TOPIC_AUTHORIZATION_FAILED. Quiet partitions come only with readable topics."""
+    may not READ answer TOPIC_AUTHORIZATION_FAILED. A session (its quiet partitions) comes only with readable
+    topics."""
     if all(p.topic in readable for p in params.partitions):
-        return replicas.fetch_messages(params, quiet)
+        return replicas.fetch_messages(params, session)
     allowed = dataclasses.replace(params, partitions=[p for p in params.partitions if p.topic in readable])
     if not allowed.partitions:
         return _all_errors(params, ErrorCode.topic_authorization_failed)
@@ -157,7 +154,7 @@ def _respond(replicas: ReplicaManager, version: int, params: FetchParams, contex
     elif isinstance(context, Incremental):
         session_id, session = context.session.id, context.session
     if session is not None:
-        session.record_reads(params.partitions, *_read_quiet_states(replicas, params, results), replicas.clock_ms())
+        session.record_reads(params.partitions, _quiet_positions(replicas, params, results), replicas.clock_ms())
     if isinstance(context, Incremental):
         selected = context.session.select_changed(params.partitions, results)
         params = dataclasses.replace(params, partitions=[params.partitions[i] for i in selected])

@@ -1,7 +1,8 @@
 """LeaderAndIsr (key 4), v7: the controller tells this broker which partitions it leads or follows.
 
-A cluster action: only the authenticated controller may send it. The replica manager applies it (epoch
-checks, become leader / become follower); this module decodes and answers per partition.
+A cluster action: only the authenticated controller may send it. The broker's metadata image takes the
+new leaderships first (what Metadata answers), then the replica manager applies them (epoch checks, become
+leader / become follower); this module decodes and answers per partition.
 """
 
 import asyncio
@@ -54,6 +55,8 @@ async def handle(ctx: RequestContext, control: ControlPlane) -> list:
           or control.registration.is_stale_broker_epoch(request.broker_epoch)):
         error, per_partition = ErrorCode.stale_broker_epoch, {}
     else:
+        if request.controller_epoch >= control.replicas.controller_epoch:
+            control.image.apply_leadership(request)  # Metadata answers the new leaders from now on (KRaft's order)
         # Shielded: a closed controller connection must not leave the request half applied.
         error, per_partition = await asyncio.shield(control.replicas.become_leader_or_follower(request))
     topics = []
