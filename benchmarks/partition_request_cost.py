@@ -27,6 +27,7 @@ from replog.log.config import LogConfig
 from replog.log.log_manager import LogManager
 from replog.protocol.control import LeaderAndIsrPartitionState, LeaderAndIsrRequest, LeaderAndIsrTopicState
 from replog.protocol.records import build_batch
+from replog.server.completion import Completion
 
 from .harness import Result, Stats
 
@@ -67,7 +68,7 @@ def idle_fetch_seconds(manager: ReplicaManager, partitions: int) -> float:
     parked = manager.fetch_messages(params)
     manager.fetch_purgatory.complete_all()  # as its expiry would
     elapsed = time.process_time() - started
-    assert isinstance(parked, asyncio.Future) and parked.done()
+    assert isinstance(parked, Completion) and parked.done()
     return elapsed
 
 
@@ -81,7 +82,7 @@ def produce_seconds(manager: ReplicaManager, partitions: int) -> float:
     for replica_id in FOLLOWERS:
         manager.fetch_messages(follower_fetch(manager, replica_id, partitions))
     elapsed = time.process_time() - started
-    assert isinstance(produced, asyncio.Future) and produced.done()
+    assert isinstance(produced, Completion) and produced.done()
     assert all(result.error_code == ErrorCode.none for result in produced.result().values())
     manager.fetch_purgatory.complete_all()
     return elapsed

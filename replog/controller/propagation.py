@@ -117,6 +117,8 @@ class Propagator:
         controller answers heartbeats while it builds an UpdateMetadata of 10,000 partitions."""
         deliveries = []
         for broker_id in self._targets(broker_ids):
+            if broker_id not in self._channel.broker_ids:
+                continue  # it left while an earlier broker's update was being built
             generation, sender = self._generation, self._channel.sender(broker_id)
             changes = self._metadata.partition_changes
             planner = self._planner(broker_id)

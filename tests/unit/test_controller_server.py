@@ -310,6 +310,24 @@ async def test_a_broker_back_on_a_new_connection_during_a_chunked_push_gets_a_fu
     assert update.type == 2 and sum(len(t.partition_states) for t in update.topic_states) == 2_000
 
 
+async def test_a_broker_gone_while_an_earlier_brokers_update_is_built_is_skipped(controller, brokers):
+    """The push goes through the brokers one after another; one removed meanwhile gets nothing (and everything
+    when it returns), and the push goes on to the others."""
+    await controller.create_topic("big", {i: [1, 2, 3] for i in range(2_000)})
+    await controller.settle()
+    controller.metadata.apply([change_isr(p, p.isr[:2]) for p in controller.metadata.topics["big"].partitions.values()])
+    forget_requests(brokers)
+    push = asyncio.create_task(controller.propagator.push_metadata())
+    await asyncio.sleep(0)  # broker 1's first chunk is built
+    assert not push.done()
+    controller.channel.remove_broker(3)
+    await controller.propagator.wait(await push)
+    assert not brokers[3].requests(UM)
+    for broker_id in (1, 2):
+        (update,) = brokers[broker_id].requests(UM)
+        assert sum(len(t.partition_states) for t in update.topic_states) == 2_000
+
+
 async def test_a_partition_changed_during_a_chunked_push_is_sent_as_it_is_now(controller, brokers):
     """Its LeaderAndIsr may already be queued: the UpdateMetadata after it must not carry the older state."""
     await controller.create_topic("big", {i: [1, 2, 3] for i in range(2_000)})
