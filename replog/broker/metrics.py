@@ -10,7 +10,7 @@ no Kafka counterpart start with replog_. The dump format is docs/metrics-dumps.m
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -41,6 +41,18 @@ class TopicCounters:
     bytes_out: int = 0  # to consumers
     replication_bytes_in: int = 0
     replication_bytes_out: int = 0  # to followers
+
+    @classmethod
+    def total(cls, all_counters: Iterable[TopicCounters]) -> TopicCounters:
+        """The broker-wide sums of topics' counters."""
+        totals = cls()
+        for counters in all_counters:
+            totals.bytes_in += counters.bytes_in
+            totals.messages_in += counters.messages_in
+            totals.bytes_out += counters.bytes_out
+            totals.replication_bytes_in += counters.replication_bytes_in
+            totals.replication_bytes_out += counters.replication_bytes_out
+        return totals
 
 
 @dataclass(slots=True)

@@ -120,13 +120,7 @@ class BrokerDump:
 
     def _broker_fields(self, partition_count: int) -> dict:
         metrics, replica_manager = self._metrics, self._replica_manager
-        totals = TopicCounters()
-        for counters in metrics.topics.values():
-            totals.bytes_in += counters.bytes_in
-            totals.messages_in += counters.messages_in
-            totals.bytes_out += counters.bytes_out
-            totals.replication_bytes_in += counters.replication_bytes_in
-            totals.replication_bytes_out += counters.replication_bytes_out
+        totals = TopicCounters.total(metrics.topics.values())
         return {
             "bytes_in_total": totals.bytes_in, "messages_in_total": totals.messages_in,
             "bytes_out_total": totals.bytes_out, "replication_bytes_in_total": totals.replication_bytes_in,

@@ -62,14 +62,19 @@ def proposals():
     return []
 
 
+def replica_manager(log_dir, clock: Clock, proposals: list, metrics: BrokerMetrics) -> ReplicaManager:
+    """Broker LOCAL's replica manager, its ISR changes proposed into `proposals`."""
+    return ReplicaManager(LOCAL, LogManager([log_dir], CONFIG, clock_ms=clock), CONFIG, 2, clock_ms=clock,
+                          replica_lag_time_max_ms=LAG_MS, fetch_purgatory_size=10, produce_purgatory_size=10,
+                          alter_isr=lambda partition, change: proposals.append((partition, change)),
+                          metrics=metrics)
+
+
 @pytest.fixture
 async def manager(tmp_path, clock, proposals):
     metrics = BrokerMetrics(LOCAL)
     metrics.dumper = Events()
-    manager = ReplicaManager(LOCAL, LogManager([tmp_path], CONFIG, clock_ms=clock), CONFIG, 2, clock_ms=clock,
-                             replica_lag_time_max_ms=LAG_MS, fetch_purgatory_size=10, produce_purgatory_size=10,
-                             alter_isr=lambda partition, change: proposals.append((partition, change)),
-                             metrics=metrics)
+    manager = replica_manager(tmp_path, clock, proposals, metrics)
     await apply(manager, leader=LOCAL, leader_epoch=1, partition_epoch=1, isr=[LOCAL, SECOND, THIRD])
     return manager
 

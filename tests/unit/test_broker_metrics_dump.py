@@ -3,7 +3,6 @@ scenario it is byte for byte the line a full dump makes (the format of docs/metr
 partition as before issue 18), and an unchanged partition's line is neither rebuilt nor re-encoded."""
 
 import json
-import uuid
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -25,36 +24,23 @@ from replog.protocol.control import (
     StopReplicaTopicState,
 )
 from replog.protocol.records import build_batch
-
-LOCAL, SECOND, THIRD = 1, 2, 3
-TOPIC_ID = uuid.uuid4()
-LAG_MS = 10_000
-CONFIG = LogConfig(segment_bytes=1 << 20)
-
-
-class Clock:
-    now = 5_000_000
-
-    def __call__(self) -> int:
-        return self.now
-
-
-@pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def proposals():
-    return []
+from tests.unit.test_broker_metrics import (  # noqa: F401 (clock, proposals: fixtures)
+    CONFIG,
+    LAG_MS,
+    LOCAL,
+    SECOND,
+    THIRD,
+    TOPIC_ID,
+    Clock,
+    clock,
+    proposals,
+    replica_manager,
+)
 
 
 @pytest.fixture
 def manager(tmp_path, clock, proposals):
-    return ReplicaManager(LOCAL, LogManager([tmp_path], CONFIG, clock_ms=clock), CONFIG, 2, clock_ms=clock,
-                          replica_lag_time_max_ms=LAG_MS, fetch_purgatory_size=10, produce_purgatory_size=10,
-                          alter_isr=lambda partition, change: proposals.append((partition, change)),
-                          metrics=BrokerMetrics(LOCAL))
+    return replica_manager(tmp_path, clock, proposals, BrokerMetrics(LOCAL))
 
 
 @pytest.fixture
@@ -66,13 +52,7 @@ def full_dump_line(manager: ReplicaManager, now_ms: int) -> bytes:
     """The line as the dump made it before it followed changes: every partition built and encoded."""
     metrics = manager.metrics
     gauges = metrics.replication_gauges(manager.partitions)
-    totals = TopicCounters()
-    for counters in metrics.topics.values():
-        totals.bytes_in += counters.bytes_in
-        totals.messages_in += counters.messages_in
-        totals.bytes_out += counters.bytes_out
-        totals.replication_bytes_in += counters.replication_bytes_in
-        totals.replication_bytes_out += counters.replication_bytes_out
+    totals = TopicCounters.total(metrics.topics.values())
     broker = {
         "bytes_in_total": totals.bytes_in, "messages_in_total": totals.messages_in,
         "bytes_out_total": totals.bytes_out, "replication_bytes_in_total": totals.replication_bytes_in,
