@@ -9,6 +9,7 @@ from pathlib import Path
 
 from replog.log import checkpoint_writer
 from replog.log.checkpoint_writer import CheckpointWriter, write_if_directory_exists
+from tests.conditions import wait_until
 
 
 class GatedDisk:
@@ -100,9 +101,7 @@ async def test_write_now_waits_for_the_write_in_flight_and_supersedes_the_pendin
         written_before_write_now_returned.extend(disk.written)
 
     clearing = asyncio.create_task(asyncio.to_thread(clear_now))
-    async with asyncio.timeout(5):
-        while path in writer._pending:  # until write_now took the pending value
-            await asyncio.sleep(0.001)
+    await wait_until(lambda: path not in writer._pending, "write_now to take the pending value", timeout_s=5)
     disk.open.set()
     await clearing
     await writer.flush()

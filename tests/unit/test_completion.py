@@ -13,6 +13,7 @@ from replog.server.completion import Completion
 from replog.server.connection import ConnectionHolder
 from replog.server.dispatch import Dispatcher
 from replog.server.listener import listen
+from tests.conditions import wait_until
 
 
 def test_steps_run_in_the_call_that_supplies_the_value():
@@ -80,8 +81,7 @@ async def test_a_delayed_answer_is_written_one_loop_turn_after_its_completion():
     try:
         request = encode_request_header(ApiKey.METADATA, 12, 5, "t")
         writer.write(size_prefix(len(request)) + request)
-        while not pending:
-            await asyncio.sleep(0.001)  # the request on its way over loopback; the handler parks it
+        await wait_until(lambda: pending, "the handler to park the request")  # it comes over loopback
         (connection,) = holder.connections
         assert not connection.idle.is_set()  # it owes an answer
         pending[0].set_result([b"body"])
