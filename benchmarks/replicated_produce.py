@@ -1,15 +1,24 @@
 """Replicated produce throughput on a 3-broker cluster with Kafka's replication defaults.
 
-confluent-kafka, idempotent (so acks=all), 1 KiB values, no compression, linger 5 ms, ~1 MB batches,
-records sent round-robin to 3 partitions whose leaders are brokers 1, 2 and 3. Each round starts a cluster
-with an RF=3 topic (min.insync.replicas=2) and an RF=1 topic with the same leaders, and measures one run
-into each after a warm-up, so the ratio of the two is the cost of replication. Figures are value bytes per
-second, divided by raw loopback TCP and raw file append measured in the same run; broker CPU is the
-utime + stime of the three broker processes during a run.
+confluent-kafka, acks=all, at most 5 requests in flight per broker, 1 KiB values, no compression, linger
+5 ms, ~1 MB batches, records sent round-robin to 3 partitions whose leaders are brokers 1, 2 and 3. Each
+round starts a cluster with an RF=3 topic (min.insync.replicas=2) and an RF=1 topic with the same leaders,
+and measures one run into each after a warm-up, so the ratio of the two is the cost of replication; once
+with an idempotent producer and once without. Figures are value bytes per second, divided by raw loopback
+TCP and raw file append measured in the same run; broker CPU is the utime + stime of the three broker
+processes during a run, client CPU that of this process (the producer with librdkafka's threads; the
+controller's few heartbeat answers too).
+
+Both producers are measured because on a machine with as few cores as the broker has processes, the
+idempotent one costs CPU that the brokers would use: while a partition's 5 requests are in flight and its
+next batch is ready, librdkafka's idempotent producer polls without sleeping (its broker threads, perf:
+`clock_gettime`, `poll`, `rd_kafka_toppar_producer_serve`), ~6-10 client CPU-s per GiB at RF=3 against
+~1.7 without idempotence at the same window (docs/profiles/rf3-throughput.md).
 """
 
 import asyncio
 import os
+import resource
 import time
 from pathlib import Path
 
@@ -23,20 +32,29 @@ VALUE_BYTES = 1024
 BATCH_BYTES = 1_000_000  # under the broker's default message.max.bytes (1,048,588) with batch overhead
 LINGER_MS = 5
 PARTITIONS = 3
+MAX_IN_FLIGHT = 5  # Kafka's max.in.flight.requests.per.connection default, the most an idempotent producer allows
 # Replicas per partition, leader first: each broker leads one partition (and follows the other two).
 LAYOUTS = {
     "RF=3": ({0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]}, {"min.insync.replicas": "2"}),
     "RF=1": ({0: [1], 1: [2], 2: [3]}, {}),
 }
+# The measured runs of a round: name -> (layout, idempotent producer).
+RUNS = {
+    "RF=3": ("RF=3", True),
+    "RF=1": ("RF=1", True),
+    "RF=3 not idempotent": ("RF=3", False),
+    "RF=1 not idempotent": ("RF=1", False),
+}
 
 
 def produce(bootstrap: str, topic: str, value: bytes, count: int, partitions: int = PARTITIONS,
-            linger_ms: int = LINGER_MS) -> float:
+            linger_ms: int = LINGER_MS, idempotent: bool = True) -> float:
     """Seconds to produce `count` records round-robin over the partitions until all are acknowledged."""
     producer = confluent_kafka.Producer({
         "bootstrap.servers": bootstrap,
-        "enable.idempotence": True,
+        "enable.idempotence": idempotent,
         "acks": "all",
+        "max.in.flight.requests.per.connection": MAX_IN_FLIGHT,
         "linger.ms": linger_ms,
         "batch.size": BATCH_BYTES,
         "compression.type": "none",
@@ -61,11 +79,18 @@ def produce(bootstrap: str, topic: str, value: bytes, count: int, partitions: in
     return time.perf_counter() - started
 
 
+def client_cpu_seconds() -> float:
+    """User plus system CPU time of this process so far, all threads, the exited ones too (librdkafka's
+    threads end with their producer)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 async def produce_round(
     root: Path, value: bytes, count: int, warmup_count: int
-) -> dict[str, tuple[float, float]]:
-    """One fresh cluster with a topic per layout: a discarded warm-up run into each, then a measured run into
-    each; returns per layout value bytes per second and broker CPU-seconds per GiB of values. Like the
+) -> dict[str, tuple[float, float, float]]:
+    """One fresh cluster with a topic per layout: a discarded warm-up run into each, then each of RUNS;
+    returns per run value bytes per second, broker CPU-seconds and client CPU-seconds per GiB of values. Like the
     file-append baseline, each round writes new files and frees them (the cluster directory goes afterwards):
     on this kind of VM (memory reclaim pages the page cache out) writes slow down 2x once a few GB pile up."""
     measured = {}
@@ -76,11 +101,13 @@ async def produce_round(
         # Producing blocks, and the controller in this loop must keep answering the brokers meanwhile.
         for layout in LAYOUTS:
             await asyncio.to_thread(produce, cluster.bootstrap, topic_name(layout), value, warmup_count)
-        for layout in LAYOUTS:
-            cpu_before = cpu_seconds(pids)
-            seconds = await asyncio.to_thread(produce, cluster.bootstrap, topic_name(layout), value, count)
-            cpu = cpu_seconds(pids) - cpu_before
-            measured[layout] = (count * VALUE_BYTES / seconds, cpu / (count * VALUE_BYTES / GiB))
+        gib = count * VALUE_BYTES / GiB
+        for run, (layout, idempotent) in RUNS.items():
+            cpu_before, client_before = cpu_seconds(pids), client_cpu_seconds()
+            seconds = await asyncio.to_thread(produce, cluster.bootstrap, topic_name(layout), value, count,
+                                              idempotent=idempotent)
+            cpu, client = cpu_seconds(pids) - cpu_before, client_cpu_seconds() - client_before
+            measured[run] = (count * VALUE_BYTES / seconds, cpu / gib, client / gib)
     return measured
 
 
@@ -100,27 +127,37 @@ def run(quick: bool, workdir: Path) -> list[Result]:
                                   warmup_volume // VALUE_BYTES))
         for n in range(rounds)
     ]  # fmt: skip
+    return results(samples, tcp.median, append.median, volume)
 
-    def across_rounds(layout: str, figure: int) -> Stats:  # figure 0: bytes per second, 1: CPU-s per GiB
-        return Stats.of([sample[layout][figure] for sample in samples])
 
-    rf3, rf3_cpu = across_rounds("RF=3", 0), across_rounds("RF=3", 1)
-    rf1, rf1_cpu = across_rounds("RF=1", 0), across_rounds("RF=1", 1)
+def results(samples: list[dict[str, tuple[float, float, float]]], tcp: float, append: float,
+            volume: int) -> list[Result]:
+    """The headline figures from the rounds' samples (produce_round's figures per run)."""
+
+    def across_rounds(run: str, figure: int) -> Stats:  # figure 0: bytes/s, 1: broker CPU-s/GiB, 2: client
+        return Stats.of([sample[run][figure] for sample in samples])
+
+    def extra(run: str) -> dict:
+        return {
+            "records_per_s": across_rounds(run, 0).median / VALUE_BYTES,
+            "cpu_s_per_gib": across_rounds(run, 1).median,
+            "client_cpu_s_per_gib": across_rounds(run, 2).median,
+            "run_bytes": volume,
+        }
+
+    rf3, rf1 = across_rounds("RF=3", 0), across_rounds("RF=1", 0)
+    rf3_plain, rf1_plain = across_rounds("RF=3 not idempotent", 0), across_rounds("RF=1 not idempotent", 0)
     rf3_case, rf1_case = "RF=3 acks=all, 3 partitions, 1 KiB", "RF=1 acks=all, 3 partitions, 1 KiB"
-    rf3_extra = {
-        "records_per_s": rf3.median / VALUE_BYTES,
-        "cpu_s_per_gib": rf3_cpu.median,
-        "run_bytes": volume,
-    }
-    rf1_extra = {
-        "records_per_s": rf1.median / VALUE_BYTES,
-        "cpu_s_per_gib": rf1_cpu.median,
-        "run_bytes": volume,
-    }
+    rf3_plain_case = "RF=3 acks=all, not idempotent, 3 partitions, 1 KiB"
     return [
-        Result(NAME, rf3_case, "B/s", rf3, "loopback TCP", tcp.median, rf3_extra),
-        Result(NAME, rf3_case, "B/s", rf3, "file append", append.median, rf3_extra),
-        Result(NAME, rf3_case, "B/s", rf3, "RF=1, same cluster", rf1.median, rf3_extra),
-        Result(NAME, rf1_case, "B/s", rf1, "loopback TCP", tcp.median, rf1_extra),
-        Result(NAME, "RF=3 broker CPU (3 brokers)", "CPU-s/GiB", rf3_cpu, "RF=1", rf1_cpu.median),
+        Result(NAME, rf3_case, "B/s", rf3, "loopback TCP", tcp, extra("RF=3")),
+        Result(NAME, rf3_case, "B/s", rf3, "file append", append, extra("RF=3")),
+        Result(NAME, rf3_case, "B/s", rf3, "RF=1, same cluster", rf1.median, extra("RF=3")),
+        Result(NAME, rf1_case, "B/s", rf1, "loopback TCP", tcp, extra("RF=1")),
+        Result(NAME, "RF=3 broker CPU (3 brokers)", "CPU-s/GiB", across_rounds("RF=3", 1), "RF=1",
+               across_rounds("RF=1", 1).median),
+        Result(NAME, rf3_plain_case, "B/s", rf3_plain, "RF=1 not idempotent, same cluster", rf1_plain.median,
+               extra("RF=3 not idempotent")),
+        Result(NAME, "RF=3 client CPU (producer process)", "CPU-s/GiB", across_rounds("RF=3", 2),
+               "not idempotent", across_rounds("RF=3 not idempotent", 2).median),
     ]

@@ -1,9 +1,11 @@
 """Smoke test of the pieces the replication benchmarks measure with (the clusters themselves are the
-integration tests' business): percentiles, per-process CPU time, and the loopback round-trip baseline."""
+integration tests' business): percentiles, per-process CPU time, the loopback round-trip baseline, and how
+replicated-produce turns its runs into figures."""
 
 import os
 import time
 
+from benchmarks import replicated_produce
 from benchmarks.baselines import echo_server, loopback_round_trips
 from benchmarks.harness import cpu_seconds, percentile, thread_cpu_seconds
 from benchmarks.replicated_latency import WINDOWS, window_percentiles
@@ -46,3 +48,25 @@ def test_loopback_round_trips_echo_every_message():
         times = loopback_round_trips(address, 1024, 200)
     assert len(times) == 200
     assert all(t > 0 for t in times)
+
+
+def test_replicated_produce_figures_pair_each_producer_with_its_own_rf1_run():
+    # Two rounds; per run (bytes/s, broker CPU-s/GiB, client CPU-s/GiB).
+    samples = [
+        {"RF=3": (200.0, 3.0, 8.0), "RF=1": (800.0, 0.7, 2.0),
+         "RF=3 not idempotent": (380.0, 3.2, 1.5), "RF=1 not idempotent": (900.0, 0.6, 1.5)},
+        {"RF=3": (220.0, 3.4, 10.0), "RF=1": (700.0, 0.9, 2.2),
+         "RF=3 not idempotent": (400.0, 3.0, 2.5), "RF=1 not idempotent": (1000.0, 0.8, 1.3)},
+    ]  # fmt: skip
+    results = {(r.case, r.baseline): r for r in replicated_produce.results(samples, 5000.0, 6000.0, 1024)}
+
+    idempotent = results["RF=3 acks=all, 3 partitions, 1 KiB", "RF=1, same cluster"]
+    assert (idempotent.value.median, idempotent.baseline_value) == (210.0, 750.0)
+    assert idempotent.extra["client_cpu_s_per_gib"] == 9.0
+    plain = results["RF=3 acks=all, not idempotent, 3 partitions, 1 KiB", "RF=1 not idempotent, same cluster"]
+    assert (plain.value.median, plain.baseline_value) == (390.0, 950.0)
+    assert plain.extra["cpu_s_per_gib"] == 3.1
+    client = results["RF=3 client CPU (producer process)", "not idempotent"]
+    assert (client.value.samples, client.baseline_value) == ([8.0, 10.0], 2.0)
+    broker = results["RF=3 broker CPU (3 brokers)", "RF=1"]
+    assert (broker.value.median, broker.baseline_value) == (3.2, 0.8)
