@@ -87,12 +87,14 @@ def client_cpu_seconds() -> float:
 
 
 async def produce_round(
-    root: Path, value: bytes, count: int, warmup_count: int
+    root: Path, value: bytes, count: int, warmup_count: int, reverse: bool = False
 ) -> dict[str, tuple[float, float, float]]:
     """One fresh cluster with a topic per layout: a discarded warm-up run into each, then each of RUNS;
-    returns per run value bytes per second, broker CPU-seconds and client CPU-seconds per GiB of values. Like the
-    file-append baseline, each round writes new files and frees them (the cluster directory goes afterwards):
-    on this kind of VM (memory reclaim pages the page cache out) writes slow down 2x once a few GB pile up."""
+    returns per run value bytes per second, broker CPU-seconds and client CPU-seconds per GiB of values.
+    `reverse` runs RUNS in reverse order: a run late in a round measured up to 1.5x the CPU per GiB of an
+    early one on the shared VM, so the producers take turns at going first. Like the file-append baseline,
+    each round writes new files and frees them (the cluster directory goes afterwards): on this kind of VM
+    (memory reclaim pages the page cache out) writes slow down 2x once a few GB pile up."""
     measured = {}
     async with replicated_cluster(root) as cluster:
         for layout, (assignment, configs) in LAYOUTS.items():
@@ -102,7 +104,8 @@ async def produce_round(
         for layout in LAYOUTS:
             await asyncio.to_thread(produce, cluster.bootstrap, topic_name(layout), value, warmup_count)
         gib = count * VALUE_BYTES / GiB
-        for run, (layout, idempotent) in RUNS.items():
+        for run in reversed(RUNS) if reverse else RUNS:
+            layout, idempotent = RUNS[run]
             cpu_before, client_before = cpu_seconds(pids), client_cpu_seconds()
             seconds = await asyncio.to_thread(produce, cluster.bootstrap, topic_name(layout), value, count,
                                               idempotent=idempotent)
@@ -124,7 +127,7 @@ def run(quick: bool, workdir: Path) -> list[Result]:
     value = os.urandom(VALUE_BYTES)
     samples = [
         asyncio.run(produce_round(workdir / f"replicated-produce-{n}", value, volume // VALUE_BYTES,
-                                  warmup_volume // VALUE_BYTES))
+                                  warmup_volume // VALUE_BYTES, reverse=n % 2 == 1))
         for n in range(rounds)
     ]  # fmt: skip
     return results(samples, tcp.median, append.median, volume)
