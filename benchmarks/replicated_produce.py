@@ -9,10 +9,10 @@ TCP and raw file append measured in the same run; broker CPU is the utime + stim
 processes during a run, client CPU that of this process (the producer with librdkafka's threads; the
 controller's few heartbeat answers too).
 
-Both producers are measured because on a machine with as few cores as the broker has processes, the
-idempotent one costs CPU that the brokers would use: while a partition's 5 requests are in flight and its
-next batch is ready, librdkafka's idempotent producer polls without sleeping (its broker threads, perf:
-`clock_gettime`, `poll`, `rd_kafka_toppar_producer_serve`), ~6-10 client CPU-s per GiB at RF=3 against
+Both producers are measured because where the brokers and the client share few cores (2 on the benchmark
+VM), the idempotent one takes CPU the brokers would use: while a partition's 5 requests are in flight and
+its next batch is ready, librdkafka's idempotent producer polls without sleeping (its broker threads, perf:
+`clock_gettime`, `poll`, `rd_kafka_toppar_producer_serve`), ~6-12 client CPU-s per GiB at RF=3 against
 ~1.7 without idempotence at the same window (docs/profiles/rf3-throughput.md).
 """
 
@@ -32,7 +32,9 @@ VALUE_BYTES = 1024
 BATCH_BYTES = 1_000_000  # under the broker's default message.max.bytes (1,048,588) with batch overhead
 LINGER_MS = 5
 PARTITIONS = 3
-MAX_IN_FLIGHT = 5  # Kafka's max.in.flight.requests.per.connection default, the most an idempotent producer allows
+# max.in.flight.requests.per.connection: the Java producer's default and the most an idempotent producer
+# allows (librdkafka's own default is 1,000,000), so both producers here have the same window.
+MAX_IN_FLIGHT = 5
 # Replicas per partition, leader first: each broker leads one partition (and follows the other two).
 LAYOUTS = {
     "RF=3": ({0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]}, {"min.insync.replicas": "2"}),
