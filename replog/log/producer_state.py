@@ -130,15 +130,6 @@ class ProducerStateManager:
             )
         )  # fmt: skip
 
-    def truncate_to(self, offset: int) -> None:
-        """Forget batches at or past `offset`; producers left with none are dropped."""
-        for producer_id in list(self._producers):
-            entry = self._producers[producer_id]
-            while entry.batches and entry.batches[-1].last_offset >= offset:
-                entry.batches.pop()
-            if not entry.batches:
-                del self._producers[producer_id]
-
     def remove_expired(self, now_ms: int, expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> int:
         """Bound the map: drop producers idle for longer than `expiration_ms`."""
         expired = [pid for pid, e in self._producers.items() if now_ms - e.last_timestamp > expiration_ms]
