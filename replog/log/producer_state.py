@@ -76,7 +76,8 @@ def _check_sequence(entry: ProducerEntry | None, header: BatchHeader) -> None:
     expected = increment_sequence(entry.last_seq, 1)
     if header.base_sequence != expected:
         raise OutOfOrderSequenceError(
-            f"producer {header.producer_id}: sequence {header.base_sequence}, expected {expected}"
+            f"producer {header.producer_id} epoch {header.producer_epoch}: sequence {header.base_sequence}, "
+            f"expected {expected}"
         )
 
 
