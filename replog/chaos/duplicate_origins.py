@@ -80,12 +80,13 @@ def explain(copies: Mapping[str, list[Copy]], leaders: Mapping[tuple[int, int], 
         parts = []
         for copy in sorted(found, key=lambda c: (c.partition, c.offset)):
             leader = leaders.get((copy.partition, copy.leader_epoch))
-            round_number = round_after(copy.timestamp_ms, kill_times_ms)
             parts.append(f"{copy.partition}/{copy.offset}: producer {copy.producer_id} epoch {copy.producer_epoch} "
                          f"base sequence {copy.base_sequence}, leader epoch {copy.leader_epoch} "
-                         f"(broker {'?' if leader is None else leader}), "
-                         f"{'after the last kill' if round_number is None else f'before the kill of round #{round_number}'}")
-        lines.append(f"{value!r}: " + "; ".join(parts) + _verdict(found))
+                         f"(broker {'?' if leader is None else leader})")
+        # Every copy carries the producer's timestamp of the record, so this places the first send only.
+        round_number = round_after(min((c.timestamp_ms for c in found), default=0), kill_times_ms)
+        produced = "after the last kill" if round_number is None else f"before the kill of round #{round_number}"
+        lines.append(f"{value!r} (produced {produced}): " + "; ".join(parts) + _verdict(found))
     return lines
 
 

@@ -46,16 +46,17 @@ def test_an_epoch_bump_resend_is_named_with_both_batches_their_leaders_and_round
     leaders = leaders_by_epoch(tmp_path, "crash")
     assert leaders == {(2, 2): 3, (2, 3): 1}
     [line] = explain(copies, leaders, kill_times_ms=[(1, 500), (2, 1_500)])
-    assert line == (f"'all0-6546': 2/4790: producer {PID} epoch 0 base sequence 1636, leader epoch 2 (broker 3), "
-                    f"before the kill of round #2; 2/4895: producer {PID} epoch 1 base sequence 0, leader epoch 3 "
-                    "(broker 1), before the kill of round #2 -> re-sent at sequence 0 after a producer epoch bump "
-                    "(KIP-360): see the writer's EOS log")
+    assert line == (f"'all0-6546' (produced before the kill of round #2): 2/4790: producer {PID} epoch 0 base "
+                    f"sequence 1636, leader epoch 2 (broker 3); 2/4895: producer {PID} epoch 1 base sequence 0, "
+                    "leader epoch 3 (broker 1) -> re-sent at sequence 0 after a producer epoch bump (KIP-360): see "
+                    "the writer's EOS log")
 
 
 def test_copies_within_one_producer_epoch_get_no_epoch_bump_verdict():
     copies = {"v": [Copy(0, 10, PID, 0, 5, 1, 0), Copy(0, 12, PID, 0, 5, 2, 0)]}
     [line] = explain(copies, {}, [])
-    assert line.endswith("leader epoch 2 (broker ?), after the last kill")
+    assert line == (f"'v' (produced after the last kill): 0/10: producer {PID} epoch 0 base sequence 5, leader "
+                    f"epoch 1 (broker ?); 0/12: producer {PID} epoch 0 base sequence 5, leader epoch 2 (broker ?)")
 
 
 def test_the_round_of_a_write_is_the_first_killed_after_it():
