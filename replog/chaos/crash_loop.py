@@ -136,6 +136,15 @@ def eos_logged(config: dict, root: Path, prefix: str) -> dict:
     return {**config, "debug": "eos", "log_level": 7, "logger": logger}
 
 
+def close_eos_logs(writers: list[LoadProducer]) -> None:
+    for writer in writers:
+        logger = writer.config.get("logger")
+        if logger is not None:
+            for handler in logger.handlers:
+                handler.close()
+            logger.handlers = []
+
+
 # ------------------------------------------------------------------------------------------------ loop
 
 
@@ -193,6 +202,7 @@ async def run_crash_loop(root: Path, *, restarts: int, seed: int, torn_fraction:
         for thread in [*writers, *([reader] if reader is not None else [])]:
             if thread.is_alive():
                 await asyncio.to_thread(thread.join)
+        close_eos_logs(writers)
     report.elapsed = time.monotonic() - started
     return report
 
