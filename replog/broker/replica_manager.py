@@ -19,7 +19,13 @@ from kio.schema.errors import ErrorCode
 from replog.fetcher.manager import InitialFetchState, LeaderInfo, ReplicaFetcherManager
 from replog.fetcher.replication_quota import ReplicationQuota
 from replog.log.config import LogConfig
-from replog.log.errors import LogError, OffsetOutOfRangeError, StorageError
+from replog.log.errors import (
+    InvalidProducerEpochError,
+    LogError,
+    OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    StorageError,
+)
 from replog.log.log_manager import LogManager
 from replog.log.partition_log import AppendInfo, LogReadResult, TopicPartition
 from replog.protocol.control import (
@@ -76,6 +82,7 @@ class PartitionReadResult:
 
 # Everything the log and record layers raise carries the Kafka error code it travels as.
 _APPEND_ERRORS = (PartitionError, LogError, CorruptRecordError, InvalidRecordError)
+_PRODUCER_STATE_ERRORS = (OutOfOrderSequenceError, InvalidProducerEpochError)
 
 
 class ReplicaManager:
@@ -376,11 +383,18 @@ class ReplicaManager:
             hw_before = partition.high_watermark
             info = partition.append_as_leader(records, required_acks)
         except _APPEND_ERRORS as e:
+            if isinstance(e, _PRODUCER_STATE_ERRORS):
+                # Rare, and what makes an idempotent producer bump its epoch (KIP-360) and renumber what it has
+                # not seen acknowledged: logged so that a duplicate found later can be traced back to it.
+                log.info("%s-%d: refused %s: %s", topic, index, e.error_code.name, e)
             return PartitionAppendResult(e.error_code, error_message=str(e))
         except OSError as e:
             log.error("append to %s-%d failed: %s", topic, index, e)
             self._report_disk_failure(TopicPartition(topic, index), e)
             return PartitionAppendResult(ErrorCode.kafka_storage_error, error_message=str(e))
+        if info.duplicate:
+            log.info("%s-%d: a retried batch is answered with its original offsets %d..%d", topic, index,
+                     info.first_offset, info.last_offset)
         self.metrics.record_produce(partition.key, info)
         self._wake(partition.key, hw_moved=partition.high_watermark != hw_before)
         return PartitionAppendResult(ErrorCode.none, info)
