@@ -149,8 +149,7 @@ def measure_rate(bootstrap: str, topic: str, bytes_per_s: float, warmup_s: float
     producing = None
     try:
         wait_for_group_coordinator(consumer, topic)
-        consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_END)
-                         for p in ASSIGNMENT])  # fmt: skip
+        consumer.assign(end_positions(consumer, topic))
         padding = os.urandom(VALUE_BYTES - SEND_TIME.size)
         client_latencies = ClientLatencies()
         producer = primed_producer(bootstrap, topic, padding, linger_ms, client_latencies)
@@ -196,6 +195,15 @@ def wait_for_group_coordinator(consumer: confluent_kafka.Consumer, topic: str) -
             if e.args[0].code() not in COORDINATOR_NOT_READY or time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+
+
+def end_positions(consumer: confluent_kafka.Consumer, topic: str) -> list[confluent_kafka.TopicPartition]:
+    """Each partition at its high watermark now. Assigned at OFFSET_END instead, librdkafka resolves the end
+    with a ListOffsets only once it starts fetching; on a loaded machine that came after the warm-up had
+    ended, and the records measured before it were never read (the run failed, "received N of M")."""
+    return [confluent_kafka.TopicPartition(topic, p, consumer.get_watermark_offsets(
+                confluent_kafka.TopicPartition(topic, p), timeout=COORDINATOR_TIMEOUT_S)[1])
+            for p in ASSIGNMENT]  # fmt: skip
 
 
 def receive(consumer: confluent_kafka.Consumer, samples: list[tuple[int, int]], measured_from: int) -> None:
