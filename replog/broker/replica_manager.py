@@ -83,13 +83,15 @@ class ReplicaManager:
                  default_min_insync_replicas: int, *, clock_ms: Callable[[], int], replica_lag_time_max_ms: int,
                  fetch_purgatory_size: int, produce_purgatory_size: int,
                  fetcher_manager: ReplicaFetcherManager | None = None, alter_isr: AlterIsr | None = None,
-                 metrics: BrokerMetrics | None = None, fetch_session_cache_slots: int = 1000) -> None:
+                 metrics: BrokerMetrics | None = None, fetch_session_cache_slots: int = 1000,
+                 fetch_max_bytes: int = 57_671_680) -> None:
         self.node_id = node_id
         self.log_manager = log_manager
         self.base_log_config = base_log_config
         self.default_min_insync_replicas = default_min_insync_replicas
         self.clock_ms = clock_ms
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.fetch_max_bytes = fetch_max_bytes  # fetch.max.bytes: a consumer's response at most (KIP-541)
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetch_purgatory = Purgatory("fetch", fetch_purgatory_size)
         self.produce_purgatory = Purgatory("produce", produce_purgatory_size)
