@@ -18,8 +18,10 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 from replog.fetcher import decisions
+from replog.fetcher.append_writer import append_writer, wait_for_writes
 from replog.fetcher.config import FetcherConfig, FetchObserver, InitialFetchState
 from replog.fetcher.fetch_plan import FetchPlan, FollowedPartition
 from replog.fetcher.fetch_state import PartitionFetchState
@@ -31,7 +33,8 @@ from replog.fetcher.leader_endpoint import (
 )
 from replog.fetcher.replication_quota import ReplicationQuota
 from replog.log.errors import LogError
-from replog.log.partition_log import TopicPartition
+from replog.log.follower_append import FollowerAppend
+from replog.log.partition_log import AppendInfo, PartitionLog, TopicPartition
 from replog.protocol.fetch import FetchPartitionResult
 from replog.protocol.records import CorruptRecordError, InvalidRecordError
 
@@ -44,6 +47,16 @@ _PARTITION_FAILURES = (LogError, OSError)
 _BAD_DATA = (CorruptRecordError, InvalidRecordError)
 
 
+class _Writing(NamedTuple):
+    """An append of a fetch answer whose write was begun, with what its completion is checked against."""
+
+    tp: TopicPartition
+    sent: PartitionFetchState
+    action: decisions.Append
+    log: PartitionLog
+    append: FollowerAppend
+
+
 class ReplicaFetcher:
     def __init__(
         self,
@@ -54,7 +67,11 @@ class ReplicaFetcher:
         clock_ms: Callable[[], int],
         on_fetched: FetchObserver | None = None,
         quota: ReplicationQuota | None = None,
+        *,
+        writer_thread: bool = False,
     ) -> None:
+        """`writer_thread`: write appends in a thread of this fetcher's own (the broker's fetchers), else on the
+        event loop."""
         assert 0 <= fetcher_id < config.num_fetchers
         self.leader_id = leader_id
         self.fetcher_id = fetcher_id
@@ -63,6 +80,7 @@ class ReplicaFetcher:
         self._clock_ms = clock_ms
         self._on_fetched = on_fetched
         self._quota = quota  # the follower-side replication throttle (None: none)
+        self._writer = append_writer(f"replica-writer-{leader_id}-{fetcher_id}" if writer_thread else None)
         self._partitions: dict[TopicPartition, FollowedPartition] = {}
         self._plan = FetchPlan(config.partition_max_bytes)
         self._failed: set[TopicPartition] = set()
@@ -93,6 +111,7 @@ class ReplicaFetcher:
             ):
                 continue
             log = initial.log
+            log.settle_follower_append()  # an append another fetcher began counts in the log end
             state = decisions.initial_fetch_state(
                 initial.topic_id,
                 initial.current_leader_epoch,
@@ -113,6 +132,9 @@ class ReplicaFetcher:
         for tp in tps:
             followed = self._partitions.pop(tp, None)
             if followed is not None:
+                # As Kafka's removePartitions waits for the fetcher thread's append: whoever takes the log
+                # over finds it with the append in flight applied.
+                followed.log.settle_follower_append()
                 removed[tp] = followed.state
                 self._plan.mark(tp)
             self._failed.discard(tp)
@@ -166,6 +188,7 @@ class ReplicaFetcher:
             elif task is not None and not task.cancelled():
                 task.result()
         finally:
+            self._writer.shutdown(wait=False)  # a write it still runs is settled by its log
             await self._endpoint.close()
 
     async def _run(self) -> None:
@@ -310,6 +333,7 @@ class ReplicaFetcher:
             self._back_off_all()
             return True
         out_of_range = []
+        writing = []
         # Only the partitions answered: in a fetch session (KIP-227) one without news is left out, and its
         # state stays as it is (it is fetched again).
         for tp, result in results.items():
@@ -319,8 +343,15 @@ class ReplicaFetcher:
             action = self._decide_fetch_result(tp, sent_state, result)
             if isinstance(action, decisions.ResolveOutOfRange):
                 out_of_range.append((tp, sent_state))
+            elif isinstance(action, decisions.Append) and len(action.records):
+                followed = self._partitions[tp]
+                append = self._begin_append(tp, followed, action)
+                if append is not None:
+                    writing.append(_Writing(tp, sent_state, action, followed.log, append))
             else:
                 self._execute(tp, action)
+        if writing:
+            await self._finish_appends(writing)
         # Resolving takes ListOffsets round trips; each partition is re-checked after them.
         for tp, sent_state in out_of_range:
             await self._resolve_out_of_range(tp, sent_state)
@@ -413,8 +444,9 @@ class ReplicaFetcher:
                 )
                 self._truncate(tp, followed, truncation)
             case decisions.Append():
-                assert followed is not None
-                self._append(tp, followed, action)
+                assert followed is not None and not len(action.records), "appends are begun by the fetch round"
+                if not self._log_moved(tp, followed):
+                    self._after_append(tp, followed, action, None)
             case _:
                 raise AssertionError(f"{tp}: cannot execute {action!r} here")
 
@@ -439,17 +471,64 @@ class ReplicaFetcher:
             latest_epoch=log.epoch_cache.latest_epoch,
         )
 
-    def _append(self, tp: TopicPartition, followed: FollowedPartition, action: decisions.Append) -> None:
-        """ReplicaFetcherThread.processPartitionData: append, then HW and log start from the leader."""
-        log = followed.log
-        if followed.state.fetch_offset != log.log_end_offset:
-            # Kafka's "Offset mismatch" IllegalStateException: someone else moved the log under us.
-            self._fail(
-                tp, f"fetch offset {followed.state.fetch_offset} != log end offset {log.log_end_offset}"
-            )
-            return
+    def _begin_append(
+        self, tp: TopicPartition, followed: FollowedPartition, action: decisions.Append
+    ) -> FollowerAppend | None:
+        """ReplicaFetcherThread.processPartitionData, first half: check and place the append, and hand its
+        write to the writer; None if it failed (the partition backs off or fails)."""
+        if self._log_moved(tp, followed):
+            return None
         try:
-            info = log.append_as_follower(action.records) if len(action.records) else None
+            return followed.log.begin_follower_append(action.records, self._writer)
+        except _BAD_DATA as exc:
+            logger.warning("%r: %s: invalid fetched data: %s", self, tp, exc)
+            self._back_off(followed)
+        except _PARTITION_FAILURES as exc:
+            self._fail(tp, f"append at {followed.state.fetch_offset} failed: {exc!r}")
+        return None
+
+    def _log_moved(self, tp: TopicPartition, followed: FollowedPartition) -> bool:
+        if followed.state.fetch_offset == followed.log.log_end_offset:
+            return False
+        # Kafka's "Offset mismatch" IllegalStateException: someone else moved the log under us.
+        self._fail(tp, f"fetch offset {followed.state.fetch_offset} != log end offset {followed.log.log_end_offset}")
+        return True
+
+    async def _finish_appends(self, writing: list[_Writing]) -> None:
+        """Second half, once the writes are done: publish each append, in the order begun, then take the HW
+        and log start from the leader if the partition's state is still the one the request was built from
+        (otherwise the log keeps the records and whoever follows it now fetches from its end)."""
+        try:
+            await wait_for_writes(begun.append for begun in writing)
+        except asyncio.CancelledError:
+            # Published now, so that a fetcher that takes these logs over finds their end where the records put it.
+            for begun in writing:
+                begun.log.settle_follower_append()
+            raise
+        for begun in writing:
+            followed = self._partitions.get(begun.tp)
+            current = (
+                followed is not None
+                and followed.log is begun.log
+                and decisions.is_current(begun.sent, followed.state)
+            )
+            try:
+                info = begun.log.finish_follower_append(begun.append)
+            except _PARTITION_FAILURES as exc:
+                if current:
+                    self._fail(begun.tp, f"append at {begun.sent.fetch_offset} failed: {exc!r}")
+                continue
+            if current:
+                assert followed is not None
+                self._after_append(begun.tp, followed, begun.action, info)
+
+    def _after_append(
+        self, tp: TopicPartition, followed: FollowedPartition, action: decisions.Append, info: AppendInfo | None
+    ) -> None:
+        """processPartitionData, the rest: HW and log start from the leader, then the next fetch offset.
+        `info` is None for an answer without records (only the leader's HW and log start)."""
+        log = followed.log
+        try:
             log.maybe_update_high_watermark(
                 decisions.follower_high_watermark(
                     action.leader_high_watermark, log.log_start_offset, log.log_end_offset
@@ -460,12 +539,8 @@ class ReplicaFetcher:
             )
             if new_start is not None and log.maybe_increment_log_start_offset(new_start):
                 self._plan.mark(tp)  # the next request carries the new log start
-        except _BAD_DATA as exc:
-            logger.warning("%r: %s: invalid fetched data: %s", self, tp, exc)
-            self._back_off(followed)
-            return
         except _PARTITION_FAILURES as exc:
-            self._fail(tp, f"append at {followed.state.fetch_offset} failed: {exc!r}")
+            self._fail(tp, f"HW or log start update at {followed.state.fetch_offset} failed: {exc!r}")
             return
         if self._on_fetched is not None:
             self._on_fetched(tp, 0 if info is None else info.num_bytes, action.leader_high_watermark)
