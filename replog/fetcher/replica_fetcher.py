@@ -5,7 +5,9 @@ partitions ready to fetch and executes what `decisions` says about each partitio
 
 Everything runs on one event loop, so the only interleavings are at awaits. After every await an answer is
 checked against the partition's current state (`decisions.is_current`) and applied to the log with no await
-in between: the check and the mutation are atomic.
+in between: the check and the mutation are atomic. The one exception is an append's write, which the broker's
+fetchers hand to a writer thread of their own (follower_append_steps.py): the append is checked and placed
+before the await and published after it, and the log settles it before any other change (follower_append.py).
 
 A round's work follows what changed, not how many partitions are followed: each round re-plans only the
 partitions whose state changed (fetch_plan.py), and in a fetch session (KIP-227) looks only at the partitions
@@ -18,13 +20,13 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Callable, Iterable
-from typing import NamedTuple
 
 from replog.fetcher import decisions
-from replog.fetcher.append_writer import append_writer, wait_for_writes
+from replog.fetcher.append_writer import append_writer
 from replog.fetcher.config import FetcherConfig, FetchObserver, InitialFetchState
 from replog.fetcher.fetch_plan import FetchPlan, FollowedPartition
 from replog.fetcher.fetch_state import PartitionFetchState
+from replog.fetcher.follower_append_steps import PARTITION_FAILURES, FollowerAppendSteps, Writing
 from replog.fetcher.leader_endpoint import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -32,32 +34,14 @@ from replog.fetcher.leader_endpoint import (
     LeaderEndpointError,
 )
 from replog.fetcher.replication_quota import ReplicationQuota
-from replog.log.errors import LogError
-from replog.log.follower_append import FollowerAppend
-from replog.log.partition_log import AppendInfo, PartitionLog, TopicPartition
+from replog.log.partition_log import TopicPartition
 from replog.protocol.fetch import FetchPartitionResult
-from replog.protocol.records import CorruptRecordError, InvalidRecordError
+from replog.protocol.records import CorruptRecordError
 
 logger = logging.getLogger(__name__)
 
 
-# Local failures that end fetching for one partition until it is added again (Kafka's markPartitionFailed:
-# storage errors, an append not at the LEO); bad fetched data only backs off, it may be transient.
-_PARTITION_FAILURES = (LogError, OSError)
-_BAD_DATA = (CorruptRecordError, InvalidRecordError)
-
-
-class _Writing(NamedTuple):
-    """An append of a fetch answer whose write was begun, with what its completion is checked against."""
-
-    tp: TopicPartition
-    sent: PartitionFetchState
-    action: decisions.Append
-    log: PartitionLog
-    append: FollowerAppend
-
-
-class ReplicaFetcher:
+class ReplicaFetcher(FollowerAppendSteps):
     def __init__(
         self,
         leader_id: int,
@@ -347,7 +331,7 @@ class ReplicaFetcher:
                 followed = self._partitions[tp]
                 append = self._begin_append(tp, followed, action)
                 if append is not None:
-                    writing.append(_Writing(tp, sent_state, action, followed.log, append))
+                    writing.append(Writing(tp, sent_state, action, followed.log, append))
             else:
                 self._execute(tp, action)
         if writing:
@@ -410,7 +394,7 @@ class ReplicaFetcher:
                 case decisions.BackOff():
                     self._execute(tp, resolution)
                     return
-        except _PARTITION_FAILURES as exc:
+        except PARTITION_FAILURES as exc:
             self._fail(tp, f"out-of-range truncation failed: {exc!r}")
             return
         latest_epoch = log.epoch_cache.latest_epoch
@@ -461,7 +445,7 @@ class ReplicaFetcher:
             )
         try:
             log.truncate_to(truncation.offset)
-        except _PARTITION_FAILURES as exc:
+        except PARTITION_FAILURES as exc:
             self._fail(tp, f"truncation to {truncation.offset} failed: {exc!r}")
             return
         followed.state = decisions.state_after_truncation(
@@ -470,87 +454,6 @@ class ReplicaFetcher:
             log_end_offset=log.log_end_offset,
             latest_epoch=log.epoch_cache.latest_epoch,
         )
-
-    def _begin_append(
-        self, tp: TopicPartition, followed: FollowedPartition, action: decisions.Append
-    ) -> FollowerAppend | None:
-        """ReplicaFetcherThread.processPartitionData, first half: check and place the append, and hand its
-        write to the writer; None if it failed (the partition backs off or fails)."""
-        if self._log_moved(tp, followed):
-            return None
-        try:
-            return followed.log.begin_follower_append(action.records, self._writer)
-        except _BAD_DATA as exc:
-            logger.warning("%r: %s: invalid fetched data: %s", self, tp, exc)
-            self._back_off(followed)
-        except _PARTITION_FAILURES as exc:
-            self._fail(tp, f"append at {followed.state.fetch_offset} failed: {exc!r}")
-        return None
-
-    def _log_moved(self, tp: TopicPartition, followed: FollowedPartition) -> bool:
-        if followed.state.fetch_offset == followed.log.log_end_offset:
-            return False
-        # Kafka's "Offset mismatch" IllegalStateException: someone else moved the log under us.
-        self._fail(tp, f"fetch offset {followed.state.fetch_offset} != log end offset {followed.log.log_end_offset}")
-        return True
-
-    async def _finish_appends(self, writing: list[_Writing]) -> None:
-        """Second half, once the writes are done: publish each append, in the order begun, then take the HW
-        and log start from the leader if the partition's state is still the one the request was built from
-        (otherwise the log keeps the records and whoever follows it now fetches from its end)."""
-        try:
-            await wait_for_writes(begun.append for begun in writing)
-        except asyncio.CancelledError:
-            # Published now, so that a fetcher that takes these logs over finds their end where the records put it.
-            for begun in writing:
-                begun.log.settle_follower_append()
-            raise
-        for begun in writing:
-            followed = self._partitions.get(begun.tp)
-            current = (
-                followed is not None
-                and followed.log is begun.log
-                and decisions.is_current(begun.sent, followed.state)
-            )
-            try:
-                info = begun.log.finish_follower_append(begun.append)
-            except _PARTITION_FAILURES as exc:
-                if current:
-                    self._fail(begun.tp, f"append at {begun.sent.fetch_offset} failed: {exc!r}")
-                continue
-            if current:
-                assert followed is not None
-                self._after_append(begun.tp, followed, begun.action, info)
-
-    def _after_append(
-        self, tp: TopicPartition, followed: FollowedPartition, action: decisions.Append, info: AppendInfo | None
-    ) -> None:
-        """processPartitionData, the rest: HW and log start from the leader, then the next fetch offset.
-        `info` is None for an answer without records (only the leader's HW and log start)."""
-        log = followed.log
-        try:
-            log.maybe_update_high_watermark(
-                decisions.follower_high_watermark(
-                    action.leader_high_watermark, log.log_start_offset, log.log_end_offset
-                )
-            )
-            new_start = decisions.follower_log_start_offset(
-                action.leader_log_start_offset, log.log_start_offset, log.high_watermark
-            )
-            if new_start is not None and log.maybe_increment_log_start_offset(new_start):
-                self._plan.mark(tp)  # the next request carries the new log start
-        except _PARTITION_FAILURES as exc:
-            self._fail(tp, f"HW or log start update at {followed.state.fetch_offset} failed: {exc!r}")
-            return
-        if self._on_fetched is not None:
-            self._on_fetched(tp, 0 if info is None else info.num_bytes, action.leader_high_watermark)
-        followed.in_sync = log.log_end_offset >= action.leader_high_watermark
-        if info is not None and self._quota is not None:
-            self._quota.record_if_throttled(*tp, info.num_bytes)
-        if info is None:
-            return
-        assert log.log_end_offset == info.last_offset + 1
-        followed.state = followed.state.fetching_from(log.log_end_offset, action.last_batch_epoch)
 
     def _fail(self, tp: TopicPartition, reason: str) -> None:
         logger.warning("%r: %s: stops fetching until it is added again: %s", self, tp, reason)

@@ -13,16 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
-from typing import TYPE_CHECKING
 
+from replog.log.append_info import AppendInfo
 from replog.log.append_validation import check_follower_offsets, validate_batches
 from replog.log.config import LogConfig
 from replog.log.dir_failure import disk_io
 from replog.log.segment import LogSegment, PreparedAppend
 from replog.protocol.records import RecordBatch
-
-if TYPE_CHECKING:
-    from replog.log.partition_log import AppendInfo, TopicPartition
 
 
 class FollowerAppend:
@@ -59,7 +56,7 @@ class FollowerAppends:
 
     _config: LogConfig
     _follower_append: FollowerAppend | None
-    topic_partition: TopicPartition
+    topic_partition: tuple[str, int]
     log_end_offset: int
     _prepare_append: Callable[[memoryview, list[RecordBatch]], tuple[LogSegment, PreparedAppend]]
     _publish_append: Callable[[LogSegment, PreparedAppend, list[RecordBatch]], AppendInfo]

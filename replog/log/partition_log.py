@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from replog.log import timestamp_search
+from replog.log.append_info import AppendInfo
 from replog.log.append_validation import (
     assign_offsets,
     check_follower_offsets,
@@ -54,19 +55,6 @@ def parse_topic_partition(directory: Path) -> TopicPartition:
     if not sep or not topic or not partition.isdigit():
         raise ValueError(f"{directory} is not named <topic>-<partition>")
     return TopicPartition(topic, int(partition))
-
-
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    log_append_time: int
-    log_start_offset: int
-    duplicate: bool
-    # What this call appended: 0 and 0 for a duplicate.
-    num_batches: int
-    num_bytes: int
 
 
 @dataclass(frozen=True, slots=True)
