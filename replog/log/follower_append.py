@@ -60,6 +60,7 @@ class FollowerAppends:
     log_end_offset: int
     _prepare_append: Callable[[memoryview, list[RecordBatch]], tuple[LogSegment, PreparedAppend]]
     _publish_append: Callable[[LogSegment, PreparedAppend, list[RecordBatch]], AppendInfo]
+    report_disk_failure: Callable[[OSError], None]
 
     @disk_io
     def begin_follower_append(self, records: memoryview, writer: Executor) -> FollowerAppend:
@@ -94,3 +95,7 @@ class FollowerAppends:
         pending.error = pending.wait_for_write()
         if pending.error is None:
             pending.info = self._publish_append(pending.segment, pending.prepared, pending.batches)
+        elif isinstance(pending.error, OSError):
+            # The dir goes offline now, as after a failed write on the loop, even if no one finishes the
+            # append (its fetcher was stopped meanwhile).
+            self.report_disk_failure(pending.error)

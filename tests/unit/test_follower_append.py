@@ -101,6 +101,17 @@ def test_a_failed_write_leaves_the_log_and_its_file_as_they_were(tmp_path, disk,
     assert log.is_offline  # the dir is reported, as for a write on the loop
 
 
+def test_a_failed_write_settled_by_another_change_takes_the_dir_offline(tmp_path, disk, writer):
+    log = open_log(tmp_path, disk)
+    disk.fail_after_bytes = 0
+
+    log.begin_follower_append(leader_batch(0), writer)
+    log.settle_follower_append()  # as a removal does, without finishing the append
+
+    assert log.is_offline
+    assert (log.log_end_offset, os.path.getsize(log.active_segment.log_path)) == (0, 0)
+
+
 def test_a_truncation_waits_for_the_write_in_flight_and_applies_after_it(tmp_path, disk, writer):
     log = open_log(tmp_path, disk)
     log.finish_follower_append(log.begin_follower_append(leader_batch(0), writer))
