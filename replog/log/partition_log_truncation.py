@@ -14,6 +14,7 @@ from replog.log.dir_failure import disk_io
 from replog.log.epoch_cache import LeaderEpochCache
 from replog.log.errors import OffsetOutOfRangeError
 from replog.log.flush import RecoveryPoint
+from replog.log.log_loader import rebuild_producer_state
 from replog.log.log_segments import LogSegments
 from replog.log.offset_metadata import LogOffsetMetadata
 from replog.log.producer_state import ProducerStateManager
@@ -71,7 +72,11 @@ class LogTruncation:
             self._set_high_watermark(self.log_end_offset)
         self._recovery_point.truncate_to(self.log_end_offset)
         self._epoch_cache.truncate_from_end(self.log_end_offset)
-        self._producer_state.truncate_to(self.log_end_offset)
+        # Rebuilt from what is left, not cut back: a producer whose retained batches all went still has its
+        # earlier ones in the log, and its retry of one of those must be a duplicate, not an out-of-order
+        # sequence (Kafka's UnifiedLog.truncateTo reloads producer state from the log the same way).
+        self._producer_state.clear()
+        rebuild_producer_state(self._segments, self._producer_state)
         assert self.log_end_offset <= offset
         return True
 
