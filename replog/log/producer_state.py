@@ -58,10 +58,9 @@ class ProducerEntry:
 def _check_sequence(entry: ProducerEntry | None, header: BatchHeader) -> None:
     """Raise unless `header` may follow `entry` (leader-side validation)."""
     if entry is None:
-        if header.base_sequence != 0:
-            raise OutOfOrderSequenceError(
-                f"producer {header.producer_id} is unknown; first sequence must be 0, got {header.base_sequence}"
-            )
+        # A producer this log has no state for (its batches were deleted by retention or DeleteRecords, or
+        # are older than the segments state is rebuilt from) may go on at any sequence, as in Kafka since
+        # KIP-360 (ProducerAppendInfo.checkSequence): refusing it would be fatal to an idempotent producer.
         return
     if header.producer_epoch < entry.epoch:
         raise InvalidProducerEpochError(

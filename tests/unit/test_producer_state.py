@@ -47,11 +47,15 @@ def test_gap_rejected_and_next_accepted(tmp_path):
     assert not _append(log, _batch(2)).duplicate
 
 
-def test_unknown_producer_must_start_at_zero(tmp_path):
+def test_an_unknown_producer_goes_on_at_any_sequence_then_must_follow_it(tmp_path):
+    """KIP-360: no state (retention took its batches) is not an error; the state starts from this batch."""
     log = _open(tmp_path)
+    _append(log, _batch(5))  # sequences 5 and 6
+    assert log.log_end_offset == 2
     with pytest.raises(OutOfOrderSequenceError):
-        _append(log, _batch(5))
-    assert log.log_end_offset == 0
+        _append(log, _batch(9))
+    _append(log, _batch(7))
+    assert log.log_end_offset == 4
 
 
 def test_epoch_rules(tmp_path):
