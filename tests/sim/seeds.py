@@ -5,6 +5,7 @@ test's own number)."""
 import concurrent.futures
 import contextlib
 import functools
+import multiprocessing
 import os
 from collections.abc import Callable
 
@@ -32,7 +33,11 @@ def run_seeds(request: pytest.FixtureRequest, run_seed: Callable, failure: type[
     seeds = [only] if only is not None else list(range(count))
     run = functools.partial(_run_or_describe, run_seed, failure)
     workers = min(SIM_WORKERS, len(seeds))
-    with concurrent.futures.ProcessPoolExecutor(workers) if workers > 1 else contextlib.nullcontext() as pool:
+    # Workers come from a fork server, not a fork of this process: by now the suite may have started threads
+    # (Spark's py4j, librdkafka's), and a forked copy of a threaded process can crash in its first GC.
+    context = multiprocessing.get_context("forkserver")
+    with (concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) if workers > 1
+          else contextlib.nullcontext()) as pool:
         results = pool.map(run, seeds, chunksize=chunksize) if pool is not None else map(run, seeds)
         outcomes = []
         for result in results:
