@@ -48,11 +48,11 @@ class IndexFileOps:
 
     def populate(self, fd: int, offset: int, length: int) -> None:
         """Write the range's bytes (zeros, which is what an index holds past its entries) into the page cache.
-        The first touch of a hole or of a fallocated (unwritten) page through a shared mapping is a page fault
-        that cost 4-40 ms (median) on ext4 on the 2-vCPU VM, holding the GIL, while a pwrite of the same page
-        cost 0.01-0.04 ms and the mapped write after it 0.01 ms (docs/profiles/partition-scaling.md): with
-        1,000 partitions that was some 2,000 stalls of the event loop per broker as new segments got their
-        first index entries."""
+        The first write into a hole or a fallocated (unwritten) page through a shared mapping is a page fault
+        that cost 4-9 ms (median) on ext4 on the loaded 2-vCPU VM, taken with the GIL held, while a pwrite of
+        the same page cost 0.01-0.04 ms and the mapped write after it 0.01 ms (docs/profiles/
+        partition-scaling.md): with 1,000 partitions RF=3 that was some 2,000 stalls of each broker's event
+        loop as new segments got their first index entries."""
         os.pwrite(fd, bytes(length), offset)
 
 
