@@ -34,6 +34,7 @@ PARTITIONS = 4
 VALUE_BYTES = 1024
 FETCH_VERSION = 11
 PARTITION_MAX_BYTES = 8 * MiB
+QUEUE_FULL_BACKOFF_MS = 10  # librdkafka's fetch.queue.backoff.ms, see catchup_consumer_config
 BATCH_HEADER_BYTES = (
     27  # through last_offset_delta: base_offset, length, epoch, magic, crc, attributes, delta
 )
@@ -163,13 +164,26 @@ def raw_catchup(port: int, ends: dict[int, int]) -> float:
         fetcher.close()
 
 
-def confluent_catchup(bootstrap: str, count: int) -> float:
-    """Value bytes per second for a confluent-kafka consumer reading all partitions from offset 0."""
-    consumer = confluent_kafka.Consumer({
+def catchup_consumer_config(bootstrap: str) -> dict:
+    """confluent-kafka's settings for a catch-up read, the same for every broker measured.
+
+    librdkafka stops fetching once its prefetch queue holds queued.min.messages (100,000 by default, counted
+    over the consumer's one queue: 100 MB of 1 KiB records) and then waits fetch.queue.backoff.ms (1,000 ms
+    by default) before it looks again, however soon the application drains the queue. A broker that answers
+    each fetch with what it asks (8 MiB a partition, 32 MB here, as Kafka does) fills that queue in three or
+    four answers and the reader then idles for most of that second; one that caps its answers lower (Tansu
+    sends about 5 MiB) never fills it. The short back-off makes the reader resume fetching as soon as the
+    queue is below its mark, so the figure is the broker's and the client's pace, not a client timer."""
+    return {
         "bootstrap.servers": bootstrap, "group.id": "bench-catchup", "enable.auto.commit": False,
         "fetch.max.bytes": 64 * MiB, "max.partition.fetch.bytes": PARTITION_MAX_BYTES,
-        "queued.max.messages.kbytes": 256 * 1024,
-    })  # fmt: skip
+        "queued.max.messages.kbytes": 256 * 1024, "fetch.queue.backoff.ms": QUEUE_FULL_BACKOFF_MS,
+    }  # fmt: skip
+
+
+def confluent_catchup(bootstrap: str, count: int) -> float:
+    """Value bytes per second for a confluent-kafka consumer reading all partitions from offset 0."""
+    consumer = confluent_kafka.Consumer(catchup_consumer_config(bootstrap))
     try:
         consumer.assign([confluent_kafka.TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
         started = time.perf_counter()

@@ -15,10 +15,16 @@ Each rate runs twice: with linger.ms 5 (librdkafka's default: fewer, larger requ
 The consumer belongs to a group, so its first FindCoordinator creates __consumer_offsets (50 partitions,
 RF=3); the run waits for its coordinator before the warm-up, as on any cluster that has served a group before,
 so that creating 150 replicas does not fall inside the measurement.
+
+Each rate's extra data also carries librdkafka's own view of the producer's side (its statistics, over the
+measured stretch): how long records waited in its partition queue, requests in its output buffer, and a
+request's round trip, which splits the end-to-end figure into the client's queue and the brokers' answer.
 """
 
 import asyncio
+import json
 import os
+import statistics
 import struct
 import sys
 import threading
@@ -43,6 +49,12 @@ SUSTAINED_FRACTION = 0.95
 PACING_TICK_S = 0.001  # the producer wakes this often and sends what is due
 DRAIN_TIMEOUT_S = 30.0
 COORDINATOR_TIMEOUT_S = 30.0
+CLIENT_STATS_INTERVAL_MS = 1000
+# librdkafka's per-broker latency windows (STATISTICS.md), in microseconds: int_latency is a record's wait in
+# the partition queue until a request takes it (the linger, and a full max.in.flight window: 5 requests per
+# connection with idempotence); outbuf_latency a request's wait to be written; rtt a request's round trip,
+# for an acks=all Produce the brokers' replication wait included.
+CLIENT_LATENCIES = ("int_latency", "outbuf_latency", "rtt")
 
 
 @dataclass
@@ -50,18 +62,49 @@ class RateRun:
     latencies_ns: list[int]  # in send order, records sent after the warm-up only
     sent: int  # records sent after the warm-up
     achieved_bytes_per_s: float
+    client_latencies_us: dict[str, dict[str, float]]  # ClientLatencies.summary()
 
 
-def primed_producer(bootstrap: str, topic: str, padding: bytes, linger_ms: int) -> confluent_kafka.Producer:
+class ClientLatencies:
+    """Collects the producer's statistics windows (stats_cb, called from its poll) emitted within a stretch of
+    perf_counter_ns, from the brokers it produces to (not its bootstrap entries)."""
+
+    def __init__(self) -> None:
+        self.from_ns: int | None = None  # nothing is kept until the measured stretch is known
+        self.until_ns: int | None = None
+        self.windows: dict[str, list[dict]] = {name: [] for name in CLIENT_LATENCIES}
+
+    def on_stats(self, stats_json: str) -> None:
+        now = time.perf_counter_ns()
+        if self.from_ns is None or now < self.from_ns or (self.until_ns is not None and now > self.until_ns):
+            return
+        for broker in json.loads(stats_json).get("brokers", {}).values():
+            if broker.get("nodeid", -1) < 0:
+                continue
+            for name in CLIENT_LATENCIES:
+                window = broker.get(name)
+                if window and window.get("cnt"):
+                    self.windows[name].append(window)
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        """For each quantity with samples, the median over the kept windows of their p50 and of their p99 (µs)."""
+        return {name: {q: statistics.median(w[q] for w in windows) for q in ("p50", "p99")}
+                for name, windows in self.windows.items() if windows}
+
+
+def primed_producer(bootstrap: str, topic: str, padding: bytes, linger_ms: int,
+                    client_latencies: ClientLatencies) -> confluent_kafka.Producer:  # fmt: skip
     """An idempotent producer that already has its producer id (librdkafka asks for it in the background,
     ~0.5 s after creation) and a connection to every leader: one record, stamped 0 so that the consumer
-    counts it as warm-up, to each partition."""
+    counts it as warm-up, to each partition. Its statistics go to client_latencies."""
     producer = confluent_kafka.Producer({
         "bootstrap.servers": bootstrap,
         "enable.idempotence": True,
         "linger.ms": linger_ms,
         "compression.type": "none",
         "queue.buffering.max.kbytes": 256 * 1024,
+        "statistics.interval.ms": CLIENT_STATS_INTERVAL_MS,
+        "stats_cb": client_latencies.on_stats,
     })  # fmt: skip
     for partition in ASSIGNMENT:
         producer.produce(topic, SEND_TIME.pack(0) + padding, partition=partition)
@@ -106,13 +149,14 @@ def measure_rate(bootstrap: str, topic: str, bytes_per_s: float, warmup_s: float
     producing = None
     try:
         wait_for_group_coordinator(consumer, topic)
-        consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_END)
-                         for p in ASSIGNMENT])  # fmt: skip
+        consumer.assign(end_positions(consumer, topic))
         padding = os.urandom(VALUE_BYTES - SEND_TIME.size)
-        producer = primed_producer(bootstrap, topic, padding, linger_ms)
+        client_latencies = ClientLatencies()
+        producer = primed_producer(bootstrap, topic, padding, linger_ms, client_latencies)
         started_ns = time.perf_counter_ns()
         warmed_ns = started_ns + int(warmup_s * 1e9)
         ends_ns = warmed_ns + int(measure_s * 1e9)
+        client_latencies.from_ns, client_latencies.until_ns = warmed_ns, ends_ns
         producing = threading.Thread(target=lambda: outcome.append(
             paced_produce(producer, topic, padding, bytes_per_s, started_ns, warmed_ns, ends_ns)))  # fmt: skip
         producing.start()
@@ -129,7 +173,7 @@ def measure_rate(bootstrap: str, topic: str, bytes_per_s: float, warmup_s: float
             producing.join()
         consumer.close()
     samples.sort()
-    return RateRun([latency for _, latency in samples], sent, achieved)
+    return RateRun([latency for _, latency in samples], sent, achieved, client_latencies.summary())
 
 
 COORDINATOR_NOT_READY = {confluent_kafka.KafkaError.NOT_COORDINATOR, confluent_kafka.KafkaError.COORDINATOR_NOT_AVAILABLE,
@@ -151,6 +195,15 @@ def wait_for_group_coordinator(consumer: confluent_kafka.Consumer, topic: str) -
             if e.args[0].code() not in COORDINATOR_NOT_READY or time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+
+
+def end_positions(consumer: confluent_kafka.Consumer, topic: str) -> list[confluent_kafka.TopicPartition]:
+    """Each partition at its high watermark now. Assigned at OFFSET_END instead, librdkafka resolves the end
+    with a ListOffsets only once it starts fetching; on a loaded machine that came after the warm-up had
+    ended, and the records measured before it were never read (the run failed, "received N of M")."""
+    return [confluent_kafka.TopicPartition(topic, p, consumer.get_watermark_offsets(
+                confluent_kafka.TopicPartition(topic, p), timeout=COORDINATOR_TIMEOUT_S)[1])
+            for p in ASSIGNMENT]  # fmt: skip
 
 
 def receive(consumer: confluent_kafka.Consumer, samples: list[tuple[int, int]], measured_from: int) -> None:
@@ -207,7 +260,7 @@ def run(quick: bool, workdir: Path) -> list[Result]:
             )
         ordered = sorted(run_.latencies_ns)
         extra = {"target_bytes_per_s": rate, "achieved_bytes_per_s": run_.achieved_bytes_per_s, "linger_ms": linger_ms,
-                 "records": run_.sent,
+                 "records": run_.sent, "librdkafka_producer_us": run_.client_latencies_us,
                  "overall_us": {name: percentile(ordered, q) / 1000 for name, q in PERCENTILES.items()}}  # fmt: skip
         for name, stats in window_percentiles(run_.latencies_ns).items():
             results.append(Result(NAME, case_name(rate, linger_ms, name), "us", stats,

@@ -39,6 +39,7 @@ from replog.server.properties import Listener, parse_bool, parse_listeners, read
 from replog.server.tls import client_context, listener_ssl_props
 
 _HOUR_MS = 3600 * 1000
+MIN_FETCH_MAX_BYTES = 1024  # Kafka's lower bound of fetch.max.bytes
 
 # key -> (attribute, parser). Aliases map several Kafka keys onto one attribute.
 _KEYS: dict[str, tuple[str, object]] = {
@@ -87,6 +88,7 @@ _KEYS: dict[str, tuple[str, object]] = {
     "fetch.sendfile.enable": ("fetch_sendfile_enable", parse_bool),
     "fetch.purgatory.max.size": ("fetch_purgatory_max_size", int),
     "max.incremental.fetch.session.cache.slots": ("max_incremental_fetch_session_cache_slots", int),
+    "fetch.max.bytes": ("fetch_max_bytes", int),
     "producer.purgatory.max.size": ("producer_purgatory_max_size", int),
     "replica.lag.time.max.ms": ("replica_lag_time_max_ms", int),
     "replica.high.watermark.checkpoint.interval.ms": ("replica_high_watermark_checkpoint_interval_ms", int),
@@ -161,6 +163,7 @@ class BrokerConfig:
     fetch_sendfile_enable: bool = True
     fetch_purgatory_max_size: int = 10_000
     max_incremental_fetch_session_cache_slots: int = 1000
+    fetch_max_bytes: int = 57_671_680  # 55 MiB: the most a consumer's Fetch response carries (KIP-541)
     producer_purgatory_max_size: int = 10_000
     replica_lag_time_max_ms: int = 30_000
     replica_high_watermark_checkpoint_interval_ms: int = 5000
@@ -269,6 +272,8 @@ class BrokerConfig:
             raise ValueError(f"log.open.files.max must be -1 or at least {MIN_OPEN_FILES}")
         if self.socket_request_max_bytes <= 0:
             raise ValueError("socket.request.max.bytes must be positive")
+        if self.fetch_max_bytes < MIN_FETCH_MAX_BYTES:
+            raise ValueError(f"fetch.max.bytes must be at least {MIN_FETCH_MAX_BYTES}")
         if self.max_incremental_fetch_session_cache_slots < 0:
             raise ValueError("max.incremental.fetch.session.cache.slots must not be negative")
         if self.num_partitions <= 0 or self.default_replication_factor <= 0:

@@ -114,9 +114,10 @@ class Purgatory:
         return completed
 
     def complete_all(self) -> None:
-        """Shutdown: answer everything that is waiting; this also cancels the loop timer."""
+        """Shutdown: answer everything that is waiting, and cancel the loop timer."""
         for op in self._expirations.live_items():
             op.force_complete()
+        self._disarm()
         assert self._count == 0 and not self._expirations and self._wakeup is None
 
     def _arm(self) -> None:
@@ -176,8 +177,9 @@ class Purgatory:
         self._expirations.cancel(op._expiration)
         op._expiration = None
         self._check_counts()
-        if not self._expirations:
-            self._disarm()
+        # An emptied purgatory keeps its timer too: it fires once, finds nothing, and is not re-armed. An acks=all
+        # produce empties the produce purgatory each time it completes; the next one's later deadline then needs
+        # no new loop timer, where disarming here cost a call_later and a cancel per request.
 
     def _check_counts(self) -> None:
         # Every waiting operation has one live expiration, except those an expiry batch has popped and not

@@ -19,7 +19,13 @@ from kio.schema.errors import ErrorCode
 from replog.fetcher.manager import InitialFetchState, LeaderInfo, ReplicaFetcherManager
 from replog.fetcher.replication_quota import ReplicationQuota
 from replog.log.config import LogConfig
-from replog.log.errors import LogError, OffsetOutOfRangeError, StorageError
+from replog.log.errors import (
+    InvalidProducerEpochError,
+    LogError,
+    OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    StorageError,
+)
 from replog.log.log_manager import LogManager
 from replog.log.partition_log import AppendInfo, LogReadResult, TopicPartition
 from replog.protocol.control import (
@@ -76,6 +82,7 @@ class PartitionReadResult:
 
 # Everything the log and record layers raise carries the Kafka error code it travels as.
 _APPEND_ERRORS = (PartitionError, LogError, CorruptRecordError, InvalidRecordError)
+_PRODUCER_STATE_ERRORS = (OutOfOrderSequenceError, InvalidProducerEpochError)
 
 
 class ReplicaManager:
@@ -83,13 +90,15 @@ class ReplicaManager:
                  default_min_insync_replicas: int, *, clock_ms: Callable[[], int], replica_lag_time_max_ms: int,
                  fetch_purgatory_size: int, produce_purgatory_size: int,
                  fetcher_manager: ReplicaFetcherManager | None = None, alter_isr: AlterIsr | None = None,
-                 metrics: BrokerMetrics | None = None, fetch_session_cache_slots: int = 1000) -> None:
+                 metrics: BrokerMetrics | None = None, fetch_session_cache_slots: int = 1000,
+                 fetch_max_bytes: int = 57_671_680) -> None:
         self.node_id = node_id
         self.log_manager = log_manager
         self.base_log_config = base_log_config
         self.default_min_insync_replicas = default_min_insync_replicas
         self.clock_ms = clock_ms
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.fetch_max_bytes = fetch_max_bytes  # fetch.max.bytes: a consumer's response at most (KIP-541)
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetch_purgatory = Purgatory("fetch", fetch_purgatory_size)
         self.produce_purgatory = Purgatory("produce", produce_purgatory_size)
@@ -374,11 +383,18 @@ class ReplicaManager:
             hw_before = partition.high_watermark
             info = partition.append_as_leader(records, required_acks)
         except _APPEND_ERRORS as e:
+            if isinstance(e, _PRODUCER_STATE_ERRORS):
+                # Rare, and what makes an idempotent producer bump its epoch (KIP-360) and renumber what it has
+                # not seen acknowledged: logged so that a duplicate found later can be traced back to it.
+                log.info("%s-%d: refused %s: %s", topic, index, e.error_code.name, e)
             return PartitionAppendResult(e.error_code, error_message=str(e))
         except OSError as e:
             log.error("append to %s-%d failed: %s", topic, index, e)
             self._report_disk_failure(TopicPartition(topic, index), e)
             return PartitionAppendResult(ErrorCode.kafka_storage_error, error_message=str(e))
+        if info.duplicate:
+            log.info("%s-%d: a retried batch is answered with its original offsets %d..%d", topic, index,
+                     info.first_offset, info.last_offset)
         self.metrics.record_produce(partition.key, info)
         self._wake(partition.key, hw_moved=partition.high_watermark != hw_before)
         return PartitionAppendResult(ErrorCode.none, info)

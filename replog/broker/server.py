@@ -291,7 +291,8 @@ class Broker:
             fetch_purgatory_size=config.fetch_purgatory_max_size,
             produce_purgatory_size=config.producer_purgatory_max_size,
             fetcher_manager=fetcher_manager, alter_isr=alter_isr, metrics=self.metrics,
-            fetch_session_cache_slots=config.max_incremental_fetch_session_cache_slots)
+            fetch_session_cache_slots=config.max_incremental_fetch_session_cache_slots,
+            fetch_max_bytes=config.fetch_max_bytes)
         if self.in_cluster:  # replication throttles (KIP-73), configured by apply_dynamic_configs
             replica_manager.leader_quota = self._replication_quota()
             replica_manager.follower_quota = follower_quota

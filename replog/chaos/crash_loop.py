@@ -30,6 +30,7 @@ cluster cleanly, verifies every replica strictly, and compares replicas below th
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import random
 import tempfile
@@ -42,7 +43,7 @@ import confluent_kafka
 
 from ..harness.local_cluster import LocalCluster
 from .chaos_report import print_and_clean_up
-from .checker import History, check
+from .checker import MAX_EXAMPLES, History, check
 from .crash_loop_config import (
     ACKS_ALL_CONFIG,
     ACKS_ALL_WRITERS,
@@ -70,6 +71,7 @@ from .crash_loop_config import (
     VALUE_BYTES,
 )
 from .crash_loop_report import CrashLoopReport, Restart
+from .duplicate_origins import duplicated_values, explain, find_copies, leaders_by_epoch
 from .load import LoadProducer
 from .log_verifier import verify_log_dir
 from .read_back import read_back
@@ -122,6 +124,27 @@ def new_writer(prefix: str, bootstrap: str, config: dict, stop: threading.Event)
                         records_per_second=RECORDS_PER_SECOND, encode=pad, decode=unpad)
 
 
+def eos_logged(config: dict, root: Path, prefix: str) -> dict:
+    """`config` with librdkafka's idempotence log (debug context `eos`: epoch bumps, drains, sequence errors
+    and their reasons) going to `writer-<prefix>.log` in the cluster directory, which a failed run keeps."""
+    logger = logging.getLogger(f"replog.crash_loop.writer.{prefix}")
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    handler = logging.FileHandler(root / f"writer-{prefix}.log")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    logger.handlers = [handler]
+    return {**config, "debug": "eos", "log_level": 7, "logger": logger}
+
+
+def close_eos_logs(writers: list[LoadProducer]) -> None:
+    for writer in writers:
+        logger = writer.config.get("logger")
+        if logger is not None:
+            for handler in logger.handlers:
+                handler.close()
+            logger.handlers = []
+
+
 # ------------------------------------------------------------------------------------------------ loop
 
 
@@ -140,8 +163,8 @@ async def run_crash_loop(root: Path, *, restarts: int, seed: int, torn_fraction:
     try:
         await cluster.start()
         await cluster.controller.create_topic(TOPIC, ASSIGNMENT, TOPIC_CONFIGS)
-        writers += [new_writer(f"all{i}", cluster.bootstrap, ACKS_ALL_CONFIG, stop_writing)
-                    for i in range(ACKS_ALL_WRITERS)]
+        writers += [new_writer(f"all{i}", cluster.bootstrap, eos_logged(ACKS_ALL_CONFIG, root, f"all{i}"),
+                               stop_writing) for i in range(ACKS_ALL_WRITERS)]
         writers.append(new_writer(ACKS_ONE_PREFIX, cluster.bootstrap, ACKS_ONE_CONFIG, stop_writing))
         for writer in writers:
             writer.start()
@@ -171,6 +194,7 @@ async def run_crash_loop(root: Path, *, restarts: int, seed: int, torn_fraction:
         await cluster.stop()
         stopped = True
         await asyncio.to_thread(verify_stopped_cluster, cluster, report)
+        report.duplicate_origins = await asyncio.to_thread(explain_duplicates, cluster, root, report, read)
     finally:
         stop_writing.set()
         if not stopped:
@@ -178,6 +202,7 @@ async def run_crash_loop(root: Path, *, restarts: int, seed: int, torn_fraction:
         for thread in [*writers, *([reader] if reader is not None else [])]:
             if thread.is_alive():
                 await asyncio.to_thread(thread.join)
+        close_eos_logs(writers)
     report.elapsed = time.monotonic() - started
     return report
 
@@ -196,6 +221,7 @@ async def crash_rounds(cluster: LocalCluster, report: CrashLoopReport, rng: rand
         await asyncio.sleep(rng.uniform(MIN_KILL_DELAY_S, MAX_KILL_DELAY_S))
         killed_epoch = broker_epoch(cluster, victim)
         await cluster.kill(victim)
+        restart.killed_at_ms = int(time.time() * 1000)
         log_dir = cluster.brokers[victim].log_dir
         crashed = await asyncio.to_thread(verify_log_dir, log_dir, TOPIC, torn_tail=True)
         report.torn_tails_seen += sum(1 for p in crashed.partitions.values() if p.torn_tail_bytes)
@@ -313,6 +339,21 @@ def verify_stopped_cluster(cluster: LocalCluster, report: CrashLoopReport) -> No
         difference = replica_difference(below, high_watermark)
         if difference:
             report.replica_divergence.append(f"partition {partition}: {difference}")
+
+
+def explain_duplicates(cluster: LocalCluster, root: Path, report: CrashLoopReport,
+                       read: dict[int, list[tuple[int, str]]]) -> list[str]:
+    """For each of the first duplicated values, where its copies are in a replica that holds them all."""
+    wanted = duplicated_values(read, MAX_EXAMPLES)
+    if not wanted:
+        return []
+    kill_times = [(r.number, r.killed_at_ms) for r in report.restarts]
+    leaders = leaders_by_epoch(root, TOPIC)
+    for node, broker in sorted(cluster.brokers.items()):
+        copies = find_copies(broker.log_dir, TOPIC, wanted, unpad)
+        if all(len(copies[value]) == len(places) for value, places in wanted.items()):
+            return [f"(broker {node}'s replica) {line}" for line in explain(copies, leaders, kill_times)]
+    return ["no replica holds every copy of the duplicated values"]
 
 
 def main(*, restarts: int, seed: int | None, data_dir: Path | None, torn_fraction: float) -> int:

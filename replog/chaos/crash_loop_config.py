@@ -21,7 +21,14 @@ WRITER_CONFIG = {
     "topic.metadata.refresh.interval.ms": 1_000,
     "log_level": 2,  # refused and reset connections are the point of the run
 }
-ACKS_ALL_CONFIG = {**WRITER_CONFIG, "acks": "all", "enable.idempotence": True}
+# One request in flight per connection: librdkafka answers OUT_OF_ORDER_SEQUENCE_NUMBER on a request behind a
+# failed one (correct, Kafka's brokers refuse the gap too) by bumping the producer epoch and renumbering from 0
+# every partition's unacknowledged messages, including ones a leader killed a moment before had written, which
+# are then written again (librdkafka issue 4953, docs/fault-testing.md). With one in flight every request is the
+# head of its partition's line, that bump cannot happen, and an OUT_OF_ORDER answer is fatal, so seen. A message
+# timing out bumps the epoch the same way, so messages live longer than any run (librdkafka's default).
+ACKS_ALL_CONFIG = {**WRITER_CONFIG, "acks": "all", "enable.idempotence": True,
+                   "max.in.flight.requests.per.connection": 1, "message.timeout.ms": 300_000}
 # No retries: an acks=1 retry could write a value twice, which the exactly-once check would count.
 ACKS_ONE_CONFIG = {**WRITER_CONFIG, "acks": "1", "enable.idempotence": False, "message.send.max.retries": 0}
 ACKS_ONE_PREFIX = "one"

@@ -7,7 +7,7 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .checker import ANOMALY_CLASSES, CheckResult
+from .checker import ANOMALY_CLASSES, DUPLICATED, CheckResult
 
 
 @dataclass
@@ -18,6 +18,7 @@ class Restart:
     damage: str | None = None
     process_start_s: float = 0.0  # launch to answering ApiVersions: log recovery happens here
     unfenced_s: float = 0.0  # launch to unfenced by the controller
+    killed_at_ms: int = 0  # wall clock, to place a batch's timestamp among the rounds
 
 
 @dataclass
@@ -43,6 +44,7 @@ class CrashLoopReport:
     incomplete_reads: list[int] = field(default_factory=list)
     check: CheckResult = field(default_factory=CheckResult)
     replica_divergence: list[str] = field(default_factory=list)
+    duplicate_origins: list[str] = field(default_factory=list)  # duplicate_origins.py, read from the cluster dir
     elapsed: float = 0.0
 
     @property
@@ -100,6 +102,8 @@ class CrashLoopReport:
         for anomaly in ANOMALY_CLASSES:
             lines.append(f"  {anomaly}: {self.check.counts[anomaly]}")
             lines += [f"    e.g. {example}" for example in self.check.examples[anomaly]]
+            if anomaly == DUPLICATED:
+                lines += [f"    written as {origin}" for origin in self.duplicate_origins]
         lines.append(f"  on-disk problems: {len(self.verifier_problems)}")
         lines += [f"    {p}" for p in self.verifier_problems[:20]]
         lines.append(f"  divergent replicas: {len(self.replica_divergence)}")

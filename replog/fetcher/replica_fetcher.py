@@ -5,7 +5,9 @@ partitions ready to fetch and executes what `decisions` says about each partitio
 
 Everything runs on one event loop, so the only interleavings are at awaits. After every await an answer is
 checked against the partition's current state (`decisions.is_current`) and applied to the log with no await
-in between: the check and the mutation are atomic.
+in between: the check and the mutation are atomic. The one exception is an append's write, which the broker's
+fetchers hand to a writer thread of their own (follower_append_steps.py): the append is checked and placed
+before the await and published after it, and the log settles it before any other change (follower_append.py).
 
 A round's work follows what changed, not how many partitions are followed: each round re-plans only the
 partitions whose state changed (fetch_plan.py), and in a fetch session (KIP-227) looks only at the partitions
@@ -20,9 +22,11 @@ import logging
 from collections.abc import Callable, Iterable
 
 from replog.fetcher import decisions
+from replog.fetcher.append_writer import append_writer
 from replog.fetcher.config import FetcherConfig, FetchObserver, InitialFetchState
 from replog.fetcher.fetch_plan import FetchPlan, FollowedPartition
 from replog.fetcher.fetch_state import PartitionFetchState
+from replog.fetcher.follower_append_steps import PARTITION_FAILURES, FollowerAppendSteps, Writing
 from replog.fetcher.leader_endpoint import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -30,21 +34,14 @@ from replog.fetcher.leader_endpoint import (
     LeaderEndpointError,
 )
 from replog.fetcher.replication_quota import ReplicationQuota
-from replog.log.errors import LogError
 from replog.log.partition_log import TopicPartition
 from replog.protocol.fetch import FetchPartitionResult
-from replog.protocol.records import CorruptRecordError, InvalidRecordError
+from replog.protocol.records import CorruptRecordError
 
 logger = logging.getLogger(__name__)
 
 
-# Local failures that end fetching for one partition until it is added again (Kafka's markPartitionFailed:
-# storage errors, an append not at the LEO); bad fetched data only backs off, it may be transient.
-_PARTITION_FAILURES = (LogError, OSError)
-_BAD_DATA = (CorruptRecordError, InvalidRecordError)
-
-
-class ReplicaFetcher:
+class ReplicaFetcher(FollowerAppendSteps):
     def __init__(
         self,
         leader_id: int,
@@ -54,7 +51,11 @@ class ReplicaFetcher:
         clock_ms: Callable[[], int],
         on_fetched: FetchObserver | None = None,
         quota: ReplicationQuota | None = None,
+        *,
+        writer_thread: bool = False,
     ) -> None:
+        """`writer_thread`: write appends in a thread of this fetcher's own (the broker's fetchers), else on the
+        event loop."""
         assert 0 <= fetcher_id < config.num_fetchers
         self.leader_id = leader_id
         self.fetcher_id = fetcher_id
@@ -63,6 +64,7 @@ class ReplicaFetcher:
         self._clock_ms = clock_ms
         self._on_fetched = on_fetched
         self._quota = quota  # the follower-side replication throttle (None: none)
+        self._writer = append_writer(f"replica-writer-{leader_id}-{fetcher_id}" if writer_thread else None)
         self._partitions: dict[TopicPartition, FollowedPartition] = {}
         self._plan = FetchPlan(config.partition_max_bytes)
         self._failed: set[TopicPartition] = set()
@@ -93,6 +95,7 @@ class ReplicaFetcher:
             ):
                 continue
             log = initial.log
+            log.settle_follower_append()  # an append another fetcher began counts in the log end
             state = decisions.initial_fetch_state(
                 initial.topic_id,
                 initial.current_leader_epoch,
@@ -113,6 +116,9 @@ class ReplicaFetcher:
         for tp in tps:
             followed = self._partitions.pop(tp, None)
             if followed is not None:
+                # As Kafka's removePartitions waits for the fetcher thread's append: whoever takes the log
+                # over finds it with the append in flight applied.
+                followed.log.settle_follower_append()
                 removed[tp] = followed.state
                 self._plan.mark(tp)
             self._failed.discard(tp)
@@ -166,6 +172,7 @@ class ReplicaFetcher:
             elif task is not None and not task.cancelled():
                 task.result()
         finally:
+            self._writer.shutdown(wait=False)  # a write it still runs is settled by its log
             await self._endpoint.close()
 
     async def _run(self) -> None:
@@ -310,6 +317,7 @@ class ReplicaFetcher:
             self._back_off_all()
             return True
         out_of_range = []
+        writing = []
         # Only the partitions answered: in a fetch session (KIP-227) one without news is left out, and its
         # state stays as it is (it is fetched again).
         for tp, result in results.items():
@@ -319,8 +327,15 @@ class ReplicaFetcher:
             action = self._decide_fetch_result(tp, sent_state, result)
             if isinstance(action, decisions.ResolveOutOfRange):
                 out_of_range.append((tp, sent_state))
+            elif isinstance(action, decisions.Append) and len(action.records):
+                followed = self._partitions[tp]
+                append = self._begin_append(tp, followed, action)
+                if append is not None:
+                    writing.append(Writing(tp, sent_state, action, followed.log, append))
             else:
                 self._execute(tp, action)
+        if writing:
+            await self._finish_appends(writing)
         # Resolving takes ListOffsets round trips; each partition is re-checked after them.
         for tp, sent_state in out_of_range:
             await self._resolve_out_of_range(tp, sent_state)
@@ -379,7 +394,7 @@ class ReplicaFetcher:
                 case decisions.BackOff():
                     self._execute(tp, resolution)
                     return
-        except _PARTITION_FAILURES as exc:
+        except PARTITION_FAILURES as exc:
             self._fail(tp, f"out-of-range truncation failed: {exc!r}")
             return
         latest_epoch = log.epoch_cache.latest_epoch
@@ -413,8 +428,9 @@ class ReplicaFetcher:
                 )
                 self._truncate(tp, followed, truncation)
             case decisions.Append():
-                assert followed is not None
-                self._append(tp, followed, action)
+                assert followed is not None and not len(action.records), "appends are begun by the fetch round"
+                if not self._log_moved(tp, followed):
+                    self._after_append(tp, followed, action, None)
             case _:
                 raise AssertionError(f"{tp}: cannot execute {action!r} here")
 
@@ -429,7 +445,7 @@ class ReplicaFetcher:
             )
         try:
             log.truncate_to(truncation.offset)
-        except _PARTITION_FAILURES as exc:
+        except PARTITION_FAILURES as exc:
             self._fail(tp, f"truncation to {truncation.offset} failed: {exc!r}")
             return
         followed.state = decisions.state_after_truncation(
@@ -438,44 +454,6 @@ class ReplicaFetcher:
             log_end_offset=log.log_end_offset,
             latest_epoch=log.epoch_cache.latest_epoch,
         )
-
-    def _append(self, tp: TopicPartition, followed: FollowedPartition, action: decisions.Append) -> None:
-        """ReplicaFetcherThread.processPartitionData: append, then HW and log start from the leader."""
-        log = followed.log
-        if followed.state.fetch_offset != log.log_end_offset:
-            # Kafka's "Offset mismatch" IllegalStateException: someone else moved the log under us.
-            self._fail(
-                tp, f"fetch offset {followed.state.fetch_offset} != log end offset {log.log_end_offset}"
-            )
-            return
-        try:
-            info = log.append_as_follower(action.records) if len(action.records) else None
-            log.maybe_update_high_watermark(
-                decisions.follower_high_watermark(
-                    action.leader_high_watermark, log.log_start_offset, log.log_end_offset
-                )
-            )
-            new_start = decisions.follower_log_start_offset(
-                action.leader_log_start_offset, log.log_start_offset, log.high_watermark
-            )
-            if new_start is not None and log.maybe_increment_log_start_offset(new_start):
-                self._plan.mark(tp)  # the next request carries the new log start
-        except _BAD_DATA as exc:
-            logger.warning("%r: %s: invalid fetched data: %s", self, tp, exc)
-            self._back_off(followed)
-            return
-        except _PARTITION_FAILURES as exc:
-            self._fail(tp, f"append at {followed.state.fetch_offset} failed: {exc!r}")
-            return
-        if self._on_fetched is not None:
-            self._on_fetched(tp, 0 if info is None else info.num_bytes, action.leader_high_watermark)
-        followed.in_sync = log.log_end_offset >= action.leader_high_watermark
-        if info is not None and self._quota is not None:
-            self._quota.record_if_throttled(*tp, info.num_bytes)
-        if info is None:
-            return
-        assert log.log_end_offset == info.last_offset + 1
-        followed.state = followed.state.fetching_from(log.log_end_offset, action.last_batch_epoch)
 
     def _fail(self, tp: TopicPartition, reason: str) -> None:
         logger.warning("%r: %s: stops fetching until it is added again: %s", self, tp, reason)

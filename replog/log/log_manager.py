@@ -65,14 +65,15 @@ class DirCheckpoints:
         self.writer.write_now(path, data)
 
 
-def _read_or_reset(path: Path) -> dict[tuple[str, int], int]:
+def _read_or_reset(path: Path, torn: set[str]) -> dict[tuple[str, int], int]:
     """A recovery-point or log-start checkpoint, or {} if it does not parse: every log then recovers from
     its first segment and starts at that segment's base, which is always safe (Kafka's LogManager.loadLogs
-    does the same). A torn checkpoint must not keep the broker from starting."""
+    does the same). A torn checkpoint must not keep the broker from starting; its name goes into `torn`."""
     try:
         return OffsetCheckpointFile(path).read()
     except CorruptCheckpointError as exc:
         logger.warning("%s; resetting it (full recovery, log starts at the first segment)", exc)
+        torn.add(path.name)
         return {}
 
 
@@ -99,12 +100,13 @@ class LogManager:
         # What each checkpoint file of each dir last received from this process, to skip unchanged rewrites.
         self._last_checkpoints: dict[tuple[str, Path], dict[TopicPartition, int]] = {}
         self._writer: CheckpointWriter | None = None  # while the broker runs: checkpoints off the event loop
+        torn: set[str] = set()
         try:
             for log_dir in self.log_dirs:
                 try:
                     log_dir.mkdir(parents=True, exist_ok=True)
                     self._locks.append(DirectoryLock.acquire(log_dir))  # held until shutdown, as Kafka's
-                    self._load_dir(log_dir)
+                    self._load_dir(log_dir, torn)
                 except StorageError:
                     raise  # one partition in two dirs: a configuration error, not a disk failure
                 except OSError as exc:
@@ -113,6 +115,12 @@ class LogManager:
             if not self.online_dirs:
                 # Kafka's LogManager refuses to start when none of the log dirs can be used.
                 raise StorageError(f"none of the log dirs {[str(d) for d in self.log_dirs]} can be loaded")
+            # A torn checkpoint is rewritten from the loaded logs at once rather than at the first periodic
+            # checkpoint, up to a minute later: until then any reader of the dir meets the torn file.
+            if RECOVERY_POINT_CHECKPOINT in torn:
+                self.checkpoint_recovery_points()
+            if LOG_START_OFFSET_CHECKPOINT in torn:
+                self.checkpoint_log_start_offsets()
         except BaseException:
             self.release_locks()
             raise
@@ -133,11 +141,11 @@ class LogManager:
     def logs_in(self, log_dir: Path) -> list[TopicPartition]:
         return [tp for tp, d in self._dir_of.items() if d == log_dir]
 
-    def _load_dir(self, log_dir: Path) -> None:
+    def _load_dir(self, log_dir: Path, torn: set[str]) -> None:
         marker = log_dir / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
-        recovery_points = _read_or_reset(log_dir / RECOVERY_POINT_CHECKPOINT)
-        log_starts = _read_or_reset(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        recovery_points = _read_or_reset(log_dir / RECOVERY_POINT_CHECKPOINT, torn)
+        log_starts = _read_or_reset(log_dir / LOG_START_OFFSET_CHECKPOINT, torn)
         high_watermarks = OffsetCheckpointFile(log_dir / HIGH_WATERMARK_CHECKPOINT).read()
         for child in sorted(log_dir.iterdir()):
             try:

@@ -58,10 +58,9 @@ class ProducerEntry:
 def _check_sequence(entry: ProducerEntry | None, header: BatchHeader) -> None:
     """Raise unless `header` may follow `entry` (leader-side validation)."""
     if entry is None:
-        if header.base_sequence != 0:
-            raise OutOfOrderSequenceError(
-                f"producer {header.producer_id} is unknown; first sequence must be 0, got {header.base_sequence}"
-            )
+        # A producer this log has no state for (its batches were deleted by retention or DeleteRecords, or
+        # are older than the segments state is rebuilt from) may go on at any sequence, as in Kafka since
+        # KIP-360 (ProducerAppendInfo.checkSequence): refusing it would be fatal to an idempotent producer.
         return
     if header.producer_epoch < entry.epoch:
         raise InvalidProducerEpochError(
@@ -76,7 +75,8 @@ def _check_sequence(entry: ProducerEntry | None, header: BatchHeader) -> None:
     expected = increment_sequence(entry.last_seq, 1)
     if header.base_sequence != expected:
         raise OutOfOrderSequenceError(
-            f"producer {header.producer_id}: sequence {header.base_sequence}, expected {expected}"
+            f"producer {header.producer_id} epoch {header.producer_epoch}: sequence {header.base_sequence}, "
+            f"expected {expected}"
         )
 
 
@@ -129,15 +129,6 @@ class ProducerStateManager:
                 header.max_timestamp,
             )
         )  # fmt: skip
-
-    def truncate_to(self, offset: int) -> None:
-        """Forget batches at or past `offset`; producers left with none are dropped."""
-        for producer_id in list(self._producers):
-            entry = self._producers[producer_id]
-            while entry.batches and entry.batches[-1].last_offset >= offset:
-                entry.batches.pop()
-            if not entry.batches:
-                del self._producers[producer_id]
 
     def remove_expired(self, now_ms: int, expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> int:
         """Bound the map: drop producers idle for longer than `expiration_ms`."""

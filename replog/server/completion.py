@@ -5,8 +5,8 @@ a coroutine, its answer left two event-loop turns after that: one for the awaiti
 one more for the connection to hear that the task had ended; and each turn first serves whatever I/O is
 ready, on a busy broker other requests. A Completion runs the steps queued on it (the handler's encoding, the
 dispatcher's framing) inside the call that completes it, as Kafka's DelayedProduce.onComplete calls its
-responseCallback, then resolves the one asyncio future the connection watches: the answer is written one turn
-after its condition held (docs/profiles/rf3.md, "loop turns").
+responseCallback, then tells its one listener (the connection, which writes the answer in that same call) and
+resolves the asyncio future of anyone awaiting it (docs/profiles/rf3.md, "loop turns").
 
 Steps are queued before anyone waits on the result, so they are never skipped; a step that raises fails
 the completion with that error, and the later steps do not run.
@@ -24,17 +24,18 @@ _PENDING = object()
 class Completion:
     """Future-like (done, result, add_done_callback, await) for its consumers; set_result for its producer."""
 
-    __slots__ = ("_steps", "_value", "_error", "_future")
+    __slots__ = ("_steps", "_value", "_error", "_future", "_listener")
 
     def __init__(self) -> None:
         self._steps: list[Callable[[Any], Any]] = []
         self._value: Any = _PENDING
         self._error: BaseException | None = None
         self._future: asyncio.Future | None = None
+        self._listener: Callable[[Completion], None] | None = None
 
     def then(self, step: Callable[[Any], Any]) -> Completion:
         """Apply `step` to the value in the call that supplies it (at once if it is already here)."""
-        assert self._future is None, "steps are queued before anyone waits on the result"
+        assert self._future is None and self._listener is None, "steps are queued before anyone waits on the result"
         self._steps.append(step)
         if self.done():
             self._run_steps()
@@ -65,6 +66,16 @@ class Completion:
             self._resolve()
         return self._future
 
+    def on_done(self, listener: Callable[[Completion], None]) -> None:
+        """Call `listener(self)` once the final value or error is here: in the call that supplies it, after the
+        steps (at once if it is already here); no event-loop turn in between. One listener per completion:
+        whoever answers the request. It runs inside someone else's call (an append, a follower's fetch), so it
+        must not raise."""
+        assert self._listener is None, "a completion has one listener"
+        self._listener = listener
+        if self.done():
+            listener(self)
+
     def add_done_callback(self, callback: Callable[[asyncio.Future], None]) -> None:
         self.future().add_done_callback(callback)
 
@@ -78,6 +89,8 @@ class Completion:
                 self._value = step(self._value)
             except Exception as error:  # the request fails, not whoever completed it (another request's call)
                 self._value, self._error = _PENDING, error
+        if self._listener is not None:
+            self._listener(self)
         self._resolve()
 
     def _resolve(self) -> None:

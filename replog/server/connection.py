@@ -60,7 +60,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._max_inflight = max_inflight
         self._use_sendfile = use_sendfile
         self._slots: collections.deque[_Slot] = collections.deque()
-        self._tasks: set[asyncio.Future] = set()  # tasks, and futures of Completions
+        self._tasks: set[asyncio.Task] = set()  # answers that coroutines compute
         self._transport: asyncio.Transport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._writer: SocketWriter | TransportWriter | None = None
@@ -69,6 +69,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._first_read: memoryview | None = None  # where the first bytes arrive ...
         self._first_bytes: bytes | None = None  # ... and the first two of them, to name a protocol mismatch
         self._reading_paused = False
+        self._resume_scheduled = False
         self._closed = False
         self._idle_timeout_s = None if idle_timeout_ms is None else idle_timeout_ms / 1000
         self._last_active = 0.0  # loop time of the last bytes read or response queued
@@ -181,9 +182,11 @@ class ServerConnection(asyncio.BufferedProtocol):
         slot = _Slot()
         self._slots.append(slot)
         self.idle.clear()
-        if is_awaitable(result):
-            # A Completion's future is resolved with the framed answer: no task between it and the write.
-            task = result.future() if isinstance(result, Completion) else asyncio.ensure_future(result)
+        if isinstance(result, Completion):
+            # The framed answer is written in the call that completes it: no task, no loop turn in between.
+            result.on_done(lambda completion, s=slot: self._on_completion(completion, s))
+        elif is_awaitable(result):
+            task = asyncio.ensure_future(result)
             self._tasks.add(task)
             task.add_done_callback(lambda t, s=slot: self._on_response_ready(t, s))
         else:
@@ -196,15 +199,36 @@ class ServerConnection(asyncio.BufferedProtocol):
             return
         error = task.exception()
         if error is not None:
-            if isinstance(error, CloseConnection):
-                self._abort(str(error))
-            else:
-                log.error("delayed request from %s failed", self.peer, exc_info=error)
-                self._abort("internal error")
+            self._fail_delayed(error)
             return
         slot.parts, slot.done = task.result(), True
         self._write_ready_responses()
         self._process_frames()
+
+    def _on_completion(self, completion: Completion, slot: _Slot) -> None:
+        """Runs inside the call that completed the request (another request's append or fetch, or a timer):
+        writes what is ready now, but takes no new request here; that waits for its own loop callback."""
+        if self._closed:
+            return  # the client is gone; nobody reads the answer
+        try:
+            slot.parts, slot.done = completion.result(), True
+        except Exception as error:
+            self._fail_delayed(error)
+            return
+        try:
+            self._write_ready_responses()
+        except Exception:
+            log.exception("writing a delayed answer to %s failed; closing the connection", self.peer)
+            self._abort("internal error")
+            return
+        self._maybe_resume_reading()  # it may have paused at max_inflight with whole frames left in the decoder
+
+    def _fail_delayed(self, error: BaseException) -> None:
+        if isinstance(error, CloseConnection):
+            self._abort(str(error))
+        else:
+            log.error("delayed request from %s failed", self.peer, exc_info=error)
+            self._abort("internal error")
 
     def _write_ready_responses(self) -> None:
         while self._slots and self._slots[0].done:
@@ -230,8 +254,15 @@ class ServerConnection(asyncio.BufferedProtocol):
             self._reading_paused = False
 
     def _maybe_resume_reading(self) -> None:
-        if self._reading_paused:
-            self._process_frames()
+        """Take the frames that waited, in a loop callback of their own: this runs after a write, which may be
+        inside another request's call (a delayed answer) or inside this connection's own dispatch loop."""
+        if self._reading_paused and not self._resume_scheduled:
+            self._resume_scheduled = True
+            self._loop.call_soon(self._resume_reading)
+
+    def _resume_reading(self) -> None:
+        self._resume_scheduled = False
+        self._process_frames()
 
     # idle expiry (Kafka's connections.max.idle.ms)
     def _mark_active(self) -> None:

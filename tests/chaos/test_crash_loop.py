@@ -185,3 +185,29 @@ def test_only_rolled_segments_are_flushed_and_the_recovery_point_stops_at_the_ac
     assert log.recovery_point == active.base_offset < log.log_end_offset
     assert log.prepare_flush_of_rolled_segments() is None
     log.close()
+
+
+def test_a_duplicate_is_explained_from_the_replica_that_holds_every_copy(tmp_path):
+    """Found with seed 11 on a loaded machine (docs/fault-testing.md): the same value written at epoch 0 and,
+    after librdkafka bumped the producer epoch, again at epoch 1 sequence 0. The report must say so."""
+    replicas = {node: tmp_path / f"broker-{node}" for node in (1, 2)}
+    (replicas[1] / "crash-2").mkdir(parents=True)  # broker 1 was behind: it holds neither copy
+    batches = bytearray()
+    for base_offset, epoch, sequence in ((4790, 0, 1636), (4895, 1, 0)):
+        batch = bytearray(build_batch([(None, crash_loop.pad("all0-6546"), [], 1_000)], producer_id=7,
+                                      producer_epoch=epoch, base_sequence=sequence))
+        batch[0:8] = base_offset.to_bytes(8, "big")
+        batches += batch
+    (replicas[2] / "crash-2").mkdir(parents=True)
+    (replicas[2] / "crash-2" / "00000000000000000000.log").write_bytes(batches)
+    cluster = types.SimpleNamespace(brokers={node: types.SimpleNamespace(log_dir=d) for node, d in replicas.items()})
+    report = CrashLoopReport(11, 1, 1.0)
+    report.restarts.append(crash_loop.Restart(1, 3, "leader of partition 2", killed_at_ms=2_000))
+
+    [origin] = crash_loop.explain_duplicates(cluster, tmp_path, report, {2: [(4790, "all0-6546"), (4895, "all0-6546")]})
+
+    assert origin.startswith("(broker 2's replica) 'all0-6546' (produced before the kill of round #1): 2/4790: "
+                             "producer 7 epoch 0 base sequence 1636")
+    assert "2/4895: producer 7 epoch 1 base sequence 0" in origin
+    assert origin.endswith("after a producer epoch bump (KIP-360): see the writer's EOS log")
+    assert crash_loop.explain_duplicates(cluster, tmp_path, report, {2: [(4790, "all0-6546")]}) == []

@@ -1,12 +1,13 @@
 """Smoke test of the pieces the replication benchmarks measure with (the clusters themselves are the
 integration tests' business): percentiles, per-process CPU time, and the loopback round-trip baseline."""
 
+import json
 import os
 import time
 
 from benchmarks.baselines import echo_server, loopback_round_trips
 from benchmarks.harness import cpu_seconds, percentile, thread_cpu_seconds
-from benchmarks.replicated_latency import WINDOWS, window_percentiles
+from benchmarks.replicated_latency import WINDOWS, ClientLatencies, window_percentiles
 
 
 def test_percentile_is_nearest_rank():
@@ -23,6 +24,28 @@ def test_window_percentiles_summarise_consecutive_slices_in_microseconds():
     assert WINDOWS == 3
     assert stats["p50"].samples == [1.0, 2.0, 3.0]
     assert stats["p50"].median == 2.0
+
+
+def _librdkafka_stats(*brokers: tuple[int, int, int]) -> str:
+    """A statistics document as librdkafka's stats_cb passes it: (nodeid, int_latency p50, p99) per broker."""
+    window = {"min": 0, "max": 0, "avg": 0, "sum": 0, "cnt": 0, "p50": 0, "p99": 0}
+    return json.dumps({"brokers": {
+        f"broker-{node_id}": {"nodeid": node_id, "int_latency": {**window, "cnt": 10, "p50": p50, "p99": p99},
+                              "outbuf_latency": window, "rtt": window}
+        for node_id, p50, p99 in brokers}})
+
+
+def test_client_latencies_keep_the_measured_windows_of_the_brokers_produced_to():
+    latencies = ClientLatencies()
+    latencies.on_stats(_librdkafka_stats((1, 999, 999)))  # before the measured stretch is known: dropped
+    latencies.from_ns, latencies.until_ns = time.perf_counter_ns(), time.perf_counter_ns() + 60 * 10**9
+    latencies.on_stats(_librdkafka_stats((-1, 999, 999), (1, 100, 400), (2, 300, 800)))  # -1: bootstrap entry
+    latencies.on_stats(_librdkafka_stats((1, 200, 600)))
+    # outbuf_latency and rtt had no samples (cnt 0): not reported rather than reported as zero
+    assert latencies.summary() == {"int_latency": {"p50": 200, "p99": 600}}
+    latencies.until_ns = time.perf_counter_ns() - 1  # the stretch is over: later windows are dropped
+    latencies.on_stats(_librdkafka_stats((1, 5000, 9000)))
+    assert latencies.summary() == {"int_latency": {"p50": 200, "p99": 600}}
 
 
 def test_cpu_seconds_counts_this_process_busy_time():

@@ -20,7 +20,8 @@ def test_properties_file_and_overrides(tmp_path: Path):
 
 
 @pytest.mark.parametrize("override", ["num.partitions=abc", "auto.create.topics.enable=maybe",
-                                      "listeners=nonsense", "socket.request.max.bytes=0", "novalue"])
+                                      "listeners=nonsense", "socket.request.max.bytes=0", "novalue",
+                                      "fetch.max.bytes=1023"])
 def test_bad_values_are_errors(override):
     with pytest.raises(ValueError):
         load_config(None, [override])

@@ -3,10 +3,16 @@ import uuid
 
 import pytest
 
+from replog.log.checkpoint import OffsetCheckpointFile
 from replog.log.config import LogConfig
 from replog.log.dir_lock import DirectoryInUseError
 from replog.log.errors import StorageError
-from replog.log.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from replog.log.log_manager import (
+    CLEAN_SHUTDOWN_FILE,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    LogManager,
+)
 from replog.log.partition_log import TopicPartition
 from replog.protocol.records import build_batch
 
@@ -59,6 +65,26 @@ def test_crash_is_recovered_from_checkpointed_recovery_point(tmp_path):
     recovered = crashed.get_log("t", 0)
     assert recovered.log_end_offset == 20
     assert recovered.segments[-1].size == active.log_path.stat().st_size
+
+
+@pytest.mark.parametrize("torn_name", [RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT])
+def test_a_torn_checkpoint_is_rewritten_while_the_logs_load(tmp_path, torn_name):
+    manager = _manager([tmp_path])
+    log = manager.get_or_create_log("t", 0, CONFIG)
+    for i in range(10):
+        log.append_as_leader(_batch(i), leader_epoch=0)
+    log.flush()
+    manager.checkpoint_recovery_points()
+    manager.checkpoint_log_start_offsets()
+    (tmp_path / torn_name).write_bytes(b"0\n1\ncra" + b"\x00" * 8)  # a crash tore the rewrite
+    manager.release_locks()
+
+    restarted = _manager([tmp_path])
+    recovered = restarted.get_log("t", 0)
+    assert recovered.log_end_offset == 20
+    # Readable again before any periodic checkpoint, with what the loaded log says.
+    expected = recovered.recovery_point if torn_name == RECOVERY_POINT_CHECKPOINT else recovered.log_start_offset
+    assert OffsetCheckpointFile(tmp_path / torn_name).read() == {("t", 0): expected}
 
 
 def test_log_start_offset_checkpoint_and_retention(tmp_path):

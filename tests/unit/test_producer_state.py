@@ -47,11 +47,15 @@ def test_gap_rejected_and_next_accepted(tmp_path):
     assert not _append(log, _batch(2)).duplicate
 
 
-def test_unknown_producer_must_start_at_zero(tmp_path):
+def test_an_unknown_producer_goes_on_at_any_sequence_then_must_follow_it(tmp_path):
+    """KIP-360: no state (retention took its batches) is not an error; the state starts from this batch."""
     log = _open(tmp_path)
+    _append(log, _batch(5))  # sequences 5 and 6
+    assert log.log_end_offset == 2
     with pytest.raises(OutOfOrderSequenceError):
-        _append(log, _batch(5))
-    assert log.log_end_offset == 0
+        _append(log, _batch(9))
+    _append(log, _batch(7))
+    assert log.log_end_offset == 4
 
 
 def test_epoch_rules(tmp_path):
@@ -127,3 +131,44 @@ def test_expiry_bounds_the_map():
     assert len(manager) == 3
     assert manager.remove_expired(now_ms=1000 + 10, expiration_ms=5) == 3
     assert len(manager) == 0
+
+
+def _retained(log: PartitionLog) -> dict[int, tuple[int, list[tuple[int, int, int, int]]]]:
+    """Every producer's epoch and retained batches (first seq, last seq, first offset, last offset)."""
+    state = log.producer_state
+    return {pid: (entry.epoch, [(b.first_seq, b.last_seq, b.first_offset, b.last_offset) for b in entry.batches])
+            for pid in (PID, PID + 1) if (entry := state.entry(pid)) is not None}
+
+
+@pytest.mark.parametrize("kept_batches", [0, 1, 4, 6, 9, 11, 14, 20, 25])
+def test_truncation_leaves_the_producer_state_a_reopen_of_the_truncated_log_would(tmp_path, kept_batches):
+    """Kafka's UnifiedLog.truncateTo reloads producer state from the log (truncateAndReload): a producer
+    whose retained batches are all truncated away is still known by the batches it has left, so its retry
+    of one of those is a duplicate, not OUT_OF_ORDER_SEQUENCE_NUMBER (fatal to librdkafka at the head of
+    its queue), and the window it had before the truncated batches came back."""
+    log = _open_named(tmp_path, "t-0")
+    # Ten batches of PID, then two producers taking turns: eight of PID + 1, eight more of PID.
+    turns = [PID] * 10 + [PID + 1, PID] * 8
+    next_seq = dict.fromkeys(turns, 0)
+    infos = []
+    for pid in turns:
+        infos.append(_append(log, _batch(next_seq[pid], pid=pid)))
+        next_seq[pid] += 2
+    log.truncate_to(infos[kept_batches].first_offset)
+    truncated = _retained(log)
+    log.close()
+    assert truncated == _retained(_open_named(tmp_path, "t-0"))
+
+
+def test_a_retry_of_a_batch_below_the_truncation_is_still_a_duplicate(tmp_path):
+    log = PartitionLog.open(tmp_path / "t-0", LogConfig(), clock_ms=lambda: 0, clean_shutdown=True)
+    infos = [_append(log, _batch(seq)) for seq in range(0, 14, 2)]  # 7 batches: the first 2 left the window
+    log.truncate_to(infos[2].first_offset)  # the 5 retained ones go
+    retry = _append(log, _batch(2))
+    assert retry.duplicate
+    assert (retry.first_offset, retry.last_offset) == (infos[1].first_offset, infos[1].last_offset)
+    assert _append(log, _batch(4)).first_offset == infos[2].first_offset
+
+
+def _open_named(path, name: str) -> PartitionLog:
+    return PartitionLog.open(path / name, LogConfig(), clock_ms=lambda: 0, clean_shutdown=True)

@@ -175,6 +175,36 @@ async def test_early_completion_cancels_the_expiration(monkeypatch):
     assert spy.pending == 0
 
 
+async def test_operations_completed_one_after_another_share_one_loop_timer(monkeypatch):
+    """acks=all produces at linger.ms=0: each parks, completes when the HW moves, and leaves the purgatory empty
+    before the next arrives. The timer armed for the first serves them all (it fires once, early and
+    harmlessly); disarming on empty armed a loop timer per request."""
+    purgatory = Purgatory("p", 10)
+    spy = LoopTimerSpy(monkeypatch, purgatory)
+    for _ in range(20):
+        state = {"value": 0}
+        op = Counter(30_000, 1, state)
+        assert not purgatory.try_complete_else_watch(op, ["partition"])
+        state["value"] = 1
+        assert purgatory.check_and_complete("partition") == 1
+        assert purgatory.size == 0
+    assert spy.armed_total == 1
+    purgatory.complete_all()
+    assert spy.pending == 0 and purgatory._wakeup is None
+
+
+async def test_a_timer_left_armed_on_an_empty_purgatory_fires_without_re_arming(monkeypatch):
+    purgatory = Purgatory("p", 10)
+    spy = LoopTimerSpy(monkeypatch, purgatory)
+    state = {"value": 0}
+    op = Counter(10, 1, state)
+    purgatory.try_complete_else_watch(op, ["k"])
+    state["value"] = 1
+    purgatory.check_and_complete("k")
+    await wait_until(lambda: spy.pending == 0, "the timer left armed to fire")
+    assert spy.armed_total == 1 and purgatory._wakeup is None and purgatory.expired_total == 0
+
+
 async def test_expired_op_completes_exactly_once():
     purgatory = Purgatory("p", 10)
     state = {"value": 0}

@@ -56,6 +56,8 @@ def handle(ctx: RequestContext, replicas: ReplicaManager, access: Access):
     ]
     params = FetchParams(replica_id=request.replica_id, max_wait_ms=millis(request.max_wait),
                          min_bytes=request.min_bytes, max_bytes=request.max_bytes, partitions=requested)
+    if not params.from_follower:
+        params = _within_broker_limit(params, replicas.fetch_max_bytes)
     if params.from_follower and not ctx.may_act_for_cluster:
         # Only brokers replicate: a client claiming a replica id would read past the HW. No session is touched.
         return _encode(ctx.api_version, params, _all_errors(params, ErrorCode.cluster_authorization_failed))
@@ -82,6 +84,14 @@ def handle(ctx: RequestContext, replicas: ReplicaManager, access: Access):
     # Encoded in the call that completes the parked fetch (server/completion.py): for a follower, the append
     # that brings it data; for a consumer, the follower fetch that moves the HW.
     return results.then(functools.partial(_respond, replicas, ctx.api_version, params, context))
+
+
+def _within_broker_limit(params: FetchParams, fetch_max_bytes: int) -> FetchParams:
+    """A consumer's response carries at most the broker's fetch.max.bytes (KIP-541), whatever it asks, and
+    waits for no more than that (Kafka's KafkaApis clamps min_bytes alike); the first batch still goes out
+    whole (KIP-74). A follower's limit is its own replica.fetch.response.max.bytes."""
+    max_bytes = min(params.max_bytes, fetch_max_bytes)
+    return dataclasses.replace(params, max_bytes=max_bytes, min_bytes=min(params.min_bytes, max_bytes))
 
 
 def _quiet_positions(replicas: ReplicaManager, params: FetchParams, results: list[FetchPartitionResult]) -> list:
