@@ -1,7 +1,37 @@
+import errno
+import mmap
+
 import pytest
 
 from replog.log.errors import CorruptIndexError
-from replog.log.index import OffsetIndex, TimeIndex
+from replog.log.index import IndexFileOps, OffsetIndex, TimeIndex
+
+
+class RecordingIndexFileOps(IndexFileOps):
+    """Records the (offset, length) of every allocate and populate; fails allocate with ENOSPC if told to."""
+
+    def __init__(self, *, disk_full: bool = False) -> None:
+        self.allocated: list[tuple[int, int]] = []
+        self.populated: list[tuple[int, int]] = []
+        self.disk_full = disk_full
+
+    def allocate(self, fd: int, offset: int, length: int) -> None:
+        if self.disk_full:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.allocated.append((offset, length))
+        super().allocate(fd, offset, length)
+
+    def populate(self, fd: int, offset: int, length: int) -> None:
+        self.populated.append((offset, length))
+        super().populate(fd, offset, length)
+
+    def populated_up_to(self, start: int = 0) -> int:
+        """The end of the contiguous populated range from `start`."""
+        end = start
+        for offset, length in sorted(self.populated):
+            if offset <= end:
+                end = max(end, offset + length)
+        return end
 
 
 def test_offset_index_append_lookup(tmp_path):
@@ -100,3 +130,52 @@ def test_time_index_corrupt(tmp_path):
     path.write_bytes(bytes.fromhex("0000000000000064 00000003 0000000000000010 00000004".replace(" ", "")))
     with pytest.raises(CorruptIndexError):
         TimeIndex(path, 0, 120)
+
+
+def test_index_pages_are_populated_before_entries_go_in_through_the_map(tmp_path):
+    # A page first touched through the mapping is a slow page fault on the event loop (IndexFileOps.populate):
+    # every entry must land in a page written with pwrite beforehand, one populate per page, not per entry.
+    ops = RecordingIndexFileOps()
+    index = OffsetIndex(tmp_path / "0.index", 0, 10 * mmap.PAGESIZE, create_lazily=True, file_ops=ops)
+    entries_per_page = mmap.PAGESIZE // OffsetIndex.ENTRY.size
+    for i in range(1, 2 * entries_per_page + 2):
+        index.append(i, i * 10)
+        assert ops.populated_up_to() >= index.entries * OffsetIndex.ENTRY.size
+    assert ops.populated == [(page * mmap.PAGESIZE, mmap.PAGESIZE) for page in range(3)]
+    assert ops.allocated == ops.populated
+
+
+def test_time_index_pages_are_populated_before_entries_go_in(tmp_path):
+    ops = RecordingIndexFileOps()
+    index = TimeIndex(tmp_path / "0.timeindex", 0, 4 * mmap.PAGESIZE, create_lazily=True, file_ops=ops)
+    for i in range(1, mmap.PAGESIZE // TimeIndex.ENTRY.size + 2):
+        assert index.maybe_append(1000 + i, i)
+        assert ops.populated_up_to() >= index.entries * TimeIndex.ENTRY.size
+    assert len(ops.populated) == 2
+
+
+def test_populating_a_reopened_index_keeps_its_entries(tmp_path):
+    # A preallocated file left by a crash: its blocks are not known to be allocated, but populating must
+    # start after the entries, whose bytes it would otherwise zero.
+    path = tmp_path / "0.index"
+    index = OffsetIndex(path, 0, 800)
+    for i in range(1, 4):
+        index.append(i, i * 64)
+    index.flush()
+    ops = RecordingIndexFileOps()
+    reopened = OffsetIndex(path, 0, 800, file_ops=ops)
+    reopened.append(4, 256)
+    assert ops.allocated == [(0, 800)]
+    assert ops.populated == [(24, 800 - 24)]
+    assert [reopened.lookup(i) for i in range(1, 5)] == [(1, 64), (2, 128), (3, 192), (4, 256)]
+    reopened.flush()
+    assert OffsetIndex(path, 0, 800).entries == 4
+
+
+def test_index_on_a_full_disk_raises_before_writing_an_entry(tmp_path):
+    index = OffsetIndex(tmp_path / "0.index", 0, 800, create_lazily=True,
+                        file_ops=RecordingIndexFileOps(disk_full=True))  # fmt: skip
+    with pytest.raises(OSError) as raised:
+        index.append(1, 10)
+    assert raised.value.errno == errno.ENOSPC
+    assert index.entries == 0
