@@ -80,10 +80,14 @@ class FollowerAppendSteps:
         try:
             await wait_for_writes(begun.append for begun in writing)
         except asyncio.CancelledError:
-            # Published now, so that a fetcher that takes these logs over finds their end where the records put it.
-            for begun in writing:
-                begun.log.settle_follower_append()
+            # The round is cancelled (a partition was added or removed) but its writes are done all the same:
+            # finished now, so that a partition still followed fetches on from the end its records put its log
+            # at (not failed for an offset mismatch next round), and a fetcher that takes a log over finds it so.
+            self._publish_appends(writing)
             raise
+        self._publish_appends(writing)
+
+    def _publish_appends(self, writing: list[Writing]) -> None:
         for begun in writing:
             followed = self._partitions.get(begun.tp)
             current = (

@@ -102,3 +102,32 @@ async def test_a_removal_waits_for_the_write_in_flight_and_hands_over_the_log_wi
     finally:
         disk.gate.set()
         await fetcher.stop()
+
+
+async def test_a_partition_added_while_a_write_is_in_flight_leaves_the_written_partition_fetching(tmp_path):
+    # Adding a partition cancels the round that waits for the write; the write's partition must still move
+    # its fetch offset past the records its log now holds, or the next round finds the log "moved" and
+    # fails it for good (seen as a follower stuck after its first answer, out of the ISR).
+    leader, leader_log = leader_with_backlog(tmp_path, 1, TP)
+    other_leader_log = open_log(tmp_path, "leader1-other", TP2)
+    append_as_leader(other_leader_log, 1, 3)
+    leader.lead(TP2, other_leader_log, 1)
+    disk = WriterThreadDisk()
+    disk.gate.clear()
+    follower = open_follower_log(tmp_path, disk)
+    other = open_follower_log(tmp_path, WriterThreadDisk(), TP2)
+    fetcher = ReplicaFetcher(1, 0, leader.endpoint(CONFIG), CONFIG, clock_ms, writer_thread=True)
+    fetcher.add_partitions(follow(leader, follower, 1))
+    fetcher.start()
+    try:
+        await wait_until(disk.entered.is_set, what="a write in flight")
+        fetcher.add_partitions(follow(leader, other, 1, TP2))
+        disk.gate.set()
+        await wait_until(lambda: in_sync(follower, leader_log) and in_sync(other, other_leader_log),
+                         what="both partitions caught up")
+        assert fetcher.failed_partitions == frozenset()
+        assert_identical(follower, leader_log)
+        assert_identical(other, other_leader_log)
+    finally:
+        disk.gate.set()
+        await fetcher.stop()
