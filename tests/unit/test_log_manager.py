@@ -27,6 +27,15 @@ def _manager(dirs) -> LogManager:
     return LogManager(dirs, CONFIG, clock_ms=lambda: 10_000)
 
 
+def _flushed_log(manager: LogManager):
+    """Partition t-0 with ten batches of two records, flushed: offsets 0..19."""
+    log = manager.get_or_create_log("t", 0, CONFIG)
+    for i in range(10):
+        log.append_as_leader(_batch(i), leader_epoch=0)
+    log.flush()
+    return log
+
+
 def test_create_spread_and_restart(tmp_path):
     dirs = [tmp_path / "d1", tmp_path / "d2"]
     manager = _manager(dirs)
@@ -51,10 +60,7 @@ def test_create_spread_and_restart(tmp_path):
 
 def test_crash_is_recovered_from_checkpointed_recovery_point(tmp_path):
     manager = _manager([tmp_path])
-    log = manager.get_or_create_log("t", 0, CONFIG)
-    for i in range(10):
-        log.append_as_leader(_batch(i), leader_epoch=0)
-    log.flush()
+    log = _flushed_log(manager)
     manager.checkpoint_recovery_points()
     manager.checkpoint_high_watermarks()
     active = log.segments[-1]
@@ -70,10 +76,7 @@ def test_crash_is_recovered_from_checkpointed_recovery_point(tmp_path):
 @pytest.mark.parametrize("torn_name", [RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT])
 def test_a_torn_checkpoint_is_rewritten_while_the_logs_load(tmp_path, torn_name):
     manager = _manager([tmp_path])
-    log = manager.get_or_create_log("t", 0, CONFIG)
-    for i in range(10):
-        log.append_as_leader(_batch(i), leader_epoch=0)
-    log.flush()
+    _flushed_log(manager)
     manager.checkpoint_recovery_points()
     manager.checkpoint_log_start_offsets()
     (tmp_path / torn_name).write_bytes(b"0\n1\ncra" + b"\x00" * 8)  # a crash tore the rewrite
