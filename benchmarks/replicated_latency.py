@@ -78,7 +78,7 @@ def _own_cpu_seconds() -> float:
 class BusyCores:
     """CPU time over wall time between two marks, for the brokers and for this process: 1.0 is one core kept
     busy. At linger.ms 0 librdkafka's producer threads use about as much CPU as the three brokers together
-    (docs/profiles/rf3.md, "Fourth pass"); on a machine of two cores that decides how long a record waits
+    (docs/profiles/rf3-linger0.md); on a machine of two cores that decides how long a record waits
     for each process on its path."""
 
     def __init__(self, broker_pids: list[int], *, broker_cpu=cpu_seconds, own_cpu=_own_cpu_seconds,

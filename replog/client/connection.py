@@ -215,7 +215,7 @@ class Connection(asyncio.BufferedProtocol):
         `flush`: write it, with any requests queued before it, in this call rather than at the end of the
         event-loop turn. The turn lets requests issued together leave in one write; a caller that sends one
         request and waits for it gains nothing from it, and on a follower's fetch it is a wait on the acks=all
-        path behind whatever I/O the turn serves first (docs/profiles/rf3.md, "Fourth pass").
+        path behind whatever I/O the turn serves first (docs/profiles/rf3-linger0.md).
         """
         self._raise_if_closed()
         timeout = (timeout_ms or self.request_timeout_ms) / 1000

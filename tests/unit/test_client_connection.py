@@ -183,7 +183,7 @@ async def test_an_answer_reaches_the_caller_one_loop_turn_after_its_frame():
 
 async def test_a_request_sent_with_flush_is_written_before_the_loop_turns():
     """A follower's next fetch leaves in the call that makes it: no loop turn (and the I/O it serves first)
-    between its append and its next request on the acks=all path (docs/profiles/rf3.md, "Fourth pass")."""
+    between its append and its next request on the acks=all path (docs/profiles/rf3-linger0.md)."""
     conn, transport = connected()
     pending = asyncio.ensure_future(conn.request(ApiKey.FETCH, 12, [b"fetch"], flush=True))
     await asyncio.sleep(0)  # the task runs up to its wait for the answer; a flush scheduled meanwhile has not run
