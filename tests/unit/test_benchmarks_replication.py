@@ -93,3 +93,5 @@ def test_replicated_produce_figures_pair_each_producer_with_its_own_rf1_run():
     assert (client.value.samples, client.baseline_value) == ([8.0, 10.0], 2.0)
     broker = results["RF=3 broker CPU (3 brokers)", "RF=1"]
     assert (broker.value.median, broker.baseline_value) == (3.2, 0.8)
+    plain_broker = results["RF=3 not idempotent, broker CPU (3 brokers)", "RF=1 not idempotent"]
+    assert (plain_broker.value.samples, plain_broker.baseline_value) == ([3.2, 3.0], 0.7)
