@@ -9,7 +9,14 @@ import time
 from benchmarks import replicated_produce
 from benchmarks.baselines import echo_server, loopback_round_trips
 from benchmarks.harness import cpu_seconds, percentile, thread_cpu_seconds
-from benchmarks.replicated_latency import WINDOWS, BusyCores, ClientLatencies, window_percentiles
+from benchmarks.replicated_latency import (
+    VARIANTS,
+    WINDOWS,
+    BusyCores,
+    ClientLatencies,
+    case_name,
+    window_percentiles,
+)
 
 
 def test_percentile_is_nearest_rank():
@@ -108,3 +115,13 @@ def test_busy_cores_divide_the_cpu_used_between_the_marks_by_the_wall_time():
     current = next(readings)
     busy.mark()
     assert busy.summary() == {"brokers": 1.5, "bench_process": 0.75}
+
+
+def test_each_latency_producer_has_its_own_case_names_and_the_first_keeps_the_earlier_ones():
+    names = {variant: case_name(10e6, variant, "p99") for variant in VARIANTS}
+    assert names == {
+        VARIANTS[0]: "RF=3 acks=all, 10 MB/s, p99",
+        VARIANTS[1]: "RF=3 acks=all, 10 MB/s, linger 0 ms, p99",
+        VARIANTS[2]: "RF=3 acks=all, 10 MB/s, linger 0 ms, not idempotent, p99",
+    }
+    assert [(v.linger_ms, v.idempotent) for v in VARIANTS] == [(5, True), (0, True), (0, False)]
