@@ -15,9 +15,13 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(PY) -m replog.demo
 
+# Two workers, each taking whole files (so a module's fixtures and order stay as written): most tests wait on
+# brokers in other processes, so two overlap their waits even on two cores. TEST_WORKERS=0 runs in-process.
+TEST_WORKERS ?= 2
+
 test: setup
 	$(VENV)/bin/lint-imports --no-cache
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --numprocesses $(TEST_WORKERS) --dist loadfile
 
 # librdkafka's own integration suite against replog; fails if a test in tests/compat/librdkafka-passing.txt fails.
 compat: setup
