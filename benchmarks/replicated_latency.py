@@ -18,12 +18,16 @@ so that creating 150 replicas does not fall inside the measurement.
 
 Each rate's extra data also carries librdkafka's own view of the producer's side (its statistics, over the
 measured stretch): how long records waited in its partition queue, requests in its output buffer, and a
-request's round trip, which splits the end-to-end figure into the client's queue and the brokers' answer.
+request's round trip, which splits the end-to-end figure into the client's queue and the brokers' answer;
+and the cores that the three brokers and this process (the clients' librdkafka threads, the pacing and
+receiving threads) kept busy over the measured stretch, which says whether the clients and the brokers
+compete for the machine's cores.
 """
 
 import asyncio
 import json
 import os
+import resource
 import statistics
 import struct
 import sys
@@ -35,7 +39,7 @@ from pathlib import Path
 import confluent_kafka
 
 from .baselines import echo_server, loopback_round_trips
-from .harness import Result, Stats, percentile, replicated_cluster
+from .harness import Result, Stats, cpu_seconds, percentile, replicated_cluster
 
 NAME = "replicated-latency"
 TOPIC = "latency"
@@ -63,6 +67,40 @@ class RateRun:
     sent: int  # records sent after the warm-up
     achieved_bytes_per_s: float
     client_latencies_us: dict[str, dict[str, float]]  # ClientLatencies.summary()
+    busy_cores: dict[str, float]  # BusyCores.summary()
+
+
+def _own_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class BusyCores:
+    """CPU time over wall time between two marks, for the brokers and for this process: 1.0 is one core kept
+    busy. At linger.ms 0 librdkafka's producer threads use about as much CPU as the three brokers together
+    (docs/profiles/rf3-linger0.md); on a machine of two cores that decides how long a record waits
+    for each process on its path."""
+
+    def __init__(self, broker_pids: list[int], *, broker_cpu=cpu_seconds, own_cpu=_own_cpu_seconds,
+                 clock=time.perf_counter) -> None:  # fmt: skip
+        self._broker_pids = broker_pids
+        self._broker_cpu, self._own_cpu, self._clock = broker_cpu, own_cpu, clock
+        self._marks: list[tuple[float, float, float]] = []
+
+    @property
+    def marked(self) -> bool:
+        return bool(self._marks)
+
+    def mark(self) -> None:
+        """The start of the stretch, then its end."""
+        assert len(self._marks) < 2
+        self._marks.append((self._clock(), self._broker_cpu(self._broker_pids), self._own_cpu()))
+
+    def summary(self) -> dict[str, float]:
+        if len(self._marks) < 2 or self._marks[1][0] <= self._marks[0][0]:
+            return {}
+        (t0, brokers0, own0), (t1, brokers1, own1) = self._marks
+        return {"brokers": (brokers1 - brokers0) / (t1 - t0), "bench_process": (own1 - own0) / (t1 - t0)}
 
 
 class ClientLatencies:
@@ -138,7 +176,7 @@ def paced_produce(producer: confluent_kafka.Producer, topic: str, padding: bytes
 
 
 def measure_rate(bootstrap: str, topic: str, bytes_per_s: float, warmup_s: float, measure_s: float,
-                 linger_ms: int) -> RateRun:  # fmt: skip
+                 linger_ms: int, broker_pids: list[int] = ()) -> RateRun:  # fmt: skip
     consumer = confluent_kafka.Consumer({
         "bootstrap.servers": bootstrap,
         "group.id": "bench-latency",
@@ -147,6 +185,7 @@ def measure_rate(bootstrap: str, topic: str, bytes_per_s: float, warmup_s: float
     samples: list[tuple[int, int]] = []  # (send ns, latency ns)
     outcome: list[tuple[int, float]] = []
     producing = None
+    busy = BusyCores(list(broker_pids))
     try:
         wait_for_group_coordinator(consumer, topic)
         consumer.assign(end_positions(consumer, topic))
@@ -162,6 +201,9 @@ def measure_rate(bootstrap: str, topic: str, bytes_per_s: float, warmup_s: float
         producing.start()
         while producing.is_alive():
             receive(consumer, samples, warmed_ns)
+            if not busy.marked and time.perf_counter_ns() >= warmed_ns:
+                busy.mark()
+        busy.mark()  # the producer has sent its last record and flushed
         if not outcome:
             raise RuntimeError("the producer thread failed (see its traceback above)")
         sent, achieved = outcome[0]
@@ -173,7 +215,7 @@ def measure_rate(bootstrap: str, topic: str, bytes_per_s: float, warmup_s: float
             producing.join()
         consumer.close()
     samples.sort()
-    return RateRun([latency for _, latency in samples], sent, achieved, client_latencies.summary())
+    return RateRun([latency for _, latency in samples], sent, achieved, client_latencies.summary(), busy.summary())
 
 
 COORDINATOR_NOT_READY = {confluent_kafka.KafkaError.NOT_COORDINATOR, confluent_kafka.KafkaError.COORDINATOR_NOT_AVAILABLE,
@@ -233,8 +275,9 @@ async def measure_on_fresh_cluster(root: Path, bytes_per_s: float, warmup_s: flo
     async with replicated_cluster(root) as cluster:
         await cluster.controller.create_topic(TOPIC, ASSIGNMENT, {"min.insync.replicas": "2"})
         # Blocking clients run in a thread: the controller in this loop must keep answering the brokers.
+        broker_pids = [broker.ready.pid for broker in cluster.brokers.values()]
         return await asyncio.to_thread(
-            measure_rate, cluster.bootstrap, TOPIC, bytes_per_s, warmup_s, measure_s, linger_ms
+            measure_rate, cluster.bootstrap, TOPIC, bytes_per_s, warmup_s, measure_s, linger_ms, broker_pids
         )
 
 
@@ -260,7 +303,7 @@ def run(quick: bool, workdir: Path) -> list[Result]:
             )
         ordered = sorted(run_.latencies_ns)
         extra = {"target_bytes_per_s": rate, "achieved_bytes_per_s": run_.achieved_bytes_per_s, "linger_ms": linger_ms,
-                 "records": run_.sent, "librdkafka_producer_us": run_.client_latencies_us,
+                 "records": run_.sent, "librdkafka_producer_us": run_.client_latencies_us, "busy_cores": run_.busy_cores,
                  "overall_us": {name: percentile(ordered, q) / 1000 for name, q in PERCENTILES.items()}}  # fmt: skip
         for name, stats in window_percentiles(run_.latencies_ns).items():
             results.append(Result(NAME, case_name(rate, linger_ms, name), "us", stats,
