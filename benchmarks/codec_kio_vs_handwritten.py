@@ -59,18 +59,30 @@ def produce_frame(partitions: int, records: bytes) -> bytearray:
     return bytearray(b"".join(parts))
 
 
-def per_call_us(call, repeats: int) -> Stats:
-    """timeit-style: calls per sample chosen so a sample lasts ≥0.2 s, µs per call."""
+@dataclass(frozen=True)
+class Sampling:
+    repeats: int
+    sample_s: float  # a sample lasts at least this long (timeit's autorange: 0.2 s)
+
+
+# Quick mode (CI's smoke test, figures not quoted): shorter samples, as the sizes are the same.
+FULL_SAMPLING, QUICK_SAMPLING = Sampling(repeats=7, sample_s=0.2), Sampling(repeats=2, sample_s=0.05)
+
+
+def per_call_us(call, sampling: Sampling) -> Stats:
+    """timeit-style: calls per sample doubled until a sample lasts sampling.sample_s, µs per call."""
     timer = timeit.Timer(call)
-    number, _ = timer.autorange()
-    samples = timer.repeat(repeat=repeats, number=number)
+    number = 1
+    while timer.timeit(number) < sampling.sample_s:
+        number *= 2
+    samples = timer.repeat(repeat=sampling.repeats, number=number)
     return Stats.of([s / number * 1e6 for s in samples])
 
 
-def produce_decode_results(partitions: int, size: int, repeats: int) -> list[Result]:
+def produce_decode_results(partitions: int, size: int, sampling: Sampling) -> list[Result]:
     frame = produce_frame(partitions, record_set(size))
-    handwritten = per_call_us(lambda: decode_produce_request(PRODUCE_VERSION, frame, 0), repeats)
-    kio = per_call_us(lambda: decode_request(ApiKey.PRODUCE, PRODUCE_VERSION, frame, 0), repeats)
+    handwritten = per_call_us(lambda: decode_produce_request(PRODUCE_VERSION, frame, 0), sampling)
+    kio = per_call_us(lambda: decode_request(ApiKey.PRODUCE, PRODUCE_VERSION, frame, 0), sampling)
     case = f"Produce v{PRODUCE_VERSION} decode, {partitions}p x {size // 1024} KiB"
     return [
         Result(NAME, f"{case}, hand-written", "us/op", handwritten, "kio", kio.median),
@@ -102,7 +114,7 @@ def partition_dict(index: int, records: bytes) -> dict:
     }
 
 
-def fetch_encode_results(partitions: int, size: int, segment, repeats: int) -> list[Result]:
+def fetch_encode_results(partitions: int, size: int, segment, sampling: Sampling) -> list[Result]:
     length = os.fstat(segment.fileno()).st_size
 
     def kio_from_file() -> bytes:
@@ -116,10 +128,10 @@ def fetch_encode_results(partitions: int, size: int, segment, repeats: int) -> l
         return encode_fetch_response(FETCH_VERSION, FetchResponseData([topic]))
 
     in_memory = os.pread(segment.fileno(), length, 0)
-    kio = per_call_us(kio_from_file, repeats)
+    kio = per_call_us(kio_from_file, sampling)
     kio_bytes_in_hand = per_call_us(
         lambda: encode_response(ApiKey.FETCH, FETCH_VERSION, fetch_response_dict(partitions, in_memory)),
-        repeats,
+        sampling,
     )
     case = f"Fetch v{FETCH_VERSION} encode, {partitions}p x {size // 1024} KiB"
     return [
@@ -127,7 +139,7 @@ def fetch_encode_results(partitions: int, size: int, segment, repeats: int) -> l
             NAME,
             f"{case}, hand-written (file slice)",
             "us/op",
-            per_call_us(handwritten, repeats),
+            per_call_us(handwritten, sampling),
             "kio",
             kio.median,
         ),
@@ -142,16 +154,16 @@ def fetch_partition(index: int, records) -> FetchPartitionResult:
 
 
 def run(quick: bool, workdir) -> list[Result]:
-    repeats = 2 if quick else 7
+    sampling = QUICK_SAMPLING if quick else FULL_SAMPLING
     sizes = [1024 * 1024] if quick else [16 * 1024, 1024 * 1024]  # quick: the size where the paths differ most
     results = []
     for size in sizes:
         for partitions in (1, 10):
-            results += produce_decode_results(partitions, size, repeats)
+            results += produce_decode_results(partitions, size, sampling)
     for size in sizes:
         with tempfile.NamedTemporaryFile(dir=workdir) as segment:
             segment.write(record_set(size))
             segment.flush()
             for partitions in (1, 10):
-                results += fetch_encode_results(partitions, size, segment, repeats)
+                results += fetch_encode_results(partitions, size, segment, sampling)
     return results

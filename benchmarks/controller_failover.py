@@ -17,7 +17,8 @@ Right after that, the clock restarts at the SIGKILL of broker 1, which leads abo
   controller was killed) hands one record to each of those partitions at the broker kill; the clock stops at
   the last delivery report (this includes librdkafka's metadata refresh of a partition without a leader).
 Every round is a fresh cluster in the working directory, brought down (SIGKILL) and deleted afterwards. Quick
-mode runs one round with 100 partitions, full mode two with 1,000.
+mode runs one round with 100 partitions, with half the session timeout and heartbeat interval (4.5 s and 1 s,
+QUICK_SESSION_TIMEOUT_MS in harness.py); full mode two with 1,000.
 """
 
 import asyncio
@@ -35,7 +36,7 @@ from replog.cluster_nodes.nodes import active_controller, kill_nodes
 from replog.harness.processes import HOST
 
 from .failover import Partition, connected_producer, produce_one_each
-from .harness import KAFKA_SESSION_TIMEOUT_MS, Result, Stats
+from .harness import Result, Stats, heartbeat_overrides, session_timeout_ms
 
 NAME = "controller-failover"
 TOPIC = "controller-failover"
@@ -142,8 +143,10 @@ async def measure(manifest: ClusterManifest, partitions: int) -> ControllerRound
                            followed - started, moved - broker_killed, produced_at - broker_killed, len(led))
 
 
-def controller_round(root: Path, partitions: int) -> ControllerRound:
-    manifest = cluster_up(root, BROKERS, controllers=CONTROLLERS, timeout=UP_TIMEOUT_S)
+def controller_round(root: Path, partitions: int, session_timeout: int) -> ControllerRound:
+    manifest = cluster_up(root, BROKERS, controllers=CONTROLLERS, timeout=UP_TIMEOUT_S,
+                          broker_overrides=heartbeat_overrides(session_timeout),
+                          controller_overrides={"broker.session.timeout.ms": str(session_timeout)})
     try:
         return asyncio.run(measure(manifest, partitions))
     finally:
@@ -153,15 +156,16 @@ def controller_round(root: Path, partitions: int) -> ControllerRound:
 
 def run(quick: bool, workdir: Path) -> list[Result]:
     partitions, rounds = (100, 1) if quick else (1000, 2)
-    done = [controller_round(workdir / f"controller-failover-{n}", partitions) for n in range(rounds)]
+    session_timeout = session_timeout_ms(quick)
+    done = [controller_round(workdir / f"controller-failover-{n}", partitions, session_timeout) for n in range(rounds)]
 
     def us(figure) -> Stats:
         return Stats.of([figure(r) * 1e6 for r in done])
 
     extra = {"partitions": partitions, "controllers": CONTROLLERS, "brokers": BROKERS, "replication_factor": 3,
              "min_insync_replicas": 2, "poll_interval_ms": POLL_INTERVAL_S * 1000,
-             "session_timeout_ms": KAFKA_SESSION_TIMEOUT_MS, "rounds": [asdict(r) for r in done]}
-    election_us, session_us = ELECTION_TIMEOUT_MS * 1000, KAFKA_SESSION_TIMEOUT_MS * 1000
+             "session_timeout_ms": session_timeout, "rounds": [asdict(r) for r in done]}
+    election_us, session_us = ELECTION_TIMEOUT_MS * 1000, session_timeout * 1000
     # Case names stay the same from run to run (`replog bench compare` matches them); the counts are in extra.
     return [
         Result(NAME, "controller SIGKILL: new active controller answers", "us", us(lambda r: r.active_s),

@@ -39,8 +39,9 @@ this process) is polled every POLL_INTERVAL_S, which is the resolution of the fe
 
 settle() waits for everything the controller has sent when it is called, so it may also cover a metadata
 push started right after the move (with SIGTERM: the one after the victim's last heartbeat). Quick mode runs
-one round of each with 300 partitions (a 1,000-partition round takes ~30 s with SIGKILL, most of it set-up
-and tear-down); full mode three rounds of each with 1,000. `extra` holds the per-round detail: partitions
+one round of each with 100 partitions (a 1,000-partition round takes ~30 s with SIGKILL, most of it set-up
+and tear-down), with half the session timeout and heartbeat interval (4.5 s and 1 s, QUICK_SESSION_TIMEOUT_MS
+in harness.py); full mode three rounds of each with 1,000. `extra` holds the per-round detail: partitions
 changed and moved, LeaderAndIsr partition states sent, clean elections, and the warning and error lines of
 the brokers' output.
 """
@@ -65,7 +66,7 @@ from replog.controller.registry import NO_LEADER, PartitionRegistration
 from replog.harness.local_cluster import LocalCluster
 from replog.harness.probes import exchange_api_versions
 
-from .harness import KAFKA_REPLICATION_DEFAULTS, KAFKA_SESSION_TIMEOUT_MS, Result, Stats
+from .harness import KAFKA_REPLICATION_DEFAULTS, Result, Stats, heartbeat_overrides, session_timeout_ms
 
 NAME = "failover"
 TOPIC = "failover"
@@ -247,12 +248,11 @@ class HeartbeatLog:
 
 
 @asynccontextmanager
-async def cluster_at(root: Path, logs: dict) -> AsyncIterator[LocalCluster]:
-    """A 3-broker cluster with Kafka's defaults; on the way out, the brokers' output is scanned into `logs`
-    and the directory deleted."""
-    cluster = LocalCluster(
-        root, brokers=3, overrides=KAFKA_REPLICATION_DEFAULTS, session_timeout_ms=KAFKA_SESSION_TIMEOUT_MS
-    )
+async def cluster_at(root: Path, logs: dict, session_timeout: int) -> AsyncIterator[LocalCluster]:
+    """A 3-broker cluster with Kafka's defaults (the session timeout and heartbeats aside in quick mode); on
+    the way out, the brokers' output is scanned into `logs` and the directory deleted."""
+    cluster = LocalCluster(root, brokers=3, overrides=KAFKA_REPLICATION_DEFAULTS | heartbeat_overrides(session_timeout),
+                           session_timeout_ms=session_timeout)
     try:
         await cluster.start()
         yield cluster
@@ -281,10 +281,10 @@ async def settle_ignoring(cluster: LocalCluster, victim: int) -> None:
             raise
 
 
-async def failover_round(root: Path, partitions: int, kill: bool) -> Round:
+async def failover_round(root: Path, partitions: int, kill: bool, session_timeout: int) -> Round:
     logs: dict = {}
     tps = [(TOPIC, index) for index in range(partitions)]
-    async with cluster_at(root, logs) as cluster:
+    async with cluster_at(root, logs, session_timeout) as cluster:
         controller = cluster.controller
         heartbeats = HeartbeatLog(controller)
         await controller.create_topic(
@@ -363,17 +363,16 @@ async def wait_exit(proc) -> float:
 
 def run(quick: bool, workdir: Path) -> list[Result]:
     partitions, rounds = (100, 1) if quick else (1000, 3)
-    kills = [
-        asyncio.run(failover_round(workdir / f"failover-kill-{n}", partitions, True)) for n in range(rounds)
-    ]
-    terms = [
-        asyncio.run(failover_round(workdir / f"failover-term-{n}", partitions, False)) for n in range(rounds)
-    ]
+    session_timeout = session_timeout_ms(quick)
+    kills = [asyncio.run(failover_round(workdir / f"failover-kill-{n}", partitions, True, session_timeout))
+             for n in range(rounds)]  # fmt: skip
+    terms = [asyncio.run(failover_round(workdir / f"failover-term-{n}", partitions, False, session_timeout))
+             for n in range(rounds)]  # fmt: skip
 
     def us(rounds_: list[Round], figure) -> Stats:
         return Stats.of([figure(r) * 1e6 for r in rounds_])
 
-    timeout_us = KAFKA_SESSION_TIMEOUT_MS * 1000
+    timeout_us = session_timeout * 1000
     kill_rtt = median_of(r.rtt_us for r in kills)
     term_rtt = median_of(r.rtt_us for r in terms)
     common = {
@@ -381,7 +380,7 @@ def run(quick: bool, workdir: Path) -> list[Result]:
         "replication_factor": 3,
         "min_insync_replicas": 2,
         "poll_interval_ms": POLL_INTERVAL_S * 1000,
-        "session_timeout_ms": KAFKA_SESSION_TIMEOUT_MS,
+        "session_timeout_ms": session_timeout,
     }
     kill_summary = common | {
         "fenced_ms": [round(r.noticed_s * 1000, 1) for r in kills],

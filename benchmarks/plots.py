@@ -43,20 +43,23 @@ def _partition_scaling(results: list[dict], path: Path) -> Path | None:
 
 
 def _latency_vs_rate(results: list[dict], path: Path) -> Path | None:
-    """One line per percentile and producer linger.ms (runs before the linger rows count as linger 5)."""
-    by_linger: dict[int, dict[float, dict]] = {}
+    """One line per percentile and producer (its linger.ms and idempotence; runs from before those rows count
+    as an idempotent producer at linger 5)."""
+    by_producer: dict[tuple[int, bool], dict[float, dict]] = {}
     for r in results:
         if r["bench"] == "replicated-latency":
             extra = r["extra"]
-            by_linger.setdefault(extra.get("linger_ms", 5), {})[extra["target_bytes_per_s"]] = extra["overall_us"]
-    if not by_linger:
+            producer = (extra.get("linger_ms", 5), extra.get("idempotent", True))
+            by_producer.setdefault(producer, {})[extra["target_bytes_per_s"]] = extra["overall_us"]
+    if not by_producer:
         return None
     figure, axes = plt.subplots(figsize=(7, 4))
-    for linger_ms, by_rate in sorted(by_linger.items(), reverse=True):
+    for (linger_ms, idempotent), by_rate in sorted(by_producer.items(), reverse=True):
         rates = sorted(by_rate)
+        label = f"linger {linger_ms} ms" + ("" if idempotent else ", not idempotent")
         for name in LATENCY_PERCENTILES:
             axes.plot([rate / 1e6 for rate in rates], [by_rate[rate][name] / 1000 for rate in rates], marker="o",
-                      linestyle="-" if linger_ms else "--", label=f"{name}, linger {linger_ms} ms")
+                      linestyle="-" if linger_ms else ("--" if idempotent else ":"), label=f"{name}, {label}")
     axes.set_xlabel("offered load, MB/s (RF=3, acks=all)")
     axes.set_ylabel("end-to-end latency, ms")
     axes.legend()

@@ -1,5 +1,5 @@
 """Partition reassignment (KIP-455) on a 4-broker cluster with Kafka's replication defaults: the time to move a
-partition (1 GiB full, 32 MiB quick) to a new broker without a throttle and with one, and acks=all produce p99
+partition (1 GiB full, 16 MiB quick) to a new broker without a throttle and with one, and acks=all produce p99
 to another partition on the same brokers during each move against before it, in the same run.
 
 The partition ("moving", replicas [1, 2]) first moves to [3, 2] unthrottled, then to [4, 2] with the
@@ -34,7 +34,7 @@ TOPIC, PROBE_TOPIC = "moving", "probe"
 VALUE_BYTES = 1024
 POLL_INTERVAL_S = 0.005
 MOVE_TIMEOUT_S = 900.0
-PROBE_BEFORE_S = 3.0
+PROBE_BEFORE_S, QUICK_PROBE_BEFORE_S = 3.0, 1.0  # quick: still hundreds of one-at-a-time probes
 # replication.quota.window.num (windows of 1 s): Kafka's default in the full run; 2 in the quick one, whose
 # small move would otherwise fit in the burst.
 FULL_QUOTA_WINDOWS, QUICK_QUOTA_WINDOWS = 11, 2
@@ -97,10 +97,11 @@ async def set_throttle(admin: Admin, current: tuple[int, ...], target: tuple[int
             "leader.replication.throttled.rate": str(rate), "follower.replication.throttled.rate": str(rate)})
 
 
-async def move(cluster: LocalCluster, admin: Admin, probe: Probe, target: tuple[int, ...]) -> dict:
+async def move(cluster: LocalCluster, admin: Admin, probe: Probe, target: tuple[int, ...],
+               probe_before_s: float) -> dict:
     """Reassign the partition to `target`; the seconds it took, and the probe's p99 before and during."""
     before_from = len(probe.latencies)
-    await asyncio.sleep(PROBE_BEFORE_S)
+    await asyncio.sleep(probe_before_s)
     before = sorted(probe.latencies[before_from:])
     during_from = len(probe.latencies)
     answers = await cluster_admin.alter_partition_reassignments(admin, {(TOPIC, 0): target})
@@ -121,7 +122,8 @@ async def move(cluster: LocalCluster, admin: Admin, probe: Probe, target: tuple[
             "p99_during_s": percentile(during, 0.99) if during else None, "probes_during": len(during)}
 
 
-async def measure(root: Path, volume: int, throttle: int, windows: int) -> tuple[dict, dict]:
+async def measure(root: Path, volume: int, throttle: int, windows: int,
+                  probe_before_s: float) -> tuple[dict, dict]:
     cluster = LocalCluster(root, brokers=4, overrides={**KAFKA_REPLICATION_DEFAULTS,
                                                        "replication.quota.window.num": str(windows)},
                            session_timeout_ms=KAFKA_SESSION_TIMEOUT_MS)
@@ -140,9 +142,9 @@ async def measure(root: Path, volume: int, throttle: int, windows: int) -> tuple
         probe.start()
         try:
             async with Admin(cluster.bootstrap) as admin:
-                unthrottled = await move(cluster, admin, probe, (3, 2))
+                unthrottled = await move(cluster, admin, probe, (3, 2), probe_before_s)
                 await set_throttle(admin, (3, 2), (4, 2), throttle)
-                throttled = await move(cluster, admin, probe, (4, 2))
+                throttled = await move(cluster, admin, probe, (4, 2), probe_before_s)
         finally:
             await asyncio.to_thread(probe.stop)
         return unthrottled, throttled
@@ -151,10 +153,11 @@ async def measure(root: Path, volume: int, throttle: int, windows: int) -> tuple
 
 
 def run(quick: bool, workdir: Path) -> list[Result]:
-    volume = (32 if quick else 1024) * MiB
+    volume = (16 if quick else 1024) * MiB  # quick: 3.4 s at the throttle, past the 2 windows' burst
     throttle = (5 if quick else 50) * 1_000_000
     windows = QUICK_QUOTA_WINDOWS if quick else FULL_QUOTA_WINDOWS
-    unthrottled, throttled = asyncio.run(measure(workdir / "reassignment", volume, throttle, windows))
+    probe_before_s = QUICK_PROBE_BEFORE_S if quick else PROBE_BEFORE_S
+    unthrottled, throttled = asyncio.run(measure(workdir / "reassignment", volume, throttle, windows, probe_before_s))
     at_rate_s = throttled["moved_bytes"] / throttle
     return [
         Result(NAME, f"move {volume // MiB} MiB, no throttle", "ms", Stats.of([1000 * unthrottled["seconds"]]),

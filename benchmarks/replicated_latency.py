@@ -1,6 +1,6 @@
 """End-to-end latency on RF=3 with acks=all, at fixed produce rates, against loopback TCP round trips.
 
-A producer thread paces 1 KiB records (idempotent, so acks=all) at a target rate onto a
+A producer thread paces 1 KiB records (acks=all) at a target rate onto a
 3-partition RF=3 topic (min.insync.replicas=2, leaders on brokers 1, 2 and 3); each value starts with the
 time.perf_counter_ns() at which it was handed to produce(). A consumer thread in the same process (so on
 the same clock), assigned to every partition from the end, records receive time minus send time; it can only
@@ -10,20 +10,28 @@ the producer does not sustain (under 95% of the target over the window) are skip
 The baseline is the round trip of a 1 KiB message to an echo process over loopback TCP, measured in the same
 run and summarised the same way.
 
-Each rate runs twice: with linger.ms 5 (librdkafka's default: fewer, larger requests) and with linger.ms 0
-(every record leaves at once, so the figure is the brokers' path alone, not the producer's batching wait).
+Each rate runs three times: an idempotent producer with linger.ms 5 (librdkafka's default: fewer, larger
+requests) and with linger.ms 0 (every record leaves at once, so the figure is the brokers' path alone, not the
+producer's batching wait); and a producer without idempotence (librdkafka's default) at linger.ms 0 with the
+same window of 5 requests in flight. librdkafka's idempotent producer polls without sleeping while its window
+is full (docs/profiles/rf3-throughput.md), which at linger 0 takes about as much CPU as the three brokers; the
+third run shows the brokers' path without that spin.
 The consumer belongs to a group, so its first FindCoordinator creates __consumer_offsets (50 partitions,
 RF=3); the run waits for its coordinator before the warm-up, as on any cluster that has served a group before,
 so that creating 150 replicas does not fall inside the measurement.
 
 Each rate's extra data also carries librdkafka's own view of the producer's side (its statistics, over the
 measured stretch): how long records waited in its partition queue, requests in its output buffer, and a
-request's round trip, which splits the end-to-end figure into the client's queue and the brokers' answer.
+request's round trip, which splits the end-to-end figure into the client's queue and the brokers' answer;
+and the cores that the three brokers and this process (the clients' librdkafka threads, the pacing and
+receiving threads) kept busy over the measured stretch, which says whether the clients and the brokers
+compete for the machine's cores.
 """
 
 import asyncio
 import json
 import os
+import resource
 import statistics
 import struct
 import sys
@@ -35,7 +43,7 @@ from pathlib import Path
 import confluent_kafka
 
 from .baselines import echo_server, loopback_round_trips
-from .harness import Result, Stats, percentile, replicated_cluster
+from .harness import Result, Stats, cpu_seconds, percentile, replicated_cluster
 
 NAME = "replicated-latency"
 TOPIC = "latency"
@@ -43,7 +51,6 @@ ASSIGNMENT = {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]}
 VALUE_BYTES = 1024
 SEND_TIME = struct.Struct(">q")
 PERCENTILES = {"p50": 0.50, "p99": 0.99, "p99.9": 0.999}
-LINGERS_MS = (5, 0)  # librdkafka's default, then every record sent at once
 WINDOWS = 3
 SUSTAINED_FRACTION = 0.95
 PACING_TICK_S = 0.001  # the producer wakes this often and sends what is due
@@ -63,6 +70,40 @@ class RateRun:
     sent: int  # records sent after the warm-up
     achieved_bytes_per_s: float
     client_latencies_us: dict[str, dict[str, float]]  # ClientLatencies.summary()
+    busy_cores: dict[str, float]  # BusyCores.summary()
+
+
+def _own_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class BusyCores:
+    """CPU time over wall time between two marks, for the brokers and for this process: 1.0 is one core kept
+    busy. At linger.ms 0 librdkafka's producer threads use about as much CPU as the three brokers together
+    (docs/profiles/rf3-linger0.md); on a machine of two cores that decides how long a record waits
+    for each process on its path."""
+
+    def __init__(self, broker_pids: list[int], *, broker_cpu=cpu_seconds, own_cpu=_own_cpu_seconds,
+                 clock=time.perf_counter) -> None:  # fmt: skip
+        self._broker_pids = broker_pids
+        self._broker_cpu, self._own_cpu, self._clock = broker_cpu, own_cpu, clock
+        self._marks: list[tuple[float, float, float]] = []
+
+    @property
+    def marked(self) -> bool:
+        return bool(self._marks)
+
+    def mark(self) -> None:
+        """The start of the stretch, then its end."""
+        assert len(self._marks) < 2
+        self._marks.append((self._clock(), self._broker_cpu(self._broker_pids), self._own_cpu()))
+
+    def summary(self) -> dict[str, float]:
+        if len(self._marks) < 2 or self._marks[1][0] <= self._marks[0][0]:
+            return {}
+        (t0, brokers0, own0), (t1, brokers1, own1) = self._marks
+        return {"brokers": (brokers1 - brokers0) / (t1 - t0), "bench_process": (own1 - own0) / (t1 - t0)}
 
 
 class ClientLatencies:
@@ -92,15 +133,32 @@ class ClientLatencies:
                 for name, windows in self.windows.items() if windows}
 
 
-def primed_producer(bootstrap: str, topic: str, padding: bytes, linger_ms: int,
+@dataclass(frozen=True)
+class ProducerVariant:
+    linger_ms: int
+    idempotent: bool
+
+    def label(self) -> str:
+        return f"linger {self.linger_ms} ms" + ("" if self.idempotent else ", not idempotent")
+
+
+VARIANTS = (ProducerVariant(5, True), ProducerVariant(0, True), ProducerVariant(0, False))
+# The window of requests in flight per connection that idempotence implies, kept without it so that the two
+# linger-0 runs differ only in the producer ids.
+MAX_IN_FLIGHT = 5
+
+
+def primed_producer(bootstrap: str, topic: str, padding: bytes, variant: ProducerVariant,
                     client_latencies: ClientLatencies) -> confluent_kafka.Producer:  # fmt: skip
-    """An idempotent producer that already has its producer id (librdkafka asks for it in the background,
+    """A producer that already has its producer id if idempotent (librdkafka asks for it in the background,
     ~0.5 s after creation) and a connection to every leader: one record, stamped 0 so that the consumer
     counts it as warm-up, to each partition. Its statistics go to client_latencies."""
     producer = confluent_kafka.Producer({
         "bootstrap.servers": bootstrap,
-        "enable.idempotence": True,
-        "linger.ms": linger_ms,
+        "acks": "all",
+        "enable.idempotence": variant.idempotent,
+        "max.in.flight.requests.per.connection": MAX_IN_FLIGHT,
+        "linger.ms": variant.linger_ms,
         "compression.type": "none",
         "queue.buffering.max.kbytes": 256 * 1024,
         "statistics.interval.ms": CLIENT_STATS_INTERVAL_MS,
@@ -138,7 +196,7 @@ def paced_produce(producer: confluent_kafka.Producer, topic: str, padding: bytes
 
 
 def measure_rate(bootstrap: str, topic: str, bytes_per_s: float, warmup_s: float, measure_s: float,
-                 linger_ms: int) -> RateRun:  # fmt: skip
+                 variant: ProducerVariant, broker_pids: list[int] = ()) -> RateRun:  # fmt: skip
     consumer = confluent_kafka.Consumer({
         "bootstrap.servers": bootstrap,
         "group.id": "bench-latency",
@@ -147,12 +205,13 @@ def measure_rate(bootstrap: str, topic: str, bytes_per_s: float, warmup_s: float
     samples: list[tuple[int, int]] = []  # (send ns, latency ns)
     outcome: list[tuple[int, float]] = []
     producing = None
+    busy = BusyCores(list(broker_pids))
     try:
         wait_for_group_coordinator(consumer, topic)
         consumer.assign(end_positions(consumer, topic))
         padding = os.urandom(VALUE_BYTES - SEND_TIME.size)
         client_latencies = ClientLatencies()
-        producer = primed_producer(bootstrap, topic, padding, linger_ms, client_latencies)
+        producer = primed_producer(bootstrap, topic, padding, variant, client_latencies)
         started_ns = time.perf_counter_ns()
         warmed_ns = started_ns + int(warmup_s * 1e9)
         ends_ns = warmed_ns + int(measure_s * 1e9)
@@ -162,6 +221,9 @@ def measure_rate(bootstrap: str, topic: str, bytes_per_s: float, warmup_s: float
         producing.start()
         while producing.is_alive():
             receive(consumer, samples, warmed_ns)
+            if not busy.marked and time.perf_counter_ns() >= warmed_ns:
+                busy.mark()
+        busy.mark()  # the producer has sent its last record and flushed
         if not outcome:
             raise RuntimeError("the producer thread failed (see its traceback above)")
         sent, achieved = outcome[0]
@@ -173,7 +235,7 @@ def measure_rate(bootstrap: str, topic: str, bytes_per_s: float, warmup_s: float
             producing.join()
         consumer.close()
     samples.sort()
-    return RateRun([latency for _, latency in samples], sent, achieved, client_latencies.summary())
+    return RateRun([latency for _, latency in samples], sent, achieved, client_latencies.summary(), busy.summary())
 
 
 COORDINATOR_NOT_READY = {confluent_kafka.KafkaError.NOT_COORDINATOR, confluent_kafka.KafkaError.COORDINATOR_NOT_AVAILABLE,
@@ -227,14 +289,15 @@ def window_percentiles(latencies_ns: list[int]) -> dict[str, Stats]:
 
 
 async def measure_on_fresh_cluster(root: Path, bytes_per_s: float, warmup_s: float, measure_s: float,
-                                   linger_ms: int) -> RateRun:  # fmt: skip
+                                   variant: ProducerVariant) -> RateRun:  # fmt: skip
     """A cluster per rate, its directory deleted afterwards, so that the rates do not pile up page cache
     (this kind of VM's memory reclaim makes writes slower once a few GB have)."""
     async with replicated_cluster(root) as cluster:
         await cluster.controller.create_topic(TOPIC, ASSIGNMENT, {"min.insync.replicas": "2"})
         # Blocking clients run in a thread: the controller in this loop must keep answering the brokers.
+        broker_pids = [broker.ready.pid for broker in cluster.brokers.values()]
         return await asyncio.to_thread(
-            measure_rate, cluster.bootstrap, TOPIC, bytes_per_s, warmup_s, measure_s, linger_ms
+            measure_rate, cluster.bootstrap, TOPIC, bytes_per_s, warmup_s, measure_s, variant, broker_pids
         )
 
 
@@ -247,11 +310,11 @@ def run(quick: bool, workdir: Path) -> list[Result]:
             loopback_round_trips(address, VALUE_BYTES, 10_000 if quick else 150_000)
         )
     results = []
-    for rate, linger_ms in [(rate, linger_ms) for linger_ms in LINGERS_MS for rate in rates]:
-        run_ = asyncio.run(measure_on_fresh_cluster(workdir / f"replicated-latency-{rate:.0f}-{linger_ms}", rate,
-                                                    warmup_s, measure_s, linger_ms))  # fmt: skip
+    for rate, variant in [(rate, variant) for variant in VARIANTS for rate in rates]:
+        cluster_dir = workdir / f"replicated-latency-{rate:.0f}-{variant.linger_ms}-{variant.idempotent:d}"
+        run_ = asyncio.run(measure_on_fresh_cluster(cluster_dir, rate, warmup_s, measure_s, variant))
         if run_.achieved_bytes_per_s < SUSTAINED_FRACTION * rate:
-            print(f"{NAME}: skipped {rate / 1e6:g} MB/s, linger {linger_ms} ms: the producer reached only "
+            print(f"{NAME}: skipped {rate / 1e6:g} MB/s, {variant.label()}: the producer reached only "
                   f"{run_.achieved_bytes_per_s / 1e6:.1f} MB/s", file=sys.stderr)  # fmt: skip
             continue
         if len(run_.latencies_ns) < run_.sent:
@@ -259,16 +322,16 @@ def run(quick: bool, workdir: Path) -> list[Result]:
                 f"{rate / 1e6:g} MB/s: received {len(run_.latencies_ns)} of {run_.sent} records"
             )
         ordered = sorted(run_.latencies_ns)
-        extra = {"target_bytes_per_s": rate, "achieved_bytes_per_s": run_.achieved_bytes_per_s, "linger_ms": linger_ms,
-                 "records": run_.sent, "librdkafka_producer_us": run_.client_latencies_us,
+        extra = {"target_bytes_per_s": rate, "achieved_bytes_per_s": run_.achieved_bytes_per_s, "linger_ms": variant.linger_ms,
+                 "idempotent": variant.idempotent, "records": run_.sent, "librdkafka_producer_us": run_.client_latencies_us, "busy_cores": run_.busy_cores,
                  "overall_us": {name: percentile(ordered, q) / 1000 for name, q in PERCENTILES.items()}}  # fmt: skip
         for name, stats in window_percentiles(run_.latencies_ns).items():
-            results.append(Result(NAME, case_name(rate, linger_ms, name), "us", stats,
+            results.append(Result(NAME, case_name(rate, variant, name), "us", stats,
                                   f"TCP round trip {name}", round_trips[name].median, extra))  # fmt: skip
     return results
 
 
-def case_name(bytes_per_s: float, linger_ms: int, percentile_name: str) -> str:
-    """The linger-5 rows keep their earlier names, so that `replog bench compare` matches older runs."""
-    linger = "" if linger_ms == LINGERS_MS[0] else f", linger {linger_ms} ms"
-    return f"RF=3 acks=all, {bytes_per_s / 1e6:g} MB/s{linger}, {percentile_name}"
+def case_name(bytes_per_s: float, variant: ProducerVariant, percentile_name: str) -> str:
+    """The first variant's rows keep their earlier names, so that `replog bench compare` matches older runs."""
+    label = "" if variant == VARIANTS[0] else f", {variant.label()}"
+    return f"RF=3 acks=all, {bytes_per_s / 1e6:g} MB/s{label}, {percentile_name}"

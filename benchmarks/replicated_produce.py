@@ -96,7 +96,14 @@ async def produce_round(
     `reverse` runs RUNS in reverse order: a run late in a round measured up to 1.5x the CPU per GiB of an
     early one on the shared VM, so the producers take turns at going first. Like the file-append baseline,
     each round writes new files and frees them (the cluster directory goes afterwards): on this kind of VM
-    (memory reclaim pages the page cache out) writes slow down 2x once a few GB pile up."""
+    (memory reclaim pages the page cache out) writes slow down 2x once a few GB pile up.
+
+    Each run starts with the page cache's dirty data written back (`sync`, outside the timed region): an RF=3
+    run writes 3 x 512 MiB, and one that starts on the dirty data its predecessors left can cross the kernel's
+    dirty throttling point ((vm.dirty_background_ratio + vm.dirty_ratio) / 2 of the available memory, ~2.9 GB
+    on the 23 GiB VM), past which the brokers' writes are held to the disk's writeback rate (~480 MB/s on the
+    VM: ~160 MB/s of values at RF=3, the idle VM's slowest round), depending on the run's place in the round
+    (docs/profiles/rf3-throughput.md, "Stability")."""
     measured = {}
     async with replicated_cluster(root) as cluster:
         for layout, (assignment, configs) in LAYOUTS.items():
@@ -108,6 +115,7 @@ async def produce_round(
         gib = count * VALUE_BYTES / GiB
         for run in reversed(RUNS) if reverse else RUNS:
             layout, idempotent = RUNS[run]
+            await asyncio.to_thread(os.sync)
             cpu_before, client_before = cpu_seconds(pids), client_cpu_seconds()
             seconds = await asyncio.to_thread(produce, cluster.bootstrap, topic_name(layout), value, count,
                                               idempotent=idempotent)
@@ -165,4 +173,9 @@ def results(samples: list[dict[str, tuple[float, float, float]]], tcp: float, ap
                extra("RF=3 not idempotent")),
         Result(NAME, "RF=3 client CPU (producer process)", "CPU-s/GiB", across_rounds("RF=3", 2),
                "not idempotent", across_rounds("RF=3 not idempotent", 2).median),
+        # Per round beside the MB/s of the same rounds: a slow round with a flat CPU per GiB waited (for a
+        # core, or on the disk), one with more CPU per GiB did more work.
+        Result(NAME, "RF=3 not idempotent, broker CPU (3 brokers)", "CPU-s/GiB",
+               across_rounds("RF=3 not idempotent", 1), "RF=1 not idempotent",
+               across_rounds("RF=1 not idempotent", 1).median),
     ]

@@ -102,6 +102,8 @@ _KEYS: dict[str, tuple[str, object]] = {
     CONTROLLER_MECHANISM_KEY: ("sasl_mechanism_controller_protocol", lambda v: parse_node_mechanism({"k": v}, "k")),
     "broker.heartbeat.interval.ms": ("broker_heartbeat_interval_ms", int),
     "controlled.shutdown.enable": ("controlled_shutdown_enable", parse_bool),
+    "controlled.shutdown.max.retries": ("controlled_shutdown_max_retries", int),
+    "controlled.shutdown.retry.backoff.ms": ("controlled_shutdown_retry_backoff_ms", int),
     "broker.rack": ("broker_rack", str),
     "num.replica.fetchers": ("num_replica_fetchers", int),
     "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", int),
@@ -179,6 +181,10 @@ class BrokerConfig:
     sasl_mechanism_controller_protocol: str = "PLAIN"
     broker_heartbeat_interval_ms: int = 2000
     controlled_shutdown_enable: bool = True  # SIGTERM first moves this broker's leaderships away
+    # Attempts to reach an unreachable controller on shutdown, and the pause after each failed one (Kafka's
+    # defaults): then the broker stops without the handover.
+    controlled_shutdown_max_retries: int = 3
+    controlled_shutdown_retry_backoff_ms: int = 5_000
     broker_rack: str | None = None
     num_replica_fetchers: int = 1
     replica_fetch_wait_max_ms: int = 500
@@ -286,6 +292,8 @@ class BrokerConfig:
             raise ValueError("connections.max.idle.ms must be positive")
         if self.broker_heartbeat_interval_ms <= 0:
             raise ValueError("broker.heartbeat.interval.ms must be positive")
+        if self.controlled_shutdown_max_retries <= 0 or self.controlled_shutdown_retry_backoff_ms < 0:
+            raise ValueError("controlled.shutdown.max.retries must be positive and .retry.backoff.ms not negative")
         self.log_config()  # log.cleanup.policy, log.cleaner.* topic defaults: ValueError when out of range
         self.cleaner_config()
         if self.replica_lag_time_max_ms <= 0 or self.num_replica_fetchers <= 0:

@@ -11,6 +11,11 @@ rather than at the next interval, so the controller moves its leaderships away q
 
 A controller that is unreachable or restarting is retried with the same epoch (a restarted controller
 replays it from its metadata log); STALE_BROKER_EPOCH means the registration is gone, so register again.
+During a controlled shutdown, though, an unreachable controller is given controlled.shutdown.max.retries
+attempts, controlled.shutdown.retry.backoff.ms apart, as Kafka's ZooKeeper-mode broker gave it: with no
+controller nobody can move the leaderships, and a broker told to stop must not wait out the whole
+controlled-shutdown time for one (KRaft's broker waits a fixed 5 minutes there; a dead cluster's brokers
+would outlive their tests).
 """
 
 import asyncio
@@ -50,10 +55,13 @@ class BrokerIdentity:
 class BrokerLifecycleManager(ControllerClient):
     def __init__(self, identity: BrokerIdentity, connect: Callable[[], Awaitable[Connection]], *,
                  heartbeat_interval_ms: int, has_metadata: Callable[[int], bool],
-                 offline_log_dirs: Callable[[], Sequence[uuid.UUID]] = tuple) -> None:
+                 offline_log_dirs: Callable[[], Sequence[uuid.UUID]] = tuple, shutdown_max_retries: int = 3,
+                 shutdown_retry_backoff_ms: int = 5_000) -> None:
         """has_metadata(broker_epoch) says whether the broker has applied the controller's metadata sent
-        for the registration with that epoch; offline_log_dirs() names the log dirs that have failed."""
-        assert heartbeat_interval_ms > 0
+        for the registration with that epoch; offline_log_dirs() names the log dirs that have failed.
+        shutdown_max_retries, shutdown_retry_backoff_ms: controlled.shutdown.max.retries and
+        .retry.backoff.ms (Kafka's defaults), how long an unreachable controller is tried on shutdown."""
+        assert heartbeat_interval_ms > 0 and shutdown_max_retries > 0 and shutdown_retry_backoff_ms >= 0
         super().__init__(connect, "broker-lifecycle")
         self.identity = identity
         self.incarnation_id = uuid.uuid4()
@@ -66,6 +74,10 @@ class BrokerLifecycleManager(ControllerClient):
         self._offline_log_dirs = offline_log_dirs
         self._want_shutdown = False
         self._may_shut_down = asyncio.Event()
+        self._shutdown_max_retries = shutdown_max_retries
+        self._shutdown_retry_backoff_ms = shutdown_retry_backoff_ms
+        self._failed_shutdown_attempts = 0  # in a row; an answer from a controller resets it
+        self._controller_gone = asyncio.Event()  # set when those attempts ran out
 
     async def controlled_shutdown(self, timeout_ms: int) -> bool:
         """Ask the controller to move this broker's leaderships away; True once it says to stop now."""
@@ -73,20 +85,28 @@ class BrokerLifecycleManager(ControllerClient):
             return True  # never registered: nothing to hand over
         self._want_shutdown = True
         self._wake.set()
+        waits = [asyncio.ensure_future(event.wait()) for event in (self._may_shut_down, self._controller_gone)]
         try:
-            async with asyncio.timeout(timeout_ms / 1000):
-                await self._may_shut_down.wait()
-        except TimeoutError:
+            await asyncio.wait(waits, timeout=timeout_ms / 1000, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        if self._may_shut_down.is_set():
+            return True
+        if self._controller_gone.is_set():
+            log.warning("controlled shutdown: the controller could not be reached in %d attempts; stopping anyway",
+                        self._shutdown_max_retries)
+        else:
             log.warning("controlled shutdown not confirmed within %d ms; stopping anyway", timeout_ms)
-            return False
-        return True
+        return False
 
     def propagate_directory_failure(self) -> None:
         """A log dir failed: heartbeat now (Kafka's BrokerLifecycleManager.propagateDirectoryFailure)."""
         self._wake.set()
 
     async def _run(self) -> None:
-        while not self._stopping and not self._may_shut_down.is_set():
+        while not self._stopping and not self._may_shut_down.is_set() and not self._controller_gone.is_set():
+            failed = False
             try:
                 if self.broker_epoch < 0:
                     await self._register()
@@ -95,9 +115,17 @@ class BrokerLifecycleManager(ControllerClient):
             except (KafkaError, OSError) as e:
                 log.warning("controller unreachable (%s); retrying", e)
                 self._drop_connection()
+                failed = True
+            if self._want_shutdown:
+                self._failed_shutdown_attempts = self._failed_shutdown_attempts + 1 if failed else 0
+                if self._failed_shutdown_attempts >= self._shutdown_max_retries:
+                    self._controller_gone.set()
+                    return
             # Soon while something waits on the answer: our shutdown, or our unfencing after registering.
             soon = self._want_shutdown or (self.broker_epoch >= 0 and self.is_fenced)
             interval = SOON_INTERVAL_MS if soon else self._heartbeat_interval_ms
+            if self._want_shutdown and failed:
+                interval = self._shutdown_retry_backoff_ms
             self._wake.clear()
             try:
                 async with asyncio.timeout(interval / 1000):

@@ -188,6 +188,8 @@ class Broker:
         lifecycle = BrokerLifecycleManager(
             identity, self._controllers.connector(f"lifecycle-{config.node_id}"),
             heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
+            shutdown_max_retries=config.controlled_shutdown_max_retries,
+            shutdown_retry_backoff_ms=config.controlled_shutdown_retry_backoff_ms,
             has_metadata=lambda epoch: self._metadata_broker_epoch == epoch,
             offline_log_dirs=lambda: [self.log_manager.directory_id(d)
                                       for d in self.log_manager.failure_channel.offline_dirs])

@@ -11,14 +11,23 @@ PRODUCER_CONFIG = {
     "acks": "all",
     "enable.idempotence": True,
     "linger.ms": 5,
+    # One request in flight, and messages that outlive the run (librdkafka's default 300 s), as the crash
+    # loop's writers (crash_loop_config.py): a pipelined request refused OUT_OF_ORDER behind a failed one, or a
+    # message timing out, makes librdkafka bump its producer epoch and renumber other partitions' possibly
+    # written batches from sequence 0, which writes them twice (librdkafka issue 4953, docs/fault-testing.md):
+    # a client duplicate the checker would report as the brokers'. With one in flight an OUT_OF_ORDER answer
+    # is fatal to the producer instead, and the run reports it.
+    "max.in.flight.requests.per.connection": 1,
     # A request to a paused leader must give up well before the message does, so the message can be
     # retried at the new leader; a message outlives any single fault of the schedule.
     "request.timeout.ms": 5_000,
-    "message.timeout.ms": 60_000,
+    "message.timeout.ms": 300_000,
     "topic.metadata.refresh.interval.ms": 1_000,
     "log_level": 2,  # connections refused and reset are the point of the run, not news
 }
-FLUSH_TIMEOUT_S = 70.0  # past message.timeout.ms: every message is then acknowledged or failed
+# After healing: a healed cluster answers within seconds; a write still unreported then counts as
+# indeterminate (it may or may not have been written), as the checker treats any unknown outcome.
+FLUSH_TIMEOUT_S = 70.0
 CONVERGENCE_TIMEOUT_S = 60.0
 CONSUME_TIMEOUT_S = 60.0
 REPLICAS_TIMEOUT_S = 30.0

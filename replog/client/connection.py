@@ -4,7 +4,8 @@ The connection is its own asyncio.BufferedProtocol so the socket reads straight 
 memory. Requests are pipelined: each gets the next correlation id and joins a FIFO of in-flight requests;
 Kafka answers in order on a connection, so a response whose id differs from the head of the FIFO means the
 stream is out of sync and the connection is closed (aiokafka's CloseReason.OUT_OF_SYNC). Writes issued in
-one event-loop turn are coalesced into a single transport.writelines call.
+one event-loop turn are coalesced into a single transport.writelines call, unless a request asks to be
+written at once (`flush=True`: a lone request its caller waits on, such as a follower's fetch).
 
 When the broker gives the SASL session a lifetime (KIP-368) the connection re-authenticates before it ends, as
 Kafka's clients do: the first request after the re-authentication time waits until the requests in flight are
@@ -206,17 +207,22 @@ class Connection(asyncio.BufferedProtocol):
         *,
         expect_response: bool = True,
         timeout_ms: int | None = None,
+        flush: bool = False,
     ) -> bytearray | None:
         """Send one request made of body parts; return the whole response frame (header included).
 
         Waiting for a free in-flight slot counts against the same timeout as waiting for the response.
+        `flush`: write it, with any requests queued before it, in this call rather than at the end of the
+        event-loop turn. The turn lets requests issued together leave in one write; a caller that sends one
+        request and waits for it gains nothing from it, and on a follower's fetch it is a wait on the acks=all
+        path behind whatever I/O the turn serves first (docs/profiles/rf3-linger0.md).
         """
         self._raise_if_closed()
         timeout = (timeout_ms or self.request_timeout_ms) / 1000
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         if api_key in _SASL_APIS:
-            entry = self._enqueue(api_key, version, parts, expect_response)
+            entry = self._enqueue(api_key, version, parts, expect_response, flush)
             return None if entry is None else await self._await_response(entry, timeout)
         if self._slots.locked():
             try:
@@ -234,7 +240,7 @@ class Connection(asyncio.BufferedProtocol):
                 except TimeoutError:
                     raise KafkaError(REQUEST_TIMED_OUT, f"re-authentication with {self.host}:{self.port}") from None
             self._raise_if_closed()  # the connection may have died while we waited for a slot
-            entry = self._enqueue(api_key, version, parts, expect_response)
+            entry = self._enqueue(api_key, version, parts, expect_response, flush)
             if entry is None:
                 return None
             return await self._await_response(entry, max(0.0, deadline - loop.time()))
@@ -257,7 +263,8 @@ class Connection(asyncio.BufferedProtocol):
                 REQUEST_TIMED_OUT, f"{ApiKey(entry.api_key).name} to {self.host}:{self.port}"
             ) from None
 
-    def _enqueue(self, api_key: int, version: int, parts: list, expect_response: bool) -> _InFlight | None:
+    def _enqueue(self, api_key: int, version: int, parts: list, expect_response: bool,
+                 flush: bool = False) -> _InFlight | None:
         assert version >= 0
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) % CORRELATION_ID_LIMIT
@@ -266,22 +273,29 @@ class Connection(asyncio.BufferedProtocol):
         self._pending_writes.append(size_prefix(size))
         self._pending_writes.append(header)
         self._pending_writes.extend(parts)
-        if not self._flush_scheduled:
+        entry = None
+        if expect_response:
+            # In the FIFO before its bytes can leave, so that even an answer read in the same call finds it.
+            entry = _InFlight(correlation_id, api_key, version, asyncio.get_running_loop().create_future())
+            self._in_flight.append(entry)
+        if flush:
+            self._flush()  # a flush already scheduled then finds nothing left to write
+        elif not self._flush_scheduled:
             self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
-        if not expect_response:
-            return None
-        entry = _InFlight(correlation_id, api_key, version, asyncio.get_running_loop().create_future())
-        self._in_flight.append(entry)
+            asyncio.get_running_loop().call_soon(self._flush_scheduled_writes)
         return entry
 
-    def _flush(self) -> None:
+    def _flush_scheduled_writes(self) -> None:
         self._flush_scheduled = False
+        self._flush()
+
+    def _flush(self) -> None:
         if self._transport is None or self._error is not None:
             self._pending_writes.clear()
             return
-        writes, self._pending_writes = self._pending_writes, []
-        self._transport.writelines(writes)
+        if self._pending_writes:
+            writes, self._pending_writes = self._pending_writes, []
+            self._transport.writelines(writes)
 
     def _raise_if_closed(self) -> None:
         if self._error is not None:

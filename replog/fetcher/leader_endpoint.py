@@ -121,8 +121,10 @@ class RemoteLeaderEndpoint:
         try:
             async with self._failures_as_endpoint_errors():
                 connection = await self._open()
+                # Written in this call: the fetch is the follower's whole round, nothing to coalesce it with,
+                # and the leader's acks=all produces wait for it.
                 frame = await connection.request(
-                    ApiKey.FETCH, FETCH_VERSION, [body], timeout_ms=self._config.request_timeout_ms
+                    ApiKey.FETCH, FETCH_VERSION, [body], timeout_ms=self._config.request_timeout_ms, flush=True
                 )
                 assert frame is not None
                 _, start = decode_response_header(frame, response_header_version(ApiKey.FETCH, FETCH_VERSION))

@@ -154,7 +154,6 @@ class ReplicaFetcherManager:
             self._clock_ms,
             self._on_fetched,
             self._quota,
-            writer_thread=True,
         )
         self._fetchers[key] = fetcher
         self._fetcher_leaders[key] = leader

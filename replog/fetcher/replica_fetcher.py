@@ -5,9 +5,8 @@ partitions ready to fetch and executes what `decisions` says about each partitio
 
 Everything runs on one event loop, so the only interleavings are at awaits. After every await an answer is
 checked against the partition's current state (`decisions.is_current`) and applied to the log with no await
-in between: the check and the mutation are atomic. The one exception is an append's write, which the broker's
-fetchers hand to a writer thread of their own (follower_append_steps.py): the append is checked and placed
-before the await and published after it, and the log settles it before any other change (follower_append.py).
+in between: the check and the mutation are atomic. That holds for the append too: its write runs inline, on
+the loop (follower_append_steps.py says why not in a thread).
 
 A round's work follows what changed, not how many partitions are followed: each round re-plans only the
 partitions whose state changed (fetch_plan.py), and in a fetch session (KIP-227) looks only at the partitions
@@ -22,11 +21,10 @@ import logging
 from collections.abc import Callable, Iterable
 
 from replog.fetcher import decisions
-from replog.fetcher.append_writer import append_writer
 from replog.fetcher.config import FetcherConfig, FetchObserver, InitialFetchState
 from replog.fetcher.fetch_plan import FetchPlan, FollowedPartition
 from replog.fetcher.fetch_state import PartitionFetchState
-from replog.fetcher.follower_append_steps import PARTITION_FAILURES, FollowerAppendSteps, Writing
+from replog.fetcher.follower_append_steps import PARTITION_FAILURES, FollowerAppendSteps
 from replog.fetcher.leader_endpoint import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -51,11 +49,7 @@ class ReplicaFetcher(FollowerAppendSteps):
         clock_ms: Callable[[], int],
         on_fetched: FetchObserver | None = None,
         quota: ReplicationQuota | None = None,
-        *,
-        writer_thread: bool = False,
     ) -> None:
-        """`writer_thread`: write appends in a thread of this fetcher's own (the broker's fetchers), else on the
-        event loop."""
         assert 0 <= fetcher_id < config.num_fetchers
         self.leader_id = leader_id
         self.fetcher_id = fetcher_id
@@ -64,7 +58,6 @@ class ReplicaFetcher(FollowerAppendSteps):
         self._clock_ms = clock_ms
         self._on_fetched = on_fetched
         self._quota = quota  # the follower-side replication throttle (None: none)
-        self._writer = append_writer(f"replica-writer-{leader_id}-{fetcher_id}" if writer_thread else None)
         self._partitions: dict[TopicPartition, FollowedPartition] = {}
         self._plan = FetchPlan(config.partition_max_bytes)
         self._failed: set[TopicPartition] = set()
@@ -95,7 +88,6 @@ class ReplicaFetcher(FollowerAppendSteps):
             ):
                 continue
             log = initial.log
-            log.settle_follower_append()  # an append another fetcher began counts in the log end
             state = decisions.initial_fetch_state(
                 initial.topic_id,
                 initial.current_leader_epoch,
@@ -116,9 +108,6 @@ class ReplicaFetcher(FollowerAppendSteps):
         for tp in tps:
             followed = self._partitions.pop(tp, None)
             if followed is not None:
-                # As Kafka's removePartitions waits for the fetcher thread's append: whoever takes the log
-                # over finds it with the append in flight applied.
-                followed.log.settle_follower_append()
                 removed[tp] = followed.state
                 self._plan.mark(tp)
             self._failed.discard(tp)
@@ -172,7 +161,6 @@ class ReplicaFetcher(FollowerAppendSteps):
             elif task is not None and not task.cancelled():
                 task.result()
         finally:
-            self._writer.shutdown(wait=False)  # a write it still runs is settled by its log
             await self._endpoint.close()
 
     async def _run(self) -> None:
@@ -317,7 +305,6 @@ class ReplicaFetcher(FollowerAppendSteps):
             self._back_off_all()
             return True
         out_of_range = []
-        writing = []
         # Only the partitions answered: in a fetch session (KIP-227) one without news is left out, and its
         # state stays as it is (it is fetched again).
         for tp, result in results.items():
@@ -327,15 +314,8 @@ class ReplicaFetcher(FollowerAppendSteps):
             action = self._decide_fetch_result(tp, sent_state, result)
             if isinstance(action, decisions.ResolveOutOfRange):
                 out_of_range.append((tp, sent_state))
-            elif isinstance(action, decisions.Append) and len(action.records):
-                followed = self._partitions[tp]
-                append = self._begin_append(tp, followed, action)
-                if append is not None:
-                    writing.append(Writing(tp, sent_state, action, followed.log, append))
             else:
                 self._execute(tp, action)
-        if writing:
-            await self._finish_appends(writing)
         # Resolving takes ListOffsets round trips; each partition is re-checked after them.
         for tp, sent_state in out_of_range:
             await self._resolve_out_of_range(tp, sent_state)
@@ -428,9 +408,8 @@ class ReplicaFetcher(FollowerAppendSteps):
                 )
                 self._truncate(tp, followed, truncation)
             case decisions.Append():
-                assert followed is not None and not len(action.records), "appends are begun by the fetch round"
-                if not self._log_moved(tp, followed):
-                    self._after_append(tp, followed, action, None)
+                assert followed is not None
+                self._append(tp, followed, action)
             case _:
                 raise AssertionError(f"{tp}: cannot execute {action!r} here")
 

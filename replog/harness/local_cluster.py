@@ -54,6 +54,8 @@ FAST_REPLICATION = {
     "replica.fetch.wait.max.ms": "200",
     "replica.high.watermark.checkpoint.interval.ms": "500",
     "broker.heartbeat.interval.ms": "300",
+    # A broker stopped while no controller answers gives up its handover after 3 attempts, 0.6 s, not 10 s.
+    "controlled.shutdown.retry.backoff.ms": "200",
 }
 CLIENT_HOST = "127.0.0.1"  # clients (and, without broker proxies, everything) connect from here
 CONTROLLER_HOST = "127.0.0.10"  # with broker proxies: where the controller listens and connects from

@@ -6,8 +6,7 @@ log_segments (the sorted segments), log_loader (opening and recovery), append_va
 segments go), flush (flush tickets and the recovery point), timestamp_search, partition_metadata_file,
 partition_log_truncation (truncation, retention, the cleaned-segment swap and the log start, mixed in).
 Not thread-safe: every method runs on the event loop thread, except FlushTicket.fsync, which only touches
-file objects it holds references to, and a follower append's write (follower_append.py), which only touches
-the file it was prepared with, past the log's end, until the loop publishes it. The log cleaner's thread (cleaner.py) reads sealed segments it was
+file objects it holds references to. The log cleaner's thread (cleaner.py) reads sealed segments it was
 handed, through their open files only; the swap of its result (replace_segments) runs on the loop.
 """
 from __future__ import annotations
@@ -33,14 +32,13 @@ from replog.log.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from replog.log.errors import OffsetOutOfRangeError
 from replog.log.file_budget import FileBudget
 from replog.log.flush import FlushTicket, RecoveryPoint
-from replog.log.follower_append import FollowerAppend, FollowerAppends
 from replog.log.log_loader import load_segments, rebuild_producer_state, recover_segments
 from replog.log.log_segments import LogSegments
 from replog.log.offset_metadata import LogOffsetMetadata
 from replog.log.partition_log_truncation import LogTruncation
 from replog.log.partition_metadata_file import PartitionMetadataFile
 from replog.log.producer_state import ProducerStateManager
-from replog.log.segment import OS_FILE_OPS, FileSlice, LogSegment, PreparedAppend, SegmentFileOps
+from replog.log.segment import OS_FILE_OPS, FileSlice, LogSegment, SegmentFileOps
 from replog.protocol.records import BatchHeader, RecordBatch
 
 
@@ -67,7 +65,7 @@ class LogReadResult:
     log_start_offset: int
 
 
-class PartitionLog(LogTruncation, FollowerAppends):
+class PartitionLog(LogTruncation):
     def __init__(
         self,
         directory: Path,
@@ -95,8 +93,6 @@ class PartitionLog(LogTruncation, FollowerAppends):
         self._high_watermark_metadata = LogOffsetMetadata(0)
         self._recovery_point = RecoveryPoint(0)
         self._file_budget: FileBudget | None = None
-        # A follower append whose write is in flight in a fetcher's thread (follower_append.py).
-        self._follower_append: FollowerAppend | None = None
         # Bumped by every truncation: the log cleaner gives up a cleaning that a truncation overtook.
         self.truncations = 0
         # The lowest offset truncated to since the log cleaner last looked: its checkpoint (the first dirty
@@ -272,7 +268,6 @@ class PartitionLog(LogTruncation, FollowerAppends):
 
         The buffer must be writable: offsets and epoch are stamped into it.
         """
-        self.settle_follower_append()
         assert leader_epoch >= 0
         view, batches = validate_batches(records, leader=True, max_message_bytes=self._config.max_message_bytes)
         if self._config.compact:
@@ -289,33 +284,18 @@ class PartitionLog(LogTruncation, FollowerAppends):
     @disk_io
     def append_as_follower(self, records: memoryview) -> AppendInfo:
         """Append the leader's batches as they are (offsets and epochs kept)."""
-        self.settle_follower_append()
         view, batches = validate_batches(records, leader=False, max_message_bytes=self._config.max_message_bytes)
         check_follower_offsets(batches, self.log_end_offset, str(self.topic_partition))
         return self._append(view, batches)
 
     def _append(self, view: memoryview, batches: list[RecordBatch]) -> AppendInfo:
         """Write the whole request (the batches tile `view` exactly) in one segment write."""
-        segment, prepared = self._prepare_append(view, batches)
-        segment.write_prepared(prepared)
-        return self._publish_append(segment, prepared, batches)
-
-    def _prepare_append(self, view: memoryview, batches: list[RecordBatch]) -> tuple[LogSegment, PreparedAppend]:
-        assert self._follower_append is None, "a follower append in flight must be settled first"
         first, last = batches[0], batches[-1]
         assert first.base_offset >= self.log_end_offset  # a follower's copy of a compacted log has gaps
         assert sum(batch.size_in_bytes for batch in batches) == len(view)
-        self._maybe_roll(len(view), last.last_offset)
-        segment = self.active_segment
-        return segment, segment.prepare_append(last.last_offset, view)
-
-    def _publish_append(self, segment: LogSegment, prepared: PreparedAppend, batches: list[RecordBatch]) -> AppendInfo:
-        """The written batches become part of the log: segment size and indexes, LEO, epochs, producers."""
-        assert segment is self.active_segment, "a roll cannot pass an unsettled append"
-        first, last = batches[0], batches[-1]
         max_batch = max(batches, key=lambda b: b.max_timestamp)
-        segment.commit_prepared(prepared)
-        assert segment.max_timestamp_so_far >= max_batch.max_timestamp
+        self._maybe_roll(len(view), last.last_offset)
+        self.active_segment.append(last.last_offset, view, max_batch.max_timestamp, max_batch.last_offset)
         self._update_log_end_offset(last.next_offset)
         for batch in batches:
             self._assign_epoch_from(batch.header)
@@ -323,7 +303,7 @@ class PartitionLog(LogTruncation, FollowerAppends):
         assert self.log_end_offset == self.active_segment.next_offset
         return AppendInfo(
             first.base_offset, last.last_offset, max_batch.max_timestamp, -1, self._log_start_offset,
-            False, len(batches), len(prepared.data),
+            False, len(batches), len(view),
         )  # fmt: skip
 
     def _assign_epoch_from(self, header: BatchHeader) -> None:
@@ -335,7 +315,6 @@ class PartitionLog(LogTruncation, FollowerAppends):
     @disk_io
     def maybe_roll(self, incoming_size: int, max_offset: int | None = None) -> bool:
         """Roll if the active segment is full, old, or cannot index `max_offset`."""
-        self.settle_follower_append()
         return self._maybe_roll(incoming_size, self.log_end_offset if max_offset is None else max_offset)
 
     def _maybe_roll(self, incoming_size: int, max_offset: int) -> bool:
@@ -347,7 +326,6 @@ class PartitionLog(LogTruncation, FollowerAppends):
     @disk_io
     def roll(self) -> None:
         """Force a new active segment (no-op if the active one is empty)."""
-        self.settle_follower_append()
         if self.active_segment.size > 0:
             self._roll()
 
@@ -500,13 +478,11 @@ class PartitionLog(LogTruncation, FollowerAppends):
 
     @disk_io
     def close(self) -> None:
-        self.settle_follower_append()
         self.flush()
         for segment in self._segments:
             segment.close()
 
     def delete(self) -> None:
-        self.settle_follower_append()
         for segment in self._segments:
             segment.delete()
         self._segments.clear()

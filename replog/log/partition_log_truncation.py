@@ -40,7 +40,6 @@ class LogTruncation:
     truncations: int
     truncated_to_since_cleaning: int | None
     _changed: Callable[[], None]
-    settle_follower_append: Callable[[], None]
 
         # --------------------------------------------------------------- truncate
 
@@ -48,7 +47,6 @@ class LogTruncation:
     def truncate_to(self, offset: int) -> bool:
         """Remove every offset >= `offset`. A batch straddling it goes whole, so
         the LEO may land below `offset`. Returns whether anything was removed."""
-        self.settle_follower_append()
         assert offset >= 0
         self._note_truncation(offset)
         if offset >= self.log_end_offset:
@@ -83,7 +81,6 @@ class LogTruncation:
     @disk_io
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop all data; the log restarts empty at `offset`."""
-        self.settle_follower_append()
         assert offset >= 0
         self._note_truncation(offset)
         for segment in self._segments:
@@ -103,7 +100,6 @@ class LogTruncation:
     def delete_retention_segments(self) -> int:
         """Delete leading segments past retention.ms / retention.bytes or below
         the log start offset; never the active one nor any reaching the HW."""
-        self.settle_follower_append()
         deletable = segments_past_retention(
             self._segments.values(), now_ms=self._clock_ms(), config=self._config,
             high_watermark=self.high_watermark, log_start_offset=self._log_start_offset)
@@ -128,7 +124,6 @@ class LogTruncation:
         """Swap the cleaned segment `<cleaned_base>.log.cleaned` in for the sealed segments `old` (Kafka's
         LocalLog.replaceSegments), on the event loop: reads before and after see a whole log. The old files
         are unlinked, not closed, so a fetch still sending from one of them completes."""
-        self.settle_follower_append()
         assert old and old[0].base_offset == cleaned_base, (cleaned_base, old)
         assert all(self._segments.get(segment.base_offset) is segment for segment in old), old
         assert old[-1] is not self.active_segment
@@ -149,7 +144,6 @@ class LogTruncation:
     @disk_io
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
         """DeleteRecords / follower sync: move the log start up, never past the HW."""
-        self.settle_follower_append()
         if offset > self.high_watermark:
             raise OffsetOutOfRangeError(
                 f"{self.topic_partition}: log start {offset} would pass the high watermark {self.high_watermark}"

@@ -83,16 +83,6 @@ class SegmentFileOps:
 OS_FILE_OPS = SegmentFileOps()
 
 
-class PreparedAppend(NamedTuple):
-    """An append between LogSegment.prepare_append and commit_prepared: what goes where."""
-
-    file: io.FileIO
-    start: int  # the segment's size before the append, where its bytes begin
-    data: memoryview
-    headers: list[tuple[int, BatchHeader]]  # (position, header) of each batch
-    largest_offset: int
-
-
 class BatchLocation(NamedTuple):
     base_offset: int
     last_offset: int
@@ -279,18 +269,6 @@ class LogSegment:
         self, largest_offset: int, batches: memoryview, max_timestamp: int, offset_of_max_timestamp: int
     ) -> None:
         """Append whole, validated, stamped batches with one write (no fsync)."""
-        prepared = self.prepare_append(largest_offset, batches)
-        self.write_prepared(prepared)
-        self.commit_prepared(prepared)
-        assert self._max_timestamp >= max_timestamp
-        assert offset_of_max_timestamp <= largest_offset
-
-    # An append in three steps, so that its write may run in another thread (a follower's fetcher writes
-    # while the event loop goes on, see PartitionLog.begin_follower_append): prepare and commit run on the
-    # loop, write_prepared touches only the file the preparation holds.
-
-    def prepare_append(self, largest_offset: int, batches: memoryview) -> PreparedAppend:
-        """Locate the batches and reserve their index space; nothing is written yet."""
         assert len(batches) > 0
         assert largest_offset - self.base_offset <= INT32_MAX
         start = self._size
@@ -309,39 +287,12 @@ class LogSegment:
         if entries:
             self.offset_index.reserve(entries)
             self.time_index.reserve(entries)
-        # The file object is held, not its fd: the file budget may release this segment's descriptors
-        # meanwhile, and the held object keeps the write's descriptor open (SharedFile).
-        return PreparedAppend(self._log_file(), start, batches, headers, largest_offset)
-
-    def write_prepared(self, prepared: PreparedAppend) -> None:
-        """Write all of the prepared bytes or none of them: a failed write (a full disk takes part of it,
-        then ENOSPC) is cut off again, so no torn batch is left for a later append to follow or a read to
-        serve. Safe in another thread: it touches only the prepared file, never this segment's state."""
-        data = prepared.data
-        written = 0
-        fd = prepared.file.fileno()
-        try:
-            # A regular file takes a whole write unless the disk fails; the loop
-            # still handles a short write, bounded by the data length.
-            while written < len(data):
-                count = self._ops.write(fd, data[written:])
-                assert count > 0
-                written += count
-        except OSError as exc:
-            if written:
-                try:
-                    os.ftruncate(fd, prepared.start)
-                except OSError:
-                    pass  # the dir goes offline; recovery at the next start truncates the torn batch
-            raise StorageError(exc.errno, f"append to {self.log_path} failed: {exc.strerror}") from exc
-
-    def commit_prepared(self, prepared: PreparedAppend) -> None:
-        """Count the written bytes in and index their batches: from here on reads see them."""
-        assert self._size == prepared.start, (self._size, prepared.start)
-        self._size = prepared.start + len(prepared.data)
-        for header_position, header in prepared.headers:
+        self._write_all(batches)
+        for header_position, header in headers:
             self._index_batch(header, header_position)
-        assert self._next_offset == prepared.largest_offset + 1
+        assert self._next_offset == largest_offset + 1
+        assert self._max_timestamp >= max_timestamp
+        assert offset_of_max_timestamp <= largest_offset
 
     def _index_entries_for(self, headers: list[tuple[int, BatchHeader]]) -> int:
         """How many entries _index_batch will add to each index for these batches."""
@@ -353,6 +304,29 @@ class LogSegment:
                 since_index = 0
             since_index += header.size_in_bytes
         return entries
+
+    def _write_all(self, data: memoryview) -> None:
+        """Write all of `data` or none of it: a failed write (a full disk takes part of it, then ENOSPC)
+        is cut off again, so no torn batch is left for a later append to follow or a read to serve."""
+        start = self._size
+        written = 0
+        file = self._log_file()
+        fd = file.fileno()
+        try:
+            # A regular file takes a whole write unless the disk fails; the loop
+            # still handles a short write, bounded by the data length.
+            while written < len(data):
+                count = self._ops.write(fd, data[written:])
+                assert count > 0
+                written += count
+        except OSError as exc:
+            if written:
+                try:
+                    os.ftruncate(fd, start)
+                except OSError:
+                    pass  # the dir goes offline; recovery at the next start truncates the torn batch
+            raise StorageError(exc.errno, f"append to {self.log_path} failed: {exc.strerror}") from exc
+        self._size = start + written
 
     def translate_offset(self, offset: int, start_position: int = 0) -> BatchLocation | None:
         """The first batch whose last offset is >= `offset`, or None."""

@@ -1,13 +1,22 @@
 """Hand-written ProduceRequest codec (v3-10; v10 only adds response fields): record data stays a writable memoryview into the frame, so the
 broker validates and stamps batches in place and appends them without a copy. kio would hand back
-immutable bytes copies (see benchmarks/codec_kio_vs_handwritten.py for the measured difference)."""
+immutable bytes copies (see benchmarks/codec_kio_vs_handwritten.py for the measured difference).
 
+The usual ProduceResponse is hand-written too: the leader sends one per produce request, and kio's build
+and serialise took ~25-55 us each where this takes a few (docs/profiles/rf3-throughput.md). An answer that
+carries KIP-951's leader hints (v10 tagged fields) is rare and stays with kio."""
+
+import struct
 from dataclasses import dataclass, field
 
 from .apis import SUPPORTED_APIS, ApiKey
 from .primitives import Reader, Writer
 
 _PRODUCE = SUPPORTED_APIS[ApiKey.PRODUCE]
+# Per partition: index, error code, base offset, log append time (v2+), log start offset (v5+).
+_PARTITION_V3 = struct.Struct(">ihqq")
+_PARTITION_V5 = struct.Struct(">ihqqq")
+_THROTTLE_TIME = struct.Struct(">i")
 
 
 @dataclass(slots=True)
@@ -82,3 +91,43 @@ def encode_produce_request(version: int, request: ProduceRequestData) -> list[by
         w.empty_tagged_fields()
     parts.append(bytes(w.buf))
     return parts
+
+
+@dataclass(slots=True)
+class ProducePartitionResponse:
+    index: int
+    error_code: int
+    base_offset: int = -1
+    log_append_time_ms: int = -1  # -1: the topic uses CreateTime
+    log_start_offset: int = -1
+    error_message: str | None = None  # v8+
+
+
+def encode_produce_response(version: int, responses: dict[str, list[ProducePartitionResponse]],
+                            throttle_time_ms: int = 0) -> bytes:
+    """The ProduceResponse body (no header) as Kafka's ProduceResponse.json lays it out, with no record
+    errors (v8+) and no tagged fields: the same bytes kio writes for such an answer."""
+    assert _PRODUCE.supports(version)
+    flexible = _PRODUCE.is_flexible(version)
+    w = Writer()
+    w.array_length(len(responses), compact=flexible)
+    for name, partitions in responses.items():
+        w.string(name, compact=flexible)
+        w.array_length(len(partitions), compact=flexible)
+        for p in partitions:
+            if version >= 5:
+                w.buf += _PARTITION_V5.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms,
+                                            p.log_start_offset)
+            else:
+                w.buf += _PARTITION_V3.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms)
+            if version >= 8:
+                w.array_length(0, compact=flexible)  # record_errors: replog refuses a batch whole
+                w.string(p.error_message, compact=flexible)
+            if flexible:
+                w.empty_tagged_fields()
+        if flexible:
+            w.empty_tagged_fields()
+    w.buf += _THROTTLE_TIME.pack(throttle_time_ms)
+    if flexible:
+        w.empty_tagged_fields()
+    return bytes(w.buf)

@@ -242,17 +242,19 @@ class FakeLeaderEndpoint:
 
 
 @asynccontextmanager
-async def fetchers_with_fake_leaders() -> AsyncIterator[tuple[ReplicaFetcherManager, dict[int, FakeLeader]]]:
+async def fetchers_with_fake_leaders(
+    config: FetcherConfig = CONFIG,
+) -> AsyncIterator[tuple[ReplicaFetcherManager, dict[int, FakeLeader]]]:
     """Fake leaders by broker id and a manager whose endpoints reach them; every endpoint closed at the end."""
     leaders: dict[int, FakeLeader] = {}
     endpoints: list[FakeLeaderEndpoint] = []
 
     def endpoint_factory(info: LeaderInfo, fetcher_id: int) -> FakeLeaderEndpoint:
         assert leaders[info.broker_id].info == info
-        endpoints.append(leaders[info.broker_id].endpoint(CONFIG))
+        endpoints.append(leaders[info.broker_id].endpoint(config))
         return endpoints[-1]
 
-    manager = ReplicaFetcherManager(CONFIG, endpoint_factory, clock_ms)
+    manager = ReplicaFetcherManager(config, endpoint_factory, clock_ms)
     yield manager, leaders
     await manager.shutdown()
     assert all(endpoint.closed for endpoint in endpoints)

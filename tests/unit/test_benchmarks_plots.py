@@ -19,6 +19,11 @@ def test_each_plot_is_drawn_from_its_benchmarks_results(tmp_path):
         result("replicated-latency", f"{rate} MB/s, p50", "us", 5000,
                {"target_bytes_per_s": rate * 1e6, "overall_us": {"p50": 5000, "p99": 9000, "p99.9": 12000}})
         for rate in (10, 50)
+    ] + [
+        result("replicated-latency", f"{rate} MB/s, linger 0 ms, not idempotent, p50", "us", 2000,
+               {"target_bytes_per_s": rate * 1e6, "linger_ms": 0, "idempotent": False,
+                "overall_us": {"p50": 2000, "p99": 4000, "p99.9": 6000}})
+        for rate in (10, 50)
     ] + [result("replicated-produce", "RF=3 broker CPU", "CPU-s/GiB", 5.8, {}, "RF=1", 3.6)]
     drawn = draw_plots(results, tmp_path / "plots")
     assert [p.name for p in drawn] == ["throughput-vs-partitions.png", "latency-vs-rate.png",

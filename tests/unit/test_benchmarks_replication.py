@@ -9,7 +9,14 @@ import time
 from benchmarks import replicated_produce
 from benchmarks.baselines import echo_server, loopback_round_trips
 from benchmarks.harness import cpu_seconds, percentile, thread_cpu_seconds
-from benchmarks.replicated_latency import WINDOWS, ClientLatencies, window_percentiles
+from benchmarks.replicated_latency import (
+    VARIANTS,
+    WINDOWS,
+    BusyCores,
+    ClientLatencies,
+    case_name,
+    window_percentiles,
+)
 
 
 def test_percentile_is_nearest_rank():
@@ -93,3 +100,28 @@ def test_replicated_produce_figures_pair_each_producer_with_its_own_rf1_run():
     assert (client.value.samples, client.baseline_value) == ([8.0, 10.0], 2.0)
     broker = results["RF=3 broker CPU (3 brokers)", "RF=1"]
     assert (broker.value.median, broker.baseline_value) == (3.2, 0.8)
+    plain_broker = results["RF=3 not idempotent, broker CPU (3 brokers)", "RF=1 not idempotent"]
+    assert (plain_broker.value.samples, plain_broker.baseline_value) == ([3.2, 3.0], 0.7)
+
+
+def test_busy_cores_divide_the_cpu_used_between_the_marks_by_the_wall_time():
+    readings = iter([(10.0, 100.0, 7.0), (12.0, 103.0, 8.5)])  # (clock s, brokers' CPU s, own CPU s)
+    current = next(readings)
+    busy = BusyCores([11, 12, 13], broker_cpu=lambda pids: current[1], own_cpu=lambda: current[2],
+                     clock=lambda: current[0])  # fmt: skip
+    assert busy.summary() == {}  # no stretch yet
+    busy.mark()
+    assert busy.marked and busy.summary() == {}
+    current = next(readings)
+    busy.mark()
+    assert busy.summary() == {"brokers": 1.5, "bench_process": 0.75}
+
+
+def test_each_latency_producer_has_its_own_case_names_and_the_first_keeps_the_earlier_ones():
+    names = {variant: case_name(10e6, variant, "p99") for variant in VARIANTS}
+    assert names == {
+        VARIANTS[0]: "RF=3 acks=all, 10 MB/s, p99",
+        VARIANTS[1]: "RF=3 acks=all, 10 MB/s, linger 0 ms, p99",
+        VARIANTS[2]: "RF=3 acks=all, 10 MB/s, linger 0 ms, not idempotent, p99",
+    }
+    assert [(v.linger_ms, v.idempotent) for v in VARIANTS] == [(5, True), (0, True), (0, False)]

@@ -4,6 +4,7 @@ forgotten the broker. A FakeBroker stands in for the broker's listener the contr
 
 import dataclasses
 import shutil
+import time
 
 import pytest
 
@@ -36,7 +37,7 @@ async def fake_brokers():
         await fake.stop()
 
 
-def lifecycle_for(fake: FakeBroker, controller_port: int) -> BrokerLifecycleManager:
+def lifecycle_for(fake: FakeBroker, controller_port: int, **settings) -> BrokerLifecycleManager:
     def has_metadata(epoch: int) -> bool:
         return any(r.broker_epoch == epoch for r in fake.requests(ApiKey.UPDATE_METADATA))
 
@@ -45,7 +46,7 @@ def lifecycle_for(fake: FakeBroker, controller_port: int) -> BrokerLifecycleMana
                                                   secret=SECRET, request_timeout_ms=5_000)
 
     return BrokerLifecycleManager(BrokerIdentity(fake.broker_id, "replog-cluster", HOST, fake.port), connect,
-                                  heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS, has_metadata=has_metadata)
+                                  heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS, has_metadata=has_metadata, **settings)
 
 
 async def test_registers_and_is_unfenced_only_once_it_has_the_metadata(controller, fake_brokers):
@@ -110,5 +111,44 @@ async def test_registers_again_when_the_controller_forgot_its_epoch(controller, 
             assert replacement.metadata.brokers[1].epoch == lifecycle.broker_epoch
         finally:
             await replacement.stop()
+    finally:
+        await lifecycle.stop()
+
+
+async def test_a_controlled_shutdown_stops_trying_a_gone_controller_after_its_retries(controller, fake_brokers):
+    """controlled.shutdown.max.retries failed attempts, .retry.backoff.ms apart, then the broker stops without
+    the handover, long before the controlled-shutdown time is up (it used to wait all of it)."""
+    retries, backoff_ms, timeout_ms = 3, 100, 30_000
+    lifecycle = lifecycle_for(fake_brokers[1], controller.port, shutdown_max_retries=retries,
+                              shutdown_retry_backoff_ms=backoff_ms)
+    lifecycle.start()
+    try:
+        await wait_until(lambda: not lifecycle.is_fenced, "unfencing")
+        await controller.stop()
+        started = time.monotonic()
+        assert not await lifecycle.controlled_shutdown(timeout_ms)
+        took_s = time.monotonic() - started
+        assert (retries - 1) * backoff_ms / 1000 <= took_s < timeout_ms / 1000 / 2
+    finally:
+        await lifecycle.stop()
+
+
+async def test_a_controlled_shutdown_waits_for_a_controller_that_answers(controller, fake_brokers):
+    """The retries count failures in a row only: a controller that answers, even without approving yet, is
+    waited for (here until the time given runs out, as it never approves)."""
+    lifecycle = lifecycle_for(fake_brokers[1], controller.port, shutdown_max_retries=1, shutdown_retry_backoff_ms=0)
+    lifecycle.start()
+    answer = controller.broker_heartbeat
+    heartbeats = []
+
+    def never_approving(*args, **kwargs):
+        heartbeats.append(kwargs)
+        return dataclasses.replace(answer(*args, **kwargs), should_shut_down=False)
+
+    try:
+        await wait_until(lambda: not lifecycle.is_fenced, "unfencing")
+        controller.broker_heartbeat = never_approving
+        assert not await lifecycle.controlled_shutdown(500)
+        assert len([h for h in heartbeats if h["want_shutdown"]]) >= 2
     finally:
         await lifecycle.stop()

@@ -179,3 +179,28 @@ async def test_an_answer_reaches_the_caller_one_loop_turn_after_its_frame():
     await asyncio.sleep(0)  # one loop turn
     assert pending.done(), "the answer did not reach the caller in one loop turn"
     assert bytes(pending.result()[4:]) == b"answer"
+
+
+async def test_a_request_sent_with_flush_is_written_before_the_loop_turns():
+    """A follower's next fetch leaves in the call that makes it: no loop turn (and the I/O it serves first)
+    between its append and its next request on the acks=all path (docs/profiles/rf3-linger0.md)."""
+    conn, transport = connected()
+    pending = asyncio.ensure_future(conn.request(ApiKey.FETCH, 12, [b"fetch"], flush=True))
+    await asyncio.sleep(0)  # the task runs up to its wait for the answer; a flush scheduled meanwhile has not run
+    assert [h.correlation_id for h in transport.requests()] == [0], "the request waited for a loop turn"
+    respond(conn, 0, b"answer")
+    assert bytes((await pending)[4:]) == b"answer"
+
+
+async def test_a_flushed_request_takes_the_requests_queued_before_it_in_order():
+    conn, transport = connected()
+    first = asyncio.ensure_future(conn.request(ApiKey.METADATA, 1, [b"one"]))
+    second = asyncio.ensure_future(conn.request(ApiKey.FETCH, 12, [b"two"], flush=True))
+    await asyncio.sleep(0)
+    assert len(transport.writes) == 1  # the flush wrote both, in the order they were made
+    assert [h.correlation_id for h in transport.requests()] == [0, 1]
+    await settle()
+    assert len(transport.writes) == 1  # the flush scheduled for the first found nothing left
+    respond(conn, 0)
+    respond(conn, 1)
+    await asyncio.gather(first, second)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 
 import pytest
 from kio.schema.errors import ErrorCode
 
+from replog.client.connection import Connection
 from replog.client.errors import NETWORK_EXCEPTION, KafkaError
 from replog.fetcher.leader_endpoint import (
     EARLIEST_TIMESTAMP,
@@ -44,7 +46,7 @@ class ScriptedConnection:
         self.requests: list[tuple[int, int, object]] = []
         self.frames: list[bytearray] = []
 
-    async def request(self, api_key, version, parts, *, timeout_ms=None):
+    async def request(self, api_key, version, parts, *, timeout_ms=None, flush=False):
         if self.fail_with is not None:
             raise self.fail_with
         self.requests.append(
@@ -195,7 +197,7 @@ async def test_a_failed_request_drops_the_connection_and_the_next_call_reconnect
 
 async def test_a_garbled_answer_is_an_endpoint_error():
     class Garbling(ScriptedConnection):
-        async def request(self, api_key, version, parts, *, timeout_ms=None):
+        async def request(self, api_key, version, parts, *, timeout_ms=None, flush=False):
             frame = await super().request(api_key, version, parts, timeout_ms=timeout_ms)
             return frame[:-3]
 
@@ -204,3 +206,23 @@ async def test_a_garbled_answer_is_an_endpoint_error():
     with pytest.raises(LeaderEndpointError):
         await endpoint.fetch({TP: FetchRequestPartition(40, 6, 5, 3, 700)})
     assert connection.closed
+
+
+async def test_a_follower_fetch_is_on_the_socket_before_the_loop_turns():
+    """The fetch is the follower's whole round and the leader's acks=all produces wait for it: the connection
+    writes it in the call that makes it, not at the end of the loop turn."""
+    writes = []
+
+    class Transport:
+        def writelines(self, parts) -> None:
+            writes.append(b"".join(bytes(p) for p in parts))
+
+    connection = Connection("127.0.0.1", 9092)
+    connection.connection_made(Transport())
+    endpoint = RemoteLeaderEndpoint(Connector(connection), 3, CONFIG)
+    fetching = asyncio.ensure_future(endpoint.fetch({TP: FetchRequestPartition(40, 6, 5, 3, 700)}))
+    await asyncio.sleep(0)  # the fetch runs up to its wait for the answer
+    assert len(writes) == 1, "the fetch waited for a loop turn before it was written"
+    fetching.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await fetching

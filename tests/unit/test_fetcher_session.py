@@ -105,7 +105,7 @@ class SessionLeader(ScriptedConnection):
         super().__init__()
         self.answers = list(answers)
 
-    async def request(self, api_key, version, parts, *, timeout_ms=None):
+    async def request(self, api_key, version, parts, *, timeout_ms=None, flush=False):
         self.requests.append((api_key, version, messages.decode_request(api_key, version, b"".join(parts), 0)))
         error, session_id, partitions = self.answers.pop(0)
         topics = [FetchTopicResult(tp.topic, [FetchPartitionResult(tp.partition, 0, 10, 10, 0, b"")])
@@ -151,7 +151,7 @@ async def test_endpoint_other_top_level_errors_still_fail_the_request():
 
 async def test_endpoint_abandoned_fetch_falls_back_to_a_full_fetch():
     class Parked(SessionLeader):
-        async def request(self, api_key, version, parts, *, timeout_ms=None):
+        async def request(self, api_key, version, parts, *, timeout_ms=None, flush=False):
             if len(self.requests) == 1:  # the second fetch parks at the leader and is abandoned
                 self.requests.append((api_key, version, messages.decode_request(api_key, version,
                                                                                 b"".join(parts), 0)))

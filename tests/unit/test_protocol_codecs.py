@@ -1,3 +1,4 @@
+import datetime
 import uuid
 
 import pytest
@@ -16,10 +17,12 @@ from replog.protocol.messages import decode_request, decode_response, encode_req
 from replog.protocol.primitives import DecodeError, Reader, Writer
 from replog.protocol.produce import (
     ProducePartitionData,
+    ProducePartitionResponse,
     ProduceRequestData,
     ProduceTopicData,
     decode_produce_request,
     encode_produce_request,
+    encode_produce_response,
 )
 
 
@@ -74,6 +77,29 @@ def test_produce_request_truncated_body_rejected():
     frame = bytearray(b"".join(bytes(p) for p in encode_produce_request(9, request)))
     with pytest.raises(DecodeError):
         decode_produce_request(9, frame[:-1], 0)
+
+
+@pytest.mark.parametrize("version", range(3, 11))
+def test_produce_response_is_byte_for_byte_what_kio_writes(version):
+    responses = {
+        "orders": [ProducePartitionResponse(0, ErrorCode.none, 1_000_000, -1, 42),
+                   ProducePartitionResponse(7, ErrorCode.not_enough_replicas, -1, -1, -1, "ISR of 1 below 2")],
+        "émoji-free-but-utf8-ü": [ProducePartitionResponse(2, ErrorCode.none, 5, 1_700_000_000_000, 0)],
+    }
+    kio_body = {"throttle_time": 17, "responses": [
+        {"name": name, "partition_responses": [
+            {"index": p.index, "error_code": p.error_code, "base_offset": p.base_offset,
+             "log_append_time": None if p.log_append_time_ms == -1 else
+             datetime.datetime.fromtimestamp(p.log_append_time_ms / 1000, datetime.UTC),
+             "log_start_offset": p.log_start_offset, "record_errors": [], "error_message": p.error_message}
+            for p in partitions]}
+        for name, partitions in responses.items()]}
+    expected = encode_response(ApiKey.PRODUCE, version, kio_body)
+    assert encode_produce_response(version, responses, throttle_time_ms=17) == expected
+
+
+def test_produce_response_with_no_partitions_matches_kio():
+    assert encode_produce_response(9, {}) == encode_response(ApiKey.PRODUCE, 9, {"responses": [], "throttle_time": 0})
 
 
 @pytest.mark.parametrize("version", [4, 5, 7, 11, 12])

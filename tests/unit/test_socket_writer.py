@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from replog.server.writer import SliceTruncatedError, SocketWriter
+from replog.server.writer import GATHER_SLICE_BYTES, SliceTruncatedError, SocketWriter
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,8 @@ def segments_sent(sock: socket.socket) -> int:
     return int.from_bytes(info[TCP_INFO_SEGS_OUT], "little")
 
 
-async def test_a_fetch_responses_header_leaves_in_the_same_segment_as_its_records(tmp_path):
+@pytest.mark.parametrize("gather_slice_bytes", [GATHER_SLICE_BYTES, 0])  # the slice gathered, or sendfile'd
+async def test_a_fetch_responses_header_leaves_in_the_same_segment_as_its_records(tmp_path, gather_slice_bytes):
     """The server's sockets are TCP_NODELAY: without MSG_MORE the header bytes before a file slice would go
     out as a segment of their own, and wake the follower for them alone."""
     path = tmp_path / "segment.log"
@@ -85,7 +86,8 @@ async def test_a_fetch_responses_header_leaves_in_the_same_segment_as_its_record
     errors = []
     with open(path, "rb", buffering=0) as f:
         writer = SocketWriter(asyncio.get_running_loop(), left.fileno(), use_sendfile=True,
-                              on_error=errors.append, on_drained=lambda: None)
+                              on_error=errors.append, on_drained=lambda: None,
+                              gather_slice_bytes=gather_slice_bytes)
         before = segments_sent(left)
         writer.write([b"size", b"response header", FileSliceStub(f, 0, 4096)])
         received = await asyncio.wait_for(drain(right, 4 + 15 + 4096), 30)

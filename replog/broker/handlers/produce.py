@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode
 
 from replog.protocol.apis import ApiKey
 from replog.protocol.messages import encode_response
-from replog.protocol.produce import decode_produce_request
+from replog.protocol.produce import ProducePartitionResponse, decode_produce_request, encode_produce_response
 from replog.protocol.topics import OFFSETS_TOPIC
 from replog.security.acls import Operation, ResourceType
 from replog.server.completion import Completion
@@ -82,6 +82,20 @@ class _LeaderHints:
 
 
 def _encode(version: int, results: AppendResults, hints: _LeaderHints | None) -> bytes:
+    if hints is not None and any(r.error_code == ErrorCode.not_leader_or_follower for r in results.values()):
+        return _encode_with_leader_hints(version, results, hints)
+    by_topic: dict[str, list[ProducePartitionResponse]] = {}
+    for (topic, index), r in results.items():
+        info = r.info
+        by_topic.setdefault(topic, []).append(ProducePartitionResponse(
+            index, r.error_code, info.first_offset if info else -1, -1, info.log_start_offset if info else -1,
+            r.error_message))
+    return encode_produce_response(version, by_topic)
+
+
+def _encode_with_leader_hints(version: int, results: AppendResults, hints: _LeaderHints) -> bytes:
+    """v10+ with a NOT_LEADER_OR_FOLLOWER partition: its CurrentLeader and the NodeEndpoints (KIP-951),
+    tagged fields encoded by kio."""
     by_topic: dict[str, list[dict]] = {}
     for (topic, index), r in results.items():
         info = r.info
@@ -94,11 +108,11 @@ def _encode(version: int, results: AppendResults, hints: _LeaderHints | None) ->
             "record_errors": [],
             "error_message": r.error_message,
         }
-        if hints is not None and r.error_code == ErrorCode.not_leader_or_follower:
+        if r.error_code == ErrorCode.not_leader_or_follower:
             entry["current_leader"] = hints.current_leader(topic, index)
         by_topic.setdefault(topic, []).append(entry)
     body = {"responses": [{"name": t, "partition_responses": ps} for t, ps in by_topic.items()],
             "throttle_time": 0}
-    if hints is not None and hints.leaders:
+    if hints.leaders:
         body["node_endpoints"] = hints.node_endpoints()
     return encode_response(ApiKey.PRODUCE, version, body)
