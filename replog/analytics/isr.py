@@ -79,11 +79,17 @@ def partition_states(partition_snapshots: DataFrame, isr_changes: DataFrame) -> 
     )
     in_time_order = Window.partitionBy("topic", "partition").orderBy("ts_ms", "record")
     so_far = in_time_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    from_here = in_time_order.rowsBetween(Window.currentRow, Window.unboundedFollowing)
+    # The records from this one to the partition's last, as the running frame of the reverse order: Spark
+    # keeps a running frame's aggregate from row to row, but recomputes a frame that ends at the partition's
+    # end for every row, which is quadratic in a partition's records (most of this job's CPU at 1 GB).
+    in_reverse_time_order = Window.partitionBy("topic", "partition").orderBy(
+        F.col("ts_ms").desc(), F.col("record").desc()
+    )
+    from_here = in_reverse_time_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
 
     def nearest_known(column: str) -> Column:
         return F.coalesce(
-            F.last(column, ignorenulls=True).over(so_far), F.first(column, ignorenulls=True).over(from_here)
+            F.last(column, ignorenulls=True).over(so_far), F.last(column, ignorenulls=True).over(from_here)
         )
 
     records = snapshot_records.unionByName(change_records).select(

@@ -37,9 +37,11 @@ def build_tables(parsed: dumps.Dumps, window_ms: int) -> tuple[list[Table], list
     catch_up = keep(isr.catch_up_by_partition(restarts, partitions, timeline, states))
     counts = balance.leader_counts(brokers, window_ms)
     lags = keep(lag.follower_lags(partitions, window_ms))
-    increases = keep(throughput.counter_increases(brokers, partitions, parsed.first_ts_ms, window_ms))
-    lag_tables = lag.lag_tables(lags)
-    throughput_tables = throughput.throughput_tables(increases, window_ms)
+    # The increases (a row per partition snapshot) are read once, by the aggregation both throughput
+    # tables share: that aggregation is what is kept.
+    increases = throughput.counter_increases(brokers, partitions, parsed.first_ts_ms, window_ms)
+    lag_tables = lag.lag_tables(lags, keep)
+    throughput_tables = throughput.throughput_tables(increases, window_ms, keep)
     window_s = f"{window_ms / 1000:g} s"
     tables = [
         Table("malformed_lines", "Lines not used, per file and reason", parsed.malformed, ("file", "reason")),

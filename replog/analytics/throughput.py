@@ -10,6 +10,8 @@ line that ends it, and a window's rate is its amount over the whole window lengt
 covers only in part shows a lower rate).
 """
 
+from collections.abc import Callable
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -53,14 +55,27 @@ def counter_increases(
     )
 
 
-def throughput_per_window(increases: DataFrame, key: str, window_ms: int) -> DataFrame:
-    """Per window and `key` (topic, or node_id reported as broker_id): amounts and rates."""
-    window_s = window_ms / 1000
+def throughput_tables(
+    increases: DataFrame, window_ms: int, keep: Callable[[DataFrame], DataFrame] = lambda frame: frame
+) -> dict[str, DataFrame]:
+    """Per window and topic, and per window and broker, from `counter_increases`: amounts and rates.
+
+    Both come from one aggregation over two grouping sets, so the increases (a row per partition snapshot)
+    are computed and scanned once for both. `keep` is given that aggregation, and what it returns is used
+    (persisting it saves recomputing it for each table)."""
     amounts = [F.coalesce(F.sum(amount), F.lit(0)).alias(amount) for amount in COUNTERS.values()]
-    return (
-        increases.groupBy("window_start_ms", key)
-        .agg(*amounts)
-        .select(
+    grouped = keep(
+        increases.groupingSets(
+            [("window_start_ms", "topic"), ("window_start_ms", "node_id")],
+            "window_start_ms",
+            "topic",
+            "node_id",
+        ).agg(*amounts, F.grouping_id().alias("grouping_id"))
+    )
+    window_s = window_ms / 1000
+
+    def per_window(key: str, grouping_id: int) -> DataFrame:
+        return grouped.filter(F.col("grouping_id") == grouping_id).select(
             F.col("window_start_ms"),
             F.col(key).alias("broker_id" if key == "node_id" else key),
             *[F.col(amount) for amount in COUNTERS.values()],
@@ -68,12 +83,9 @@ def throughput_per_window(increases: DataFrame, key: str, window_ms: int) -> Dat
             (F.col("produce_records") / window_s).alias("produce_records_per_s"),
             (F.col("replication_bytes") / BYTES_PER_MB / window_s).alias("replication_mb_per_s"),
         )
-    )
 
-
-def throughput_tables(increases: DataFrame, window_ms: int) -> dict[str, DataFrame]:
-    """Per topic and per broker, from `counter_increases`."""
+    # grouping_id: a bit per grouping column (window_start_ms, topic, node_id), set where not grouped by.
     return {
-        "throughput_by_topic": throughput_per_window(increases, "topic", window_ms),
-        "throughput_by_broker": throughput_per_window(increases, "node_id", window_ms),
+        "throughput_by_topic": per_window("topic", 0b001),
+        "throughput_by_broker": per_window("node_id", 0b010),
     }

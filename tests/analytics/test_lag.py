@@ -3,6 +3,7 @@ overall, against nearest-rank percentiles of the samples the test wrote."""
 
 import math
 
+from pyspark.sql import DataFrame
 from pyspark.testing import assertDataFrameEqual
 
 from replog.analytics import dumps, lag
@@ -28,6 +29,16 @@ def expected_row(keys: tuple, samples: list[tuple[int, int, int]]) -> tuple:
             max(values),
         ]
     return tuple(row)
+
+
+def reads_cache_of(frame: DataFrame, cached: DataFrame) -> bool:
+    """Whether the optimized plan of `frame` reads the cached data of `cached` (instead of computing it)."""
+    cache = cached._jdf.queryExecution().optimizedPlan().cacheBuilder()
+    leaves = frame._jdf.queryExecution().optimizedPlan().collectLeaves()
+    return any(
+        leaves.apply(i).nodeName() == "InMemoryRelation" and leaves.apply(i).cacheBuilder().equals(cache)
+        for i in range(leaves.size())
+    )
 
 
 def test_lag_percentiles_per_partition_follower_topic_window_and_overall(spark, tmp_path):
@@ -86,3 +97,41 @@ def test_lag_percentiles_per_partition_follower_topic_window_and_overall(spark, 
     for name, rows in expected.items():
         frame = tables[name]
         assertDataFrameEqual(frame, spark.createDataFrame(rows, frame.schema), checkRowOrder=False)
+
+
+def test_without_follower_reports_overall_is_one_row_of_zero_samples_and_the_groupings_are_empty(
+    spark, tmp_path
+):
+    single_replica = partition("t", 0, 1, [1], [1], followers=[])
+    parsed = load(spark, tmp_path, [broker(T0, 1, [single_replica])])
+
+    tables = lag.lag_tables(lag.follower_lags(dumps.partition_snapshots(parsed.rows), WINDOW_MS))
+
+    overall = tables["lag_overall"].collect()
+    assert [row.asDict() for row in overall] == [
+        {"samples": 0, **{column: None for column in tables["lag_overall"].columns if column != "samples"}}
+    ]
+    for name in ("lag_by_partition_follower", "lag_by_follower", "lag_by_topic", "lag_by_window"):
+        assert tables[name].count() == 0, name
+
+
+def test_the_approximate_groupings_come_from_one_aggregation_that_keep_is_given(spark, tmp_path):
+    lines = [
+        broker(T0 + 1000 * i, 1, [partition("t", 0, 1, [1, 2], [1, 2], followers=[follower(2, i, i, i)])])
+        for i in range(3)
+    ]
+    parsed = load(spark, tmp_path, lines)
+    kept = []
+
+    def keep(frame):
+        kept.append(frame.cache())
+        return kept[-1]
+
+    tables = lag.lag_tables(lag.follower_lags(dumps.partition_snapshots(parsed.rows), WINDOW_MS), keep)
+
+    assert len(kept) == 1
+    for name in lag.APPROX_GROUPINGS:
+        assert reads_cache_of(tables[name], kept[0]), name
+    assert not reads_cache_of(tables["lag_by_partition_follower"], kept[0])
+    assert tables["lag_by_follower"].collect()[0]["samples"] == 3
+    kept[0].unpersist()
