@@ -152,8 +152,12 @@ async def test_describe_quorum_of_three_finds_the_leader_and_every_voters_progre
             await describe_quorum(addresses[:1])
         assert refused.value.code == ErrorCode.not_leader_or_follower
 
+        # The leader reports its flushed end (as Kafka's LeaderState does), which may trail for a moment what
+        # the followers already fetched and the HW counts; wait for its flush too.
         quorum = await describe_until(addresses, lambda q: q.leader_id == leader.node_id
-                                      and max_follower_lag(q)[0] == 0, "every follower caught up")
+                                      and max_follower_lag(q)[0] == 0 and q.leader is not None
+                                      and q.high_watermark == q.leader.log_end_offset,
+                                      "every follower caught up and the leader flushed")
         assert [v.replica_id for v in quorum.voters] == sorted(m.node_id for m in members)
         assert quorum.leader_epoch == leader.shell.node.epoch
         assert quorum.high_watermark == quorum.leader.log_end_offset
