@@ -37,7 +37,7 @@ def _median(result: dict | None) -> str:
 
 
 def _ratio(result: dict | None) -> str:
-    return "-" if result is None else f"{result['ratio']:.3f}"
+    return "-" if result is None or result["ratio"] is None else f"{result['ratio']:.3f}"
 
 
 def _change(old: dict | None, new: dict | None) -> str:

@@ -82,8 +82,10 @@ class Result:
     extra: dict = field(default_factory=dict)
 
     @property
-    def ratio(self) -> float:
-        return self.value.median / self.baseline_value
+    def ratio(self) -> float | None:
+        """None when the baseline measured zero (e.g. CPU too small for the clock's ticks): the run's other
+        figures are still reported and saved."""
+        return self.value.median / self.baseline_value if self.baseline_value else None
 
 
 def percentile(ordered: list[float], fraction: float) -> float:
@@ -112,7 +114,7 @@ def print_table(results: list[Result]) -> None:
             format_value(r.value.median, r.unit),
             f"{format_value(r.value.low, r.unit)} - {format_value(r.value.high, r.unit)}",
             f"{r.baseline} = {format_value(r.baseline_value, r.unit)}",
-            f"{r.ratio:.3f}",
+            "n/a" if r.ratio is None else f"{r.ratio:.3f}",
         )
         for r in results
     ]

@@ -20,10 +20,14 @@ def markdown_table(path: Path) -> str:
         spread = "" if value["low"] == value["high"] else \
             f" ({format_value(value['low'], unit)} - {format_value(value['high'], unit)})"
         lines.append(f"| {r['bench']} | {r['case']} | {format_value(value['median'], unit)}{spread} | "
-                     f"{r['baseline']} = {format_value(r['baseline_value'], unit)} | {r['ratio']:.3g} |")
+                     f"{r['baseline']} = {format_value(r['baseline_value'], unit)} | {_ratio(r['ratio'])} |")
     machine = settings.get("machine", {})
     lines.append("")
     lines.append(f"{'Quick' if settings.get('quick') else 'Full'} run of {', '.join(settings.get('benchmarks', []))} "
                  f"in {settings.get('seconds')} s on {machine.get('cpus')} x {machine.get('cpu_model')}, "
                  f"{machine.get('memory_gib')} GiB, Linux {machine.get('kernel')}, Python {machine.get('python')}.")
     return "\n".join(lines)
+
+
+def _ratio(ratio: float | None) -> str:
+    return "n/a" if ratio is None else f"{ratio:.3g}"

@@ -50,3 +50,15 @@ def test_replog_bench_table_prints_it_and_refuses_a_file_that_is_not_a_run(tmp_p
 def test_a_wrong_bench_report_call_says_the_usage(words, capsys):
     assert cli.main(["bench", *words]) == 1
     assert "usage: replog bench compare BEFORE.json AFTER.json | replog bench table RUN.json" in capsys.readouterr().err
+
+
+def test_a_result_whose_baseline_measured_zero_is_printed_saved_and_tabled_without_a_ratio(tmp_path, capsys):
+    from benchmarks.harness import Result, Stats, print_table, write_json
+
+    result = Result("idle", "broker CPU, dumps on", "CPU-s/s", Stats.of([0.01]), "dumps off", 0.0)
+    assert result.ratio is None
+    print_table([result])
+    assert capsys.readouterr().out.splitlines()[-1].split()[-1] == "n/a"
+    path = write_json("quick", [result], {"quick": True}, tmp_path)
+    assert json.loads(path.read_text())["results"][0]["ratio"] is None
+    assert markdown_table(path).count("| n/a |") == 1
