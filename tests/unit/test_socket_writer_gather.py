@@ -18,6 +18,8 @@ from replog.server.writer import (
     SocketWriter,
 )
 
+from .test_socket_writer import drain
+
 
 @dataclass(frozen=True)
 class FileSliceStub:
@@ -65,17 +67,6 @@ class ShortSendOps(CountingOps):
             if not room:
                 break
         return sock.sendmsg(cut, (), flags)
-
-
-async def drain(reader_sock: socket.socket, expected: int) -> bytes:
-    loop = asyncio.get_running_loop()
-    chunks, total = [], 0
-    while total < expected:
-        chunk = await loop.sock_recv(reader_sock, 1 << 16)
-        assert chunk, "writer side closed early"
-        chunks.append(chunk)
-        total += len(chunk)
-    return b"".join(chunks)
 
 
 def fetch_answer(f, partitions: int, slice_bytes: int) -> list:
