@@ -61,10 +61,12 @@ def allocate_past_end(fd: int, offset: int, length: int) -> None:
 
 
 def free_past_end(fd: int, size: int) -> None:
-    """Give back the blocks past `size` (the file's size) with a truncation to that size, keeping the file's
-    modification time: the log cleaner's tombstone horizon reads it as the time of the last write."""
+    """Give back the blocks past `size` with a truncation to that size, keeping the file's modification time
+    (the log cleaner's tombstone horizon reads it as the time of the last write). A file whose size is not
+    `size` (a torn write that could not be cut off: its directory is offline) is left alone."""
     before = os.fstat(fd)
-    assert before.st_size == size, (before.st_size, size)
+    if before.st_size != size:
+        return
     os.ftruncate(fd, size)
     os.utime(fd, ns=(before.st_atime_ns, before.st_mtime_ns))
 

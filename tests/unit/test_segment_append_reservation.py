@@ -144,3 +144,15 @@ def test_a_full_disk_refusing_the_allocation_leaves_the_append_to_the_write(tmp_
     assert ops.allocations == [(0, RESERVE_AHEAD_BYTES), (sizes[0], RESERVE_AHEAD_BYTES),
                                (sizes[0] + sizes[1], RESERVE_AHEAD_BYTES)]  # fmt: skip
     assert segment.size == sum(sizes)
+
+
+def test_sealing_leaves_a_file_longer_than_the_segment_knows_alone(tmp_path):
+    """A torn write that could not be cut off (its directory goes offline) leaves bytes past the segment's
+    size; giving back the reservation must not cut them: recovery at the next start decides."""
+    _skip_unless_allocation_works(tmp_path)
+    segment = _segment(tmp_path, AllocationLog())
+    _append(segment, VALUE_BYTES)
+    with open(segment.log_path, "ab") as file:
+        file.write(b"torn")
+    segment.seal()
+    assert os.stat(segment.log_path).st_size == segment.size + 4
