@@ -12,7 +12,8 @@ exactly the bytes written. Only appends of LARGE_APPEND_BYTES or more reserve, R
 time: a broker with many partitions of small appends holds no reserved space for them. The blocks past the
 end are given back when the segment stops being active (seal, close); a truncation gives them back by
 itself. After a crash they stay allocated until the segment is deleted: at most one reservation per
-partition's active segment.
+partition's active segment. Bytes not yet written back when the power fails read as zeros there (the
+blocks are allocated but unwritten), which recovery's batch and CRC checks cut off as they do a torn write.
 """
 
 from __future__ import annotations
