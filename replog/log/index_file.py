@@ -1,0 +1,103 @@
+"""Creating a segment index's file: the system calls (IndexFileOps, injectable), the all-or-nothing creation
+of a new, preallocated and mapped index file, and the worker thread that creates them off the event loop.
+
+A new segment's index files are created lazily (index.py), at the first entry, which once came 4 KiB into
+every new segment on the event loop: `open(O_CREAT)`, `ftruncate` and `mmap` took 11-17% of each broker's
+samples while 1,000 partitions RF=3 got their first entries (docs/profiles/partition-scaling.md). The
+segment now starts the creation in a worker thread at an append that writes no entry (a new segment's
+first), and the index waits for it only if an entry, a resize or a release comes before it is done.
+"""
+
+from __future__ import annotations
+
+import io
+import mmap
+import os
+import threading
+from concurrent.futures import Executor, ThreadPoolExecutor
+from pathlib import Path
+from typing import NamedTuple
+
+from replog.log.file_budget import SharedFile
+
+# Index files are sparse: the preallocated size is set with ftruncate, which reserves no blocks. Writing
+# through the mmap into a page the file system cannot allocate (a full disk) raises SIGBUS and kills the
+# process, so pages are allocated with posix_fallocate, which fails with ENOSPC, before entries go in.
+ALLOCATION_CHUNK = mmap.PAGESIZE
+
+
+class IndexFileOps:
+    """The system calls that create an index file and ready its next pages before entries are written through
+    the map. Tests pass a recording (or failing) subclass."""
+
+    def create(self, path: Path) -> int:
+        """A new file's descriptor; never one that existed (the creation removes what it made if it fails)."""
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+
+    def set_size(self, fd: int, size: int) -> None:
+        os.ftruncate(fd, size)
+
+    def map(self, fd: int, size: int) -> mmap.mmap:
+        return mmap.mmap(fd, size)
+
+    def allocate(self, fd: int, offset: int, length: int) -> None:
+        """Blocks for [offset, offset + length): ENOSPC here rather than SIGBUS in the mapping."""
+        os.posix_fallocate(fd, offset, length)
+
+    def populate(self, fd: int, offset: int, length: int) -> None:
+        """Write the range's bytes (zeros, which is what an index holds past its entries) into the page cache.
+        The first write into a hole or a fallocated (unwritten) page through a shared mapping is a page fault
+        that cost 4-9 ms (median) on ext4 on the loaded 2-vCPU VM, taken with the GIL held, while a pwrite of
+        the same page cost 0.01-0.04 ms and the mapped write after it 0.01 ms (docs/profiles/
+        partition-scaling.md): with 1,000 partitions RF=3 that was some 2,000 stalls of each broker's event
+        loop as new segments got their first index entries."""
+        os.pwrite(fd, bytes(length), offset)
+
+
+OS_INDEX_FILE_OPS = IndexFileOps()
+
+
+class CreatedIndexFile(NamedTuple):
+    """A new index file, preallocated to `size` bytes and mapped, its first `allocated` bytes ready."""
+
+    file: io.FileIO
+    mapping: mmap.mmap | None  # None for an index of size 0
+    allocated: int
+
+
+def create_index_file(path: Path, size: int, ops: IndexFileOps = OS_INDEX_FILE_OPS) -> CreatedIndexFile:
+    """Create, size and map a new index file and ready its first page, all or nothing: on any failure the
+    descriptors are closed and the file removed before the error is raised. Touches no index state, so it
+    may run in any thread."""
+    fd = ops.create(path)
+    file = SharedFile(fd, "r+")
+    mapping = None
+    try:
+        ops.set_size(fd, size)
+        if size > 0:
+            mapping = ops.map(fd, size)
+        allocated = min(size, ALLOCATION_CHUNK)
+        if allocated:
+            ops.allocate(fd, 0, allocated)
+            ops.populate(fd, 0, allocated)
+    except BaseException:
+        if mapping is not None:
+            mapping.close()
+        file.close()
+        path.unlink(missing_ok=True)
+        raise
+    return CreatedIndexFile(file, mapping, allocated)
+
+
+_shared_creator: Executor | None = None
+_shared_creator_lock = threading.Lock()
+
+
+def shared_index_creator() -> Executor:
+    """The process's worker thread for index file creation, started on first use. One is enough to keep the
+    creations off the event loop: each is a few system calls that release the GIL."""
+    global _shared_creator
+    with _shared_creator_lock:
+        if _shared_creator is None:
+            _shared_creator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="index-create")
+        return _shared_creator
