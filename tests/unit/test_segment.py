@@ -1,5 +1,6 @@
 from replog.log.segment import LogSegment, SegmentFileOps
 from replog.protocol.records import build_batch, iter_batches
+from tests.unit.deferred_executor import DeferredExecutor
 
 
 def _segment(tmp_path, base=0, interval=4096) -> LogSegment:
@@ -15,14 +16,18 @@ def _append(segment, base_offset, count=1, value=b"v" * 50, ts=None):
 
 
 def test_file_names(tmp_path):
-    segment = _segment(tmp_path, base=42, interval=0)
-    # The indexes of a new, empty segment are created by their first entry (as Kafka's LazyIndex): the
-    # first batch gets none, the second one (index_interval_bytes after it) does.
+    creator = DeferredExecutor()
+    segment = LogSegment(tmp_path, 42, index_interval_bytes=0, max_index_bytes=4096, created_ms=0,
+                         index_creator=creator)  # fmt: skip
+    # The indexes of a new, empty segment are created for their first entry (as Kafka's LazyIndex): the
+    # first batch gets none and starts their creation in a worker thread, the second one (index_interval_bytes
+    # after it) gets an entry, waiting for the creation if it has not finished.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["00000000000000000042.log"]
     assert segment.size == 0
     assert segment.next_offset == 42
     _append(segment, 42)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["00000000000000000042.log"]
+    assert len(creator.submitted) == 2
     _append(segment, 43)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "00000000000000000042.index",
