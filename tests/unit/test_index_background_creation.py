@@ -4,6 +4,8 @@ budget from the start."""
 
 import errno
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -257,3 +259,32 @@ def test_an_index_created_in_the_background_answers_as_one_created_in_place(tmp_
             index.append(i, i * 100)
         index.close()
     assert (tmp_path / "a.index").read_bytes() == (tmp_path / "b.index").read_bytes()
+
+
+def test_with_a_real_worker_thread_deleted_segments_leave_no_files_and_the_rest_index_correctly(tmp_path):
+    # The orderings above with a real worker: every creation queued behind a held task when half the
+    # segments are deleted, then the first entries of the others racing the worker.
+    worker_held = threading.Event()
+    with ThreadPoolExecutor(max_workers=1) as creator:
+        creator.submit(worker_held.wait, 60)
+        segments = []
+        for number in range(40):
+            directory = tmp_path / str(number)
+            directory.mkdir()
+            segment = _segment(directory, creator)
+            _append(segment, INTERVAL + 100)
+            segments.append(segment)
+        for segment in segments[1::2]:
+            segment.delete()
+        worker_held.set()
+        for segment in segments[0::2]:
+            _append(segment)
+    for number, segment in enumerate(segments):
+        directory = tmp_path / str(number)
+        if number % 2:
+            assert list(directory.iterdir()) == []
+        else:
+            assert _index_files(directory) == ["00000000000000000000.index", "00000000000000000000.timeindex"]
+            assert segment.offset_index.lookup(1) == (1, segment.translate_offset(1).position)
+            assert segment.open_files == 5
+            segment.close()
