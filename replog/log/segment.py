@@ -392,15 +392,17 @@ class LogSegment:
         limit = self._size if max_position is None else min(max_position, self._size)
         if location is None or location.position >= limit:
             return None
-        end = location.position
-        for position, header in self._scan_headers(location.position, limit):
+        # The first batch's header was read by translate_offset: the scan starts after it (a follower's read
+        # of one new batch is then two header reads, not three).
+        start, end = location.position, location.position + location.size
+        if end > limit or (location.size > max_size and not min_one_batch):
+            return None
+        for position, header in self._scan_headers(end, limit):
             batch_end = position + header.size_in_bytes
-            if batch_end - location.position > max_size and not (min_one_batch and end == location.position):
+            if batch_end - start > max_size:
                 break
             end = batch_end
-        if end == location.position:
-            return None
-        return FileSlice(self._log_file(), location.position, end - location.position)
+        return FileSlice(self._log_file(), start, end - start)
 
     def recover(self, max_message_bytes: int, on_batch: Callable[[BatchHeader], None]) -> int:
         """Rebuild the indexes from the data, validating every batch's CRC.
