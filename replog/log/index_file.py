@@ -20,6 +20,11 @@ from typing import NamedTuple
 
 from replog.log.file_budget import SharedFile
 
+# A file being created has this suffix until it is complete, and then takes its name with a link, which fails
+# rather than replace a file of that name: a half-made file is never seen under the index's name, and an
+# index opened meanwhile under that name (a log reopened in the same process, as tests of a crash do while an
+# abandoned log's creation still runs) is never written over. The log loader deletes leftovers of a crash.
+CREATING_SUFFIX = ".creating"
 # Index files are sparse: the preallocated size is set with ftruncate, which reserves no blocks. Writing
 # through the mmap into a page the file system cannot allocate (a full disk) raises SIGBUS and kills the
 # process, so pages are allocated with posix_fallocate, which fails with ENOSPC, before entries go in.
@@ -33,6 +38,11 @@ class IndexFileOps:
     def create(self, path: Path) -> int:
         """A new file's descriptor; never one that existed (the creation removes what it made if it fails)."""
         return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+
+    def publish(self, staging: Path, path: Path) -> None:
+        """Give the complete file its name, unless a file has it already (FileExistsError)."""
+        os.link(staging, path)
+        staging.unlink(missing_ok=True)
 
     def set_size(self, fd: int, size: int) -> None:
         os.ftruncate(fd, size)
@@ -65,11 +75,16 @@ class CreatedIndexFile(NamedTuple):
     allocated: int
 
 
+def creating_path(path: Path) -> Path:
+    return path.with_name(path.name + CREATING_SUFFIX)
+
+
 def create_index_file(path: Path, size: int, ops: IndexFileOps = OS_INDEX_FILE_OPS) -> CreatedIndexFile:
     """Create, size and map a new index file and ready its first page, all or nothing: on any failure the
     descriptors are closed and the file removed before the error is raised. Touches no index state, so it
     may run in any thread."""
-    fd = ops.create(path)
+    staging = creating_path(path)
+    fd = ops.create(staging)
     file = SharedFile(fd, "r+")
     mapping = None
     try:
@@ -80,11 +95,12 @@ def create_index_file(path: Path, size: int, ops: IndexFileOps = OS_INDEX_FILE_O
         if allocated:
             ops.allocate(fd, 0, allocated)
             ops.populate(fd, 0, allocated)
+        ops.publish(staging, path)
     except BaseException:
         if mapping is not None:
             mapping.close()
         file.close()
-        path.unlink(missing_ok=True)
+        staging.unlink(missing_ok=True)
         raise
     return CreatedIndexFile(file, mapping, allocated)
 

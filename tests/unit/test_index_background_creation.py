@@ -9,15 +9,17 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from replog.log.config import LogConfig
 from replog.log.file_budget import MIN_OPEN_FILES, FileBudget
 from replog.log.index import OffsetIndex
-from replog.log.index_file import ALLOCATION_CHUNK, IndexFileOps, create_index_file
+from replog.log.index_file import ALLOCATION_CHUNK, IndexFileOps, create_index_file, creating_path
+from replog.log.partition_log import PartitionLog
 from replog.log.segment import LogSegment
 from replog.protocol.records import build_batch, iter_batches
 from tests.unit.deferred_executor import DeferredExecutor
 
 INTERVAL = 4096
-CREATION_STEPS = ("create", "set_size", "map", "allocate", "populate")
+CREATION_STEPS = ("create", "set_size", "map", "allocate", "populate", "publish")
 
 
 class CountingIndexFileOps(IndexFileOps):
@@ -52,6 +54,10 @@ class CountingIndexFileOps(IndexFileOps):
         self._step("populate")
         super().populate(fd, offset, length)
 
+    def publish(self, staging, path):
+        self._step("publish")
+        super().publish(staging, path)
+
 
 def _open_fds() -> set[str]:
     return set(os.listdir("/proc/self/fd"))
@@ -82,7 +88,7 @@ def test_a_failed_creation_leaves_no_file_and_no_descriptor(tmp_path, failing_st
     before = _open_fds()
     with pytest.raises(OSError):
         create_index_file(path, 10 * ALLOCATION_CHUNK, CountingIndexFileOps(fail_at=failing_step))
-    assert not path.exists()
+    assert list(tmp_path.iterdir()) == []
     assert _open_fds() == before
 
 
@@ -90,6 +96,7 @@ def test_a_creation_sizes_maps_and_readies_the_first_page(tmp_path):
     ops = CountingIndexFileOps()
     created = create_index_file(tmp_path / "0.index", 10 * ALLOCATION_CHUNK, ops)
     assert ops.calls == {step: 1 for step in CREATION_STEPS}
+    assert list(tmp_path.iterdir()) == [tmp_path / "0.index"]
     assert (tmp_path / "0.index").stat().st_size == 10 * ALLOCATION_CHUNK
     assert len(created.mapping) == 10 * ALLOCATION_CHUNK
     assert created.allocated == ALLOCATION_CHUNK
@@ -98,11 +105,25 @@ def test_a_creation_sizes_maps_and_readies_the_first_page(tmp_path):
 
 
 def test_a_creation_never_takes_over_an_existing_file(tmp_path):
+    # Another index opened under the name meanwhile (a log reopened in this process) keeps its file as it is.
     path = tmp_path / "0.index"
     path.write_bytes(b"\1" * 8)
     with pytest.raises(FileExistsError):
         create_index_file(path, 800)
     assert path.read_bytes() == b"\1" * 8
+    assert list(tmp_path.iterdir()) == [path]
+
+
+def test_the_loader_deletes_an_index_file_a_crash_left_half_made(tmp_path):
+    directory = tmp_path / "topic-0"
+    log = PartitionLog.open(directory, LogConfig(), clock_ms=lambda: 0, clean_shutdown=True)
+    log.append_as_leader(memoryview(bytearray(build_batch([(None, b"v", [], 1000)]))), leader_epoch=0)
+    log.close()
+    half_made = creating_path(directory / "00000000000000000000.index")
+    half_made.write_bytes(b"")
+    reopened = PartitionLog.open(directory, LogConfig(), clock_ms=lambda: 0, clean_shutdown=False)
+    assert not half_made.exists()
+    assert reopened.log_end_offset == 1
 
 
 def test_the_first_append_starts_the_creation_and_the_first_entry_adopts_it(tmp_path):
