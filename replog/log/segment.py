@@ -314,6 +314,10 @@ class LogSegment:
     def _create_indexes_in_background(self) -> None:
         if self.offset_index.open_files and self.time_index.open_files:
             return  # the common case, created (or being created) and open: no executor to look up
+        if self._budget is not None and not self._budget.has_room(4):
+            # Created ahead of need, the files would evict other segments' (at 10,000 partitions, one another's,
+            # waiting for creations under way): they are left to the first entry, as before.
+            return
         creator = self._index_creator or shared_index_creator()
         self.offset_index.create_in_background(creator)
         self.time_index.create_in_background(creator)

@@ -309,3 +309,24 @@ def test_with_a_real_worker_thread_deleted_segments_leave_no_files_and_the_rest_
             assert segment.offset_index.lookup(1) == (1, segment.translate_offset(1).position)
             assert segment.open_files == 5
             segment.close()
+
+
+def test_no_creation_ahead_of_need_when_the_budget_has_no_room_for_it(tmp_path):
+    # At 10,000 partitions, files made ahead of their first entry would evict other segments' files.
+    budget = FileBudget(MIN_OPEN_FILES)
+    creator = DeferredExecutor()
+    ops = CountingIndexFileOps()
+    crowded = []
+    for number in range(MIN_OPEN_FILES - 3):  # a log file each; with this one's, 2 left, short of the 4 needed
+        directory = tmp_path / str(number)
+        directory.mkdir()
+        crowded.append(_segment(directory, creator))
+        crowded[-1].attach_file_budget(budget)
+    segment = _segment(tmp_path, creator, ops)
+    segment.attach_file_budget(budget)
+    _append(segment, INTERVAL + 100)
+    assert creator.submitted == []
+    assert budget.evictions == 0
+    _append(segment)  # the first entry creates the files in place
+    assert ops.calls["create"] == 2
+    assert segment.offset_index.entries == 1
