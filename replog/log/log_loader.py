@@ -30,10 +30,10 @@ def load_segments(
 ) -> list[LogSegment]:
     """The segments on disk, in offset order; `open_segment(base, file_suffix)` opens one."""
     recover_interrupted_swaps(directory, lambda base: open_segment(base, SWAP_SUFFIX), max_message_bytes, file_ops)
-    for path in directory.glob("*" + CREATING_SUFFIX):
-        path.unlink()  # an index file a crash cut short while it was being created (index_file.py)
     for path in sorted(directory.iterdir()):
-        if path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and not path.with_suffix(LOG_SUFFIX).exists():
+        if path.suffix == CREATING_SUFFIX:
+            path.unlink()  # an index file a crash cut short while it was being created (index_file.py)
+        elif path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and not path.with_suffix(LOG_SUFFIX).exists():
             path.unlink()  # orphaned index of a deleted segment
     bases = sorted(int(path.stem) for path in directory.glob("*" + LOG_SUFFIX) if path.stem.isdigit())
     return [open_segment(base_offset, "") for base_offset in bases]
