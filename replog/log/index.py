@@ -112,11 +112,16 @@ class _MmapIndex(abc.ABC):
         if size > 0:
             self._mm = mmap.mmap(self._file.fileno(), size)
 
+    @property
+    def lacks_file(self) -> bool:
+        """A lazily created index with no file yet and no creation under way."""
+        return not self._created and self._creation is None and not self._deleted
+
     def create_in_background(self, creator: Executor) -> None:
         """Start creating a lazily created index's file in `creator`'s thread, if it has none yet: the next
         use that needs the file waits for it there instead of creating it itself. Its descriptors are
         charged now (on_open), as the index holds them from the moment the thread has opened them."""
-        if self._created or self._creation is not None or self._deleted:
+        if not self.lacks_file:
             return
         self._creation = creator.submit(create_index_file, self.path, self._size, self._ops)
         if self.on_open is not None:

@@ -312,8 +312,8 @@ class LogSegment:
         assert offset_of_max_timestamp <= largest_offset
 
     def _create_indexes_in_background(self) -> None:
-        if self.offset_index.open_files and self.time_index.open_files:
-            return  # the common case, created (or being created) and open: no executor to look up
+        if not (self.offset_index.lacks_file or self.time_index.lacks_file):
+            return  # the common case: created, or being created
         if self._budget is not None and not self._budget.has_room(4):
             # Created ahead of need, the files would evict other segments' (at 10,000 partitions, one another's,
             # waiting for creations under way): they are left to the first entry, as before.
