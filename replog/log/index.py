@@ -143,7 +143,7 @@ class _MmapIndex(abc.ABC):
         self._adopt(created)
 
     def _adopt(self, created: CreatedIndexFile) -> None:
-        self._file, self._mm, self._allocated = created.file, created.mapping, created.allocated
+        self._file, self._mm = created.file, created.mapping
         self._created = True
 
     def _abandon_creation(self) -> None:
@@ -239,13 +239,13 @@ class _MmapIndex(abc.ABC):
         """Allocate and populate the pages of up to `count` more entries (fewer if the file ends first); raises
         OSError (ENOSPC) rather than let a later write into the mmap die of SIGBUS."""
         assert count >= 0
-        fd = self._open_file().fileno()  # first: creating the file readies its first page
         size = self._size
         written = self._entries * self.ENTRY.size
         needed = min(size, written + count * self.ENTRY.size)
         if needed <= self._allocated:
             return
         end = min(size, -(-needed // ALLOCATION_CHUNK) * ALLOCATION_CHUNK)
+        fd = self._open_file().fileno()
         self._ops.allocate(fd, self._allocated, end - self._allocated)
         start = max(self._allocated, written)  # never over the entries (a reopened file's are not allocated)
         self._ops.populate(fd, start, end - start)

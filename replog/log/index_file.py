@@ -68,11 +68,10 @@ OS_INDEX_FILE_OPS = IndexFileOps()
 
 
 class CreatedIndexFile(NamedTuple):
-    """A new index file, preallocated to `size` bytes and mapped, its first `allocated` bytes ready."""
+    """A new index file, preallocated to `size` bytes (sparse) and mapped."""
 
     file: io.FileIO
     mapping: mmap.mmap | None  # None for an index of size 0
-    allocated: int
 
 
 def creating_path(path: Path) -> Path:
@@ -80,9 +79,10 @@ def creating_path(path: Path) -> Path:
 
 
 def create_index_file(path: Path, size: int, ops: IndexFileOps = OS_INDEX_FILE_OPS) -> CreatedIndexFile:
-    """Create, size and map a new index file and ready its first page, all or nothing: on any failure the
-    descriptors are closed and the file removed before the error is raised. Touches no index state, so it
-    may run in any thread."""
+    """Create, size and map a new index file, all or nothing: on any failure the descriptors are closed and
+    the file removed before the error is raised. Touches no index state, so it may run in any thread. Its
+    pages are allocated and populated by the index's first entry (reserve, two short calls): a file created
+    ahead of need that never gets an entry (a partition whose data fits one batch) costs no dirty page."""
     staging = creating_path(path)
     fd = ops.create(staging)
     file = SharedFile(fd, "r+")
@@ -91,10 +91,6 @@ def create_index_file(path: Path, size: int, ops: IndexFileOps = OS_INDEX_FILE_O
         ops.set_size(fd, size)
         if size > 0:
             mapping = ops.map(fd, size)
-        allocated = min(size, ALLOCATION_CHUNK)
-        if allocated:
-            ops.allocate(fd, 0, allocated)
-            ops.populate(fd, 0, allocated)
         ops.publish(staging, path)
     except BaseException:
         if mapping is not None:
@@ -102,7 +98,7 @@ def create_index_file(path: Path, size: int, ops: IndexFileOps = OS_INDEX_FILE_O
         file.close()
         staging.unlink(missing_ok=True)
         raise
-    return CreatedIndexFile(file, mapping, allocated)
+    return CreatedIndexFile(file, mapping)
 
 
 _shared_creator: Executor | None = None

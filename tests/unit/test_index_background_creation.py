@@ -19,7 +19,7 @@ from replog.protocol.records import build_batch, iter_batches
 from tests.unit.deferred_executor import DeferredExecutor
 
 INTERVAL = 4096
-CREATION_STEPS = ("create", "set_size", "map", "allocate", "populate", "publish")
+CREATION_STEPS = ("create", "set_size", "map", "publish")
 
 
 class CountingIndexFileOps(IndexFileOps):
@@ -92,14 +92,13 @@ def test_a_failed_creation_leaves_no_file_and_no_descriptor(tmp_path, failing_st
     assert _open_fds() == before
 
 
-def test_a_creation_sizes_maps_and_readies_the_first_page(tmp_path):
+def test_a_creation_sizes_and_maps_the_file_and_leaves_its_pages_to_the_first_entry(tmp_path):
     ops = CountingIndexFileOps()
     created = create_index_file(tmp_path / "0.index", 10 * ALLOCATION_CHUNK, ops)
-    assert ops.calls == {step: 1 for step in CREATION_STEPS}
+    assert ops.calls == {step: 1 for step in CREATION_STEPS}  # no allocate, no populate: no dirty page
     assert list(tmp_path.iterdir()) == [tmp_path / "0.index"]
     assert (tmp_path / "0.index").stat().st_size == 10 * ALLOCATION_CHUNK
     assert len(created.mapping) == 10 * ALLOCATION_CHUNK
-    assert created.allocated == ALLOCATION_CHUNK
     created.mapping.close()
     created.file.close()
 
@@ -140,8 +139,8 @@ def test_the_first_append_starts_the_creation_and_the_first_entry_adopts_it(tmp_
     _append(segment)  # the first entries
     assert segment.offset_index.entries == segment.time_index.entries == 1
     assert len(creator.submitted) == 2
-    # Each index: created once, its first page readied by the creation, no other allocation for one entry.
-    assert ops.calls == {step: 2 for step in CREATION_STEPS}
+    # Each index: created once; its first page allocated and populated once, by the entry.
+    assert ops.calls == {**{step: 2 for step in CREATION_STEPS}, "allocate": 2, "populate": 2}
     assert segment.translate_offset(2).position > 0
 
 
@@ -253,7 +252,7 @@ def test_released_before_the_creation_started_the_next_entry_creates_the_files(t
 def test_a_failed_creation_is_uncharged_and_its_error_met_by_the_entry(tmp_path):
     budget = FileBudget(MIN_OPEN_FILES)
     creator = DeferredExecutor()
-    ops = CountingIndexFileOps(fail_at="allocate")  # a full disk
+    ops = CountingIndexFileOps(fail_at="create")  # a full disk
     segment = _segment(tmp_path, creator, ops)
     segment.attach_file_budget(budget)
     _append(segment, INTERVAL + 100)
