@@ -14,7 +14,8 @@ An index may give back its descriptors (release, for the broker's file budget) a
 use: the entry count and the mapped size are kept, so a reopen maps the file again and reads nothing.
 Resizing a released index truncates the file by path, without opening it. The index of a new, empty
 segment may be created lazily (as Kafka's LazyIndex): no file until the first entry or lookup needs one,
-so thousands of new partitions cost no index files.
+so thousands of new partitions cost no index files. The segment may start that creation in a worker thread
+ahead of the first entry (create_in_background, index_file.py); the index adopts the file when it needs it.
 """
 
 from __future__ import annotations
