@@ -132,6 +132,10 @@ class LogSegment:
         self._max_timestamp = NO_TIMESTAMP
         self._offset_of_max_timestamp = base_offset
         self._bytes_since_index = 0
+        # The last batch this segment appended: a follower (and a consumer at the end) fetches from the offset
+        # where the latest append began, so each read would otherwise look it up in the index and pread its
+        # header back from the file (docs/profiles/rf3-linger0.md, fifth pass).
+        self._tail_batch: BatchLocation | None = None
         if not self.needs_recovery:
             self._load_tail_state()
         for index in (self.offset_index, self.time_index):
@@ -307,6 +311,8 @@ class LogSegment:
         self._write_all(batches)
         for header_position, header in headers:
             self._index_batch(header, header_position)
+        last_position, last = headers[-1]
+        self._tail_batch = BatchLocation(last.base_offset, last.last_offset, last_position, last.size_in_bytes)
         assert self._next_offset == largest_offset + 1
         assert self._max_timestamp >= max_timestamp
         assert offset_of_max_timestamp <= largest_offset
@@ -358,6 +364,10 @@ class LogSegment:
 
     def translate_offset(self, offset: int, start_position: int = 0) -> BatchLocation | None:
         """The first batch whose last offset is >= `offset`, or None."""
+        tail = self._tail_batch
+        if (tail is not None and tail.base_offset <= offset <= tail.last_offset and tail.position >= start_position
+                and tail.position + tail.size == self._size):
+            return tail
         _, indexed_position = self.offset_index.lookup(offset)
         for position, header in self._scan_headers(max(start_position, indexed_position), self._size):
             if header.last_offset >= offset:
@@ -394,19 +404,18 @@ class LogSegment:
         assert max_size >= 0
         location = self.translate_offset(start_offset)
         limit = self._size if max_position is None else min(max_position, self._size)
-        if location is None or location.position >= limit:
+        if location is None or location.position + location.size > limit:
             return None
-        # The first batch's header was read by translate_offset: the scan starts after it (a follower's read
-        # of one new batch is then two header reads, not three).
-        start, end = location.position, location.position + location.size
-        if end > limit or (location.size > max_size and not min_one_batch):
+        if location.size > max_size and not min_one_batch:
             return None
+        # The first batch's header is already known: the scan reads only the ones after it (none at the tail).
+        end = location.position + location.size
         for position, header in self._scan_headers(end, limit):
             batch_end = position + header.size_in_bytes
-            if batch_end - start > max_size:
+            if batch_end - location.position > max_size:
                 break
             end = batch_end
-        return FileSlice(self._log_file(), start, end - start)
+        return FileSlice(self._log_file(), location.position, end - location.position)
 
     def recover(self, max_message_bytes: int, on_batch: Callable[[BatchHeader], None]) -> int:
         """Rebuild the indexes from the data, validating every batch's CRC.
@@ -417,6 +426,7 @@ class LogSegment:
         """
         self.offset_index.reset()
         self.time_index.reset()
+        self._tail_batch = None
         self._next_offset = self.base_offset
         self._max_timestamp = NO_TIMESTAMP
         self._offset_of_max_timestamp = self.base_offset
@@ -453,6 +463,7 @@ class LogSegment:
         file = self._log_file()
         os.ftruncate(file.fileno(), location.position)
         self._size = location.position
+        self._tail_batch = None
         self._bytes_since_index = 0
         self._load_tail_state()
         assert self._next_offset == location.base_offset or self._size == 0

@@ -151,3 +151,60 @@ def test_a_read_looks_at_each_batch_header_once(tmp_path):
     ops.positions.clear()
     assert segment.read(16, 1, min_one_batch=False) is None
     assert ops.positions == [size, 2 * size]
+
+
+class CountingReads(SegmentFileOps):
+    def __init__(self) -> None:
+        self.preads = 0
+
+    def pread(self, fd: int, size: int, position: int) -> bytes:
+        self.preads += 1
+        return super().pread(fd, size, position)
+
+
+def _counted_segment(tmp_path, batches: int) -> tuple[LogSegment, CountingReads, list[int]]:
+    """A segment indexing every batch (interval 0) holding `batches` batches of 2 records from offset 0."""
+    ops = CountingReads()
+    segment = LogSegment(tmp_path, 0, index_interval_bytes=0, max_index_bytes=4096, created_ms=0, file_ops=ops)
+    sizes = [_append(segment, 2 * i, count=2) for i in range(batches)]
+    return segment, ops, sizes
+
+
+def test_a_read_from_the_last_appended_batch_reads_nothing_back_from_the_file(tmp_path):
+    """A follower fetches from where the leader's latest append began: that batch's place is known."""
+    segment, ops, sizes = _counted_segment(tmp_path, 5)
+    location = segment.translate_offset(9)
+    assert (location.base_offset, location.last_offset, location.position, location.size) == (8, 9, 4 * sizes[0], sizes[4])
+    tail = segment.read(8, 1 << 20)
+    assert ops.preads == 0
+    assert (tail.position, tail.length) == (4 * sizes[0], sizes[4])
+    assert [b.base_offset for b in iter_batches(tail.read_bytes())] == [8]
+    assert segment.read(8, 1, min_one_batch=False) is None
+    assert segment.read(8, 1 << 20, max_position=segment.size - 1) is None
+    assert segment.translate_offset(10) is None
+
+
+def test_a_read_preads_only_the_headers_of_the_batches_after_its_first(tmp_path):
+    segment, ops, sizes = _counted_segment(tmp_path, 5)
+    segment.translate_offset(2)
+    to_find_the_first = ops.preads  # the headers from the index entry's position to batch 2-3
+    ops.preads = 0
+    whole_from_second = segment.read(2, 1 << 20)
+    assert ops.preads == to_find_the_first + 3  # then the three batches after it, not batch 2-3 again
+    assert [b.base_offset for b in iter_batches(whole_from_second.read_bytes())] == [2, 4, 6, 8]
+    ops.preads = 0
+    two = segment.read(2, 2 * sizes[0])
+    assert ops.preads == to_find_the_first + 2  # the third batch's header is read to find it does not fit
+    assert [b.base_offset for b in iter_batches(two.read_bytes())] == [2, 4]
+
+
+def test_a_truncated_tail_is_forgotten(tmp_path):
+    segment, ops, sizes = _counted_segment(tmp_path, 3)
+    segment.truncate_to(4)
+    assert segment.translate_offset(4) is None
+    assert segment.read(4, 1 << 20) is None
+    bigger = _append(segment, 4, count=3, value=b"w" * 80)
+    assert bigger != sizes[2]
+    tail = segment.read(4, 1 << 20)
+    assert [(b.base_offset, b.last_offset) for b in iter_batches(tail.read_bytes())] == [(4, 6)]
+    assert segment.read(0, 1 << 20).length == 2 * sizes[0] + bigger
