@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from replog.log import append_reservation
+from replog.log.append_reservation import AppendReservation
 from replog.log.config import LogConfig
 from replog.log.errors import CorruptIndexError, StorageError
 from replog.log.file_budget import FileBudget, SharedFile
@@ -77,6 +79,12 @@ class SegmentFileOps:
     def fsync(self, fd: int) -> None:
         os.fsync(fd)
 
+    def allocate_past_end(self, fd: int, offset: int, length: int) -> None:
+        append_reservation.allocate_past_end(fd, offset, length)
+
+    def free_past_end(self, fd: int, size: int) -> None:
+        append_reservation.free_past_end(fd, size)
+
     def rename(self, source: Path, target: Path) -> None:
         """One step of the cleaner's segment swap (segment_swap.py); tests fail it to simulate a crash."""
         os.replace(source, target)
@@ -121,6 +129,7 @@ class LogSegment:
         fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self._file: io.FileIO | None = SharedFile(fd, "r+")
         self._size = os.fstat(fd).st_size
+        self._reservation = AppendReservation(self._size)
         self._budget: FileBudget | None = None
         # True when an index was missing or corrupt: the caller must recover().
         self.needs_recovery = False
@@ -346,6 +355,7 @@ class LogSegment:
         written = 0
         file = self._log_file()
         fd = file.fileno()
+        self._reservation.before_append(self._ops, fd, start, len(data))
         try:
             # A regular file takes a whole write unless the disk fails; the loop
             # still handles a short write, bounded by the data length.
@@ -357,6 +367,7 @@ class LogSegment:
             if written:
                 try:
                     os.ftruncate(fd, start)
+                    self._reservation.truncated(start)
                 except OSError:
                     pass  # the dir goes offline; recovery at the next start truncates the torn batch
             raise StorageError(exc.errno, f"append to {self.log_path} failed: {exc.strerror}") from exc
@@ -447,6 +458,7 @@ class LogSegment:
         truncated = file_size - valid_end
         if truncated:
             os.ftruncate(fd, valid_end)
+            self._reservation.truncated(valid_end)
         self._size = valid_end
         self.needs_recovery = False
         assert self._size <= file_size
@@ -462,6 +474,7 @@ class LogSegment:
         removed = self._size - location.position
         file = self._log_file()
         os.ftruncate(file.fileno(), location.position)
+        self._reservation.truncated(location.position)
         self._size = location.position
         self._tail_batch = None
         self._bytes_since_index = 0
@@ -482,11 +495,14 @@ class LogSegment:
         )
 
     def seal(self) -> None:
-        """The segment stops being active: record its max timestamp, trim indexes."""
+        """The segment stops being active: record its max timestamp, trim indexes, give back the blocks
+        allocated past its end for appends."""
         if self._size > 0:
             self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
+        if self._reservation.reserved_end > self._size:
+            self._reservation.release(self._ops, self._log_file().fileno(), self._size)
 
     def resize_indexes(self, max_bytes: int) -> None:
         """Make room to append again (the active segment after a reopen)."""
