@@ -57,12 +57,12 @@ def run_case(benchmark, quick: bool, root: Path) -> list[Result]:
     """Run one benchmark in a directory of its own under `root`, and delete that directory when it ends.
 
     A case's files would otherwise stay until the whole run ends: ~3 GiB of logs from `produce` and 1 GiB from
-    `consume`, still in the page cache while the next cases are timed. The kernel then frees that memory
-    while they run (reclaim; on the benchmark VM also DAMON's pageout of cold pages and the balloon's free
-    page reporting to the host), and in the complete run the first rounds of `replicated-produce` went at half
-    the speed of the later ones with 2-3x the brokers' CPU per GiB (docs/profiles/rf3-throughput.md,
-    "Session 12"). Deleting the files frees their pages at once, between the cases, and the sync leaves the
-    next case no dirty data of its predecessors to write back."""
+    `consume`, holding page cache while the next cases are timed, whose writes then need the kernel to find
+    memory for theirs. In the complete run the first round of `replicated-produce` went at less than half the
+    speed of the later ones with 2-3x the brokers' CPU per GiB; on the shared VM, runs that wrote while free
+    memory was short took up to twice the brokers' kernel CPU per GiB for the same requests
+    (docs/profiles/rf3-throughput.md, "Session 12"). Deleting the files frees their pages between the cases,
+    and the sync leaves the next case no dirty data of its predecessors to write back."""
     workdir = root / benchmark.NAME
     workdir.mkdir()
     try:
