@@ -60,7 +60,7 @@ def run_case(benchmark, quick: bool, root: Path) -> list[Result]:
     `consume`, holding page cache while the next cases are timed, whose writes then need the kernel to find
     memory for theirs. In the complete run the first round of `replicated-produce` went at less than half the
     speed of the later ones with 2-3x the brokers' CPU per GiB; on the shared VM, runs that wrote while free
-    memory was short took up to twice the brokers' kernel CPU per GiB for the same requests
+    memory was short took up to twice the brokers' CPU per GiB for the same requests, the excess in kernel time
     (docs/profiles/rf3-throughput.md, "Session 12"). Deleting the files frees their pages between the cases,
     and the sync leaves the next case no dirty data of its predecessors to write back."""
     workdir = root / benchmark.NAME

@@ -108,8 +108,8 @@ async def produce_round(
 
     Each measured run writes a topic of its own, deleted (and its files gone) before the next run: a run that
     started on the 2-3 GB its predecessors in the round had left in the page cache measured up to twice the
-    brokers' kernel CPU per GiB of a round's first run, for the same requests, once the VM's free memory ran
-    low (docs/profiles/rf3-throughput.md, "Session 12"). The warm-up topics stay for the round."""
+    brokers' CPU per GiB of a round's first run, the excess in kernel time, for the same requests, once the
+    VM's free memory ran low (docs/profiles/rf3-throughput.md, "Session 12"). The warm-up topics stay for the round."""
     measured = {}
     async with replicated_cluster(root) as cluster:
         for layout, (assignment, configs) in LAYOUTS.items():
