@@ -4,6 +4,7 @@ import argparse
 import importlib.metadata
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import time
@@ -34,7 +35,7 @@ from . import (
     replicated_produce,
     startup,
 )
-from .harness import RESULTS_DIR, print_table, write_json
+from .harness import RESULTS_DIR, Result, print_table, write_json
 from .plots import draw_plots
 
 BENCHMARKS = {
@@ -43,6 +44,32 @@ BENCHMARKS = {
                         partition_request_cost, idle_neighbours, idle_partitions, failover,
                         controller_failover, startup, analyze, peers, log_cleaning, consumer_groups, reassignment)
 }  # fmt: skip
+
+
+def in_suite_order(names: list[str]) -> list[str]:
+    """The benchmarks named, once each, in the order the complete suite runs them, whatever the order of the
+    --only options: a subset then measures each case after the same predecessors as the complete run does
+    (what ran before matters: see run_case)."""
+    return [name for name in BENCHMARKS if name in names]
+
+
+def run_case(benchmark, quick: bool, root: Path) -> list[Result]:
+    """Run one benchmark in a directory of its own under `root`, and delete that directory when it ends.
+
+    A case's files would otherwise stay until the whole run ends: ~3 GiB of logs from `produce` and 1 GiB from
+    `consume`, holding page cache while the next cases are timed, whose writes then need the kernel to find
+    memory for theirs. In the complete run the first round of `replicated-produce` went at less than half the
+    speed of the later ones with 2-3x the brokers' CPU per GiB; on the shared VM, runs that wrote while free
+    memory was short took up to twice the brokers' CPU per GiB for the same requests, the excess in kernel time
+    (docs/profiles/rf3-throughput.md, "Session 12"). Deleting the files frees their pages between the cases,
+    and the sync leaves the next case no dirty data of its predecessors to write back."""
+    workdir = root / benchmark.NAME
+    workdir.mkdir()
+    try:
+        return benchmark.run(quick, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+        os.sync()
 
 
 def machine_info() -> dict:
@@ -73,12 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="smaller volumes and fewer repeats (default: off, the full suite)")
     parser.add_argument(
-        "--only", choices=sorted(BENCHMARKS), action="append", help="run only this one; repeatable (default: all)"
-    )
+        "--only", choices=sorted(BENCHMARKS), action="append",
+        help="run only this one; repeatable, run in the complete suite's order (default: all)")
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
                         help=f"where the JSON and plots go (default: {RESULTS_DIR})")
     args = parser.parse_args(argv)
-    names = args.only or list(BENCHMARKS)
+    names = in_suite_order(args.only or list(BENCHMARKS))
     results = []
     seconds_by_benchmark = {}
     started = time.monotonic()
@@ -91,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in names:
                 progress.update(bar, description=f"running {name}")
                 benchmark_started = time.monotonic()
-                results += BENCHMARKS[name].run(args.quick, Path(tmp))
+                results += run_case(BENCHMARKS[name], args.quick, Path(tmp))
                 seconds_by_benchmark[name] = round(time.monotonic() - benchmark_started, 1)
                 progress.advance(bar)
     print_table(results)

@@ -47,6 +47,7 @@ RUNS = {
     "RF=3 not idempotent": ("RF=3", False),
     "RF=1 not idempotent": ("RF=1", False),
 }
+RUN_TOPIC_DELETE_TIMEOUT_S = 60  # for every replica of a measured run's topic to be deleted after the run
 
 
 def produce(bootstrap: str, topic: str, value: bytes, count: int, partitions: int = PARTITIONS,
@@ -103,7 +104,12 @@ async def produce_round(
     dirty throttling point ((vm.dirty_background_ratio + vm.dirty_ratio) / 2 of the available memory, ~2.9 GB
     on the 23 GiB VM), past which the brokers' writes are held to the disk's writeback rate (~480 MB/s on the
     VM: ~160 MB/s of values at RF=3, the idle VM's slowest round), depending on the run's place in the round
-    (docs/profiles/rf3-throughput.md, "Stability")."""
+    (docs/profiles/rf3-throughput.md, "Stability").
+
+    Each measured run writes a topic of its own, deleted (and its files gone) before the next run: a run that
+    started on the 2-3 GB its predecessors in the round had left in the page cache measured up to twice the
+    brokers' CPU per GiB of a round's first run, the excess in kernel time, for the same requests, once the
+    VM's free memory ran low (docs/profiles/rf3-throughput.md, "Session 12"). The warm-up topics stay for the round."""
     measured = {}
     async with replicated_cluster(root) as cluster:
         for layout, (assignment, configs) in LAYOUTS.items():
@@ -115,17 +121,36 @@ async def produce_round(
         gib = count * VALUE_BYTES / GiB
         for run in reversed(RUNS) if reverse else RUNS:
             layout, idempotent = RUNS[run]
+            assignment, configs = LAYOUTS[layout]
+            topic = run_topic_name(run)
+            await cluster.controller.create_topic(topic, assignment, configs)
             await asyncio.to_thread(os.sync)
             cpu_before, client_before = cpu_seconds(pids), client_cpu_seconds()
-            seconds = await asyncio.to_thread(produce, cluster.bootstrap, topic_name(layout), value, count,
+            seconds = await asyncio.to_thread(produce, cluster.bootstrap, topic, value, count,
                                               idempotent=idempotent)
             cpu, client = cpu_seconds(pids) - cpu_before, client_cpu_seconds() - client_before
             measured[run] = (count * VALUE_BYTES / seconds, cpu / gib, client / gib)
+            await delete_run_topic(cluster, topic, assignment)
     return measured
+
+
+async def delete_run_topic(cluster, topic: str, assignment: dict[int, list[int]]) -> None:
+    """Delete a measured run's topic and wait until every replica's files are gone, so the next run starts
+    with the same page cache as the first run of a round did."""
+    await cluster.controller.delete_topic(topic)
+    await cluster.wait_for(
+        lambda: not any(cluster.log_dir(node, topic, partition).exists()
+                        for partition, replicas in assignment.items() for node in replicas),
+        RUN_TOPIC_DELETE_TIMEOUT_S, f"the logs of {topic} to be deleted")
 
 
 def topic_name(layout: str) -> str:
     return layout.replace("=", "").lower()
+
+
+def run_topic_name(run: str) -> str:
+    """The measured run's own topic, apart from the warm-up's: "RF=3 not idempotent" -> "run-rf3-not-idempotent"."""
+    return "run-" + topic_name(run).replace(" ", "-")
 
 
 def run(quick: bool, workdir: Path) -> list[Result]:

@@ -367,7 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--quick", action="store_true", help="smaller volumes and fewer repeats (default: off, "
                        "the full suite)")
     bench.add_argument("--only", action="append", metavar="NAME",
-                       help="run only this benchmark; repeatable (default: all)")
+                       help="run only this benchmark; repeatable, in the complete suite's order (default: all)")
     bench.add_argument("--results-dir", metavar="DIR", help="where the JSON and plots go (default: bench-results)")
     bench.add_argument("report", nargs="*", metavar="compare BEFORE.json AFTER.json | table RUN.json",
                        help="show what changed between two runs' JSON files, or one run as a Markdown table "

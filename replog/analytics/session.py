@@ -13,9 +13,13 @@ SHUFFLE_PARTITIONS_PER_CORE = 4  # Spark's default of 200 shuffle partitions is 
 # analysis is a batch job that caches its parsed rows: with the default heap (1 GiB) and collector (G1), GC
 # took 15-20 CPU-s per GB of dumps. A larger heap and the throughput collector suit it. Under spark-submit
 # the JVM is already running with the options given to spark-submit, and these change nothing.
+# The parsed rows are cached uncompressed: their columns hardly compress (121 MB compressed, 122 MB not, for
+# 1 GB of dumps: far below the storage share of the heap), and gathering the compression statistics was half
+# of building the cache (docs/profiles/analytics.md, round 5).
 DRIVER_DEFAULTS = {
     "spark.driver.memory": "2g",
     "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
+    "spark.sql.inMemoryColumnarStorage.compressed": "false",
 }
 
 

@@ -14,14 +14,18 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from replog.log import append_reservation
+from replog.log.append_reservation import AppendReservation
 from replog.log.config import LogConfig
 from replog.log.errors import CorruptIndexError, StorageError
 from replog.log.file_budget import FileBudget, SharedFile
 from replog.log.index import INT32_MAX, NO_TIMESTAMP, OffsetIndex, TimeIndex
+from replog.log.index_file import shared_index_creator
 from replog.protocol.records import (
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
@@ -75,6 +79,12 @@ class SegmentFileOps:
     def fsync(self, fd: int) -> None:
         os.fsync(fd)
 
+    def allocate_past_end(self, fd: int, offset: int, length: int) -> None:
+        append_reservation.allocate_past_end(fd, offset, length)
+
+    def free_past_end(self, fd: int, size: int) -> None:
+        append_reservation.free_past_end(fd, size)
+
     def rename(self, source: Path, target: Path) -> None:
         """One step of the cleaner's segment swap (segment_swap.py); tests fail it to simulate a crash."""
         os.replace(source, target)
@@ -101,9 +111,11 @@ class LogSegment:
         created_ms: int,
         file_ops: SegmentFileOps = OS_FILE_OPS,
         file_suffix: str = "",
+        index_creator: Executor | None = None,
     ) -> None:
         """`file_suffix` names a segment that is not (yet) part of the log: the cleaner writes
-        `<base>.log.cleaned` and its indexes, which become `.swap` and then the real names."""
+        `<base>.log.cleaned` and its indexes, which become `.swap` and then the real names. `index_creator`
+        creates a new segment's index files off the calling thread (default: shared_index_creator())."""
         assert base_offset >= 0
         assert index_interval_bytes >= 0
         self.directory = Path(directory)
@@ -111,11 +123,13 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = created_ms
         self._ops = file_ops
+        self._index_creator = index_creator
         self.file_suffix = file_suffix
         self.log_path = self.directory / segment_file_name(base_offset, LOG_SUFFIX + file_suffix)
         fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self._file: io.FileIO | None = SharedFile(fd, "r+")
         self._size = os.fstat(fd).st_size
+        self._reservation = AppendReservation(self._size)
         self._budget: FileBudget | None = None
         # True when an index was missing or corrupt: the caller must recover().
         self.needs_recovery = False
@@ -127,10 +141,15 @@ class LogSegment:
         self._max_timestamp = NO_TIMESTAMP
         self._offset_of_max_timestamp = base_offset
         self._bytes_since_index = 0
+        # The last batch this segment appended: a follower (and a consumer at the end) fetches from the offset
+        # where the latest append began, so each read would otherwise look it up in the index and pread its
+        # header back from the file (docs/profiles/rf3-linger0.md, fifth pass).
+        self._tail_batch: BatchLocation | None = None
         if not self.needs_recovery:
             self._load_tail_state()
-        self.offset_index.on_open = self._files_opened
-        self.time_index.on_open = self._files_opened
+        for index in (self.offset_index, self.time_index):
+            index.on_open = self._files_opened
+            index.on_creation_failed = self._recount_files
 
     # ------------------------------------------------------------ descriptors
 
@@ -155,6 +174,13 @@ class LogSegment:
     def _files_opened(self, count: int) -> None:
         if self._budget is not None:
             self._budget.opened(self, count)
+
+    def _recount_files(self) -> None:
+        """An index's creation in the background failed: its descriptors, charged when it began, were never
+        held. The budget takes this segment's count afresh."""
+        if self._budget is not None:
+            self._budget.closed(self)
+            self._budget.opened(self, self.open_files)
 
     def _log_file(self) -> io.FileIO:
         """The log file, reopened if it was released; this segment becomes the budget's most recently used."""
@@ -287,12 +313,29 @@ class LogSegment:
         if entries:
             self.offset_index.reserve(entries)
             self.time_index.reserve(entries)
+        else:
+            # The first entries come index_interval_bytes later: the files they need are created meanwhile
+            # in a worker thread, not on the event loop when they go in (docs/profiles/partition-scaling.md).
+            self._create_indexes_in_background()
         self._write_all(batches)
         for header_position, header in headers:
             self._index_batch(header, header_position)
+        last_position, last = headers[-1]
+        self._tail_batch = BatchLocation(last.base_offset, last.last_offset, last_position, last.size_in_bytes)
         assert self._next_offset == largest_offset + 1
         assert self._max_timestamp >= max_timestamp
         assert offset_of_max_timestamp <= largest_offset
+
+    def _create_indexes_in_background(self) -> None:
+        if not (self.offset_index.lacks_file or self.time_index.lacks_file):
+            return  # the common case: created, or being created
+        if self._budget is not None and not self._budget.has_room(4):
+            # Created ahead of need, the files would evict other segments' (at 10,000 partitions, one another's,
+            # waiting for creations under way): they are left to the first entry, as before.
+            return
+        creator = self._index_creator or shared_index_creator()
+        self.offset_index.create_in_background(creator)
+        self.time_index.create_in_background(creator)
 
     def _index_entries_for(self, headers: list[tuple[int, BatchHeader]]) -> int:
         """How many entries _index_batch will add to each index for these batches."""
@@ -312,6 +355,7 @@ class LogSegment:
         written = 0
         file = self._log_file()
         fd = file.fileno()
+        self._reservation.before_append(self._ops, fd, start, len(data))
         try:
             # A regular file takes a whole write unless the disk fails; the loop
             # still handles a short write, bounded by the data length.
@@ -323,6 +367,7 @@ class LogSegment:
             if written:
                 try:
                     os.ftruncate(fd, start)
+                    self._reservation.truncated(start)
                 except OSError:
                     pass  # the dir goes offline; recovery at the next start truncates the torn batch
             raise StorageError(exc.errno, f"append to {self.log_path} failed: {exc.strerror}") from exc
@@ -330,6 +375,10 @@ class LogSegment:
 
     def translate_offset(self, offset: int, start_position: int = 0) -> BatchLocation | None:
         """The first batch whose last offset is >= `offset`, or None."""
+        tail = self._tail_batch
+        if (tail is not None and tail.base_offset <= offset <= tail.last_offset and tail.position >= start_position
+                and tail.position + tail.size == self._size):
+            return tail
         _, indexed_position = self.offset_index.lookup(offset)
         for position, header in self._scan_headers(max(start_position, indexed_position), self._size):
             if header.last_offset >= offset:
@@ -366,16 +415,17 @@ class LogSegment:
         assert max_size >= 0
         location = self.translate_offset(start_offset)
         limit = self._size if max_position is None else min(max_position, self._size)
-        if location is None or location.position >= limit:
+        if location is None or location.position + location.size > limit:
             return None
-        end = location.position
-        for position, header in self._scan_headers(location.position, limit):
+        if location.size > max_size and not min_one_batch:
+            return None
+        # The first batch's header is already known: the scan reads only the ones after it (none at the tail).
+        end = location.position + location.size
+        for position, header in self._scan_headers(end, limit):
             batch_end = position + header.size_in_bytes
-            if batch_end - location.position > max_size and not (min_one_batch and end == location.position):
+            if batch_end - location.position > max_size:
                 break
             end = batch_end
-        if end == location.position:
-            return None
         return FileSlice(self._log_file(), location.position, end - location.position)
 
     def recover(self, max_message_bytes: int, on_batch: Callable[[BatchHeader], None]) -> int:
@@ -387,6 +437,7 @@ class LogSegment:
         """
         self.offset_index.reset()
         self.time_index.reset()
+        self._tail_batch = None
         self._next_offset = self.base_offset
         self._max_timestamp = NO_TIMESTAMP
         self._offset_of_max_timestamp = self.base_offset
@@ -407,6 +458,7 @@ class LogSegment:
         truncated = file_size - valid_end
         if truncated:
             os.ftruncate(fd, valid_end)
+            self._reservation.truncated(valid_end)
         self._size = valid_end
         self.needs_recovery = False
         assert self._size <= file_size
@@ -422,7 +474,9 @@ class LogSegment:
         removed = self._size - location.position
         file = self._log_file()
         os.ftruncate(file.fileno(), location.position)
+        self._reservation.truncated(location.position)
         self._size = location.position
+        self._tail_batch = None
         self._bytes_since_index = 0
         self._load_tail_state()
         assert self._next_offset == location.base_offset or self._size == 0
@@ -441,11 +495,14 @@ class LogSegment:
         )
 
     def seal(self) -> None:
-        """The segment stops being active: record its max timestamp, trim indexes."""
+        """The segment stops being active: record its max timestamp, trim indexes, give back the blocks
+        allocated past its end for appends."""
         if self._size > 0:
             self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
+        if self._reservation.reserved_end > self._size:
+            self._reservation.release(self._ops, self._log_file().fileno(), self._size)
 
     def resize_indexes(self, max_bytes: int) -> None:
         """Make room to append again (the active segment after a reopen)."""

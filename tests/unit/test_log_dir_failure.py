@@ -131,6 +131,8 @@ def test_a_torn_append_leaves_no_bytes_and_takes_the_dir_offline_once(dirs, disk
 def test_a_failed_read_or_fsync_takes_the_dir_offline(dirs, disk, failure):
     manager = log_manager(dirs, disk)
     failing = log_in_failing_dir(manager, dirs)
+    # Two batches: a read of the first preads headers (the last appended batch's place is known without one).
+    failing.append_as_leader(batch(), leader_epoch=0)
     failing.append_as_leader(batch(), leader_epoch=0)
     disk.failing_dir = str(dirs[1])
     setattr(disk, f"fail_{failure}s", True)

@@ -1,5 +1,6 @@
 from replog.log.segment import LogSegment, SegmentFileOps
 from replog.protocol.records import build_batch, iter_batches
+from tests.unit.deferred_executor import DeferredExecutor
 
 
 def _segment(tmp_path, base=0, interval=4096) -> LogSegment:
@@ -15,14 +16,18 @@ def _append(segment, base_offset, count=1, value=b"v" * 50, ts=None):
 
 
 def test_file_names(tmp_path):
-    segment = _segment(tmp_path, base=42, interval=0)
-    # The indexes of a new, empty segment are created by their first entry (as Kafka's LazyIndex): the
-    # first batch gets none, the second one (index_interval_bytes after it) does.
+    creator = DeferredExecutor()
+    segment = LogSegment(tmp_path, 42, index_interval_bytes=0, max_index_bytes=4096, created_ms=0,
+                         index_creator=creator)  # fmt: skip
+    # The indexes of a new, empty segment are created for their first entry (as Kafka's LazyIndex): the
+    # first batch gets none and starts their creation in a worker thread, the second one (index_interval_bytes
+    # after it) gets an entry, waiting for the creation if it has not finished.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["00000000000000000042.log"]
     assert segment.size == 0
     assert segment.next_offset == 42
     _append(segment, 42)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["00000000000000000042.log"]
+    assert len(creator.submitted) == 2
     _append(segment, 43)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "00000000000000000042.index",
@@ -121,3 +126,85 @@ def test_an_append_of_several_batches_is_one_write(tmp_path):
     segment.append(5, memoryview(data), 0, 5)
     assert ops.writes == 1
     assert segment.read(0, 1 << 20).read_bytes() == bytes(data)
+
+
+class RecordingReads(SegmentFileOps):
+    def __init__(self) -> None:
+        self.positions: list[int] = []
+
+    def pread(self, fd: int, size: int, position: int) -> bytes:
+        self.positions.append(position)
+        return super().pread(fd, size, position)
+
+
+def test_a_read_looks_at_each_batch_header_once(tmp_path):
+    # A follower's fetch of the batch after the last one it has: the index entry is the batch before (an
+    # entry holds a batch's last offset), translate_offset reads that header and the wanted one, and the
+    # read goes on from the batch after it, not from the wanted one's header again.
+    ops = RecordingReads()
+    segment = LogSegment(tmp_path, 10, index_interval_bytes=0, max_index_bytes=4096, created_ms=0, file_ops=ops)
+    size = [_append(segment, 10 + 3 * i, count=3) for i in range(5)][0]
+    ops.positions.clear()
+    file_slice = segment.read(16, size)
+    assert (file_slice.position, file_slice.length) == (2 * size, size)
+    assert ops.positions == [size, 2 * size, 3 * size]
+    ops.positions.clear()
+    assert segment.read(16, 1, min_one_batch=False) is None
+    assert ops.positions == [size, 2 * size]
+
+
+class CountingReads(SegmentFileOps):
+    def __init__(self) -> None:
+        self.preads = 0
+
+    def pread(self, fd: int, size: int, position: int) -> bytes:
+        self.preads += 1
+        return super().pread(fd, size, position)
+
+
+def _counted_segment(tmp_path, batches: int) -> tuple[LogSegment, CountingReads, list[int]]:
+    """A segment indexing every batch (interval 0) holding `batches` batches of 2 records from offset 0."""
+    ops = CountingReads()
+    segment = LogSegment(tmp_path, 0, index_interval_bytes=0, max_index_bytes=4096, created_ms=0, file_ops=ops)
+    sizes = [_append(segment, 2 * i, count=2) for i in range(batches)]
+    return segment, ops, sizes
+
+
+def test_a_read_from_the_last_appended_batch_reads_nothing_back_from_the_file(tmp_path):
+    """A follower fetches from where the leader's latest append began: that batch's place is known."""
+    segment, ops, sizes = _counted_segment(tmp_path, 5)
+    location = segment.translate_offset(9)
+    assert (location.base_offset, location.last_offset, location.position, location.size) == (8, 9, 4 * sizes[0], sizes[4])
+    tail = segment.read(8, 1 << 20)
+    assert ops.preads == 0
+    assert (tail.position, tail.length) == (4 * sizes[0], sizes[4])
+    assert [b.base_offset for b in iter_batches(tail.read_bytes())] == [8]
+    assert segment.read(8, 1, min_one_batch=False) is None
+    assert segment.read(8, 1 << 20, max_position=segment.size - 1) is None
+    assert segment.translate_offset(10) is None
+
+
+def test_a_read_preads_only_the_headers_of_the_batches_after_its_first(tmp_path):
+    segment, ops, sizes = _counted_segment(tmp_path, 5)
+    segment.translate_offset(2)
+    to_find_the_first = ops.preads  # the headers from the index entry's position to batch 2-3
+    ops.preads = 0
+    whole_from_second = segment.read(2, 1 << 20)
+    assert ops.preads == to_find_the_first + 3  # then the three batches after it, not batch 2-3 again
+    assert [b.base_offset for b in iter_batches(whole_from_second.read_bytes())] == [2, 4, 6, 8]
+    ops.preads = 0
+    two = segment.read(2, 2 * sizes[0])
+    assert ops.preads == to_find_the_first + 2  # the third batch's header is read to find it does not fit
+    assert [b.base_offset for b in iter_batches(two.read_bytes())] == [2, 4]
+
+
+def test_a_truncated_tail_is_forgotten(tmp_path):
+    segment, ops, sizes = _counted_segment(tmp_path, 3)
+    segment.truncate_to(4)
+    assert segment.translate_offset(4) is None
+    assert segment.read(4, 1 << 20) is None
+    bigger = _append(segment, 4, count=3, value=b"w" * 80)
+    assert bigger != sizes[2]
+    tail = segment.read(4, 1 << 20)
+    assert [(b.base_offset, b.last_offset) for b in iter_batches(tail.read_bytes())] == [(4, 6)]
+    assert segment.read(0, 1 << 20).length == 2 * sizes[0] + bigger
