@@ -3,6 +3,7 @@
 import pytest
 
 from replog.harness.broker_process import BrokerProcess
+from tests.slow_files import SLOW_FILES, parse_slow_files, slow_files_first
 
 
 @pytest.fixture
@@ -35,3 +36,12 @@ def pytest_addoption(parser):
                     help="run simulation seeds 0..N-1 instead of the CI default")
     group.addoption("--sim-seed", type=int, default=None, metavar="S",
                     help="replay simulation seed S only (the command a failing seed prints)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under xdist (make test), the longest files first, so that no long file starts when the rest is done.
+
+    Every worker collects and sorts alike, as xdist requires; a run in one process keeps collection order.
+    """
+    if hasattr(config, "workerinput"):
+        items[:] = slow_files_first(items, parse_slow_files(SLOW_FILES.read_text()))

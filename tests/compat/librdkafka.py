@@ -1,7 +1,7 @@
 """`python -m tests.compat.librdkafka` (make compat): librdkafka's own integration suite against replog.
 
-Builds librdkafka 2.15.0's test-runner from ../shared/vendor/ into build/ once (a stamp file marks a finished
-build), then runs each test id of the vendored list (librdkafka-broker-tests.txt) with
+Builds librdkafka 2.15.0's test-runner from ../shared/vendor/ into build/ once per source and recipe
+(tests/compat/suite_build.py), then runs each test id of the vendored list (librdkafka-broker-tests.txt) with
 `TESTS=<id> ./test-runner -p1 -Q -E -L` against a fresh single broker started for that test alone, in the
 suite's default scenario (auto.create.topics.enable=true, num.partitions=4). Each test's output goes to
 build/compat-librdkafka/<id>.log next to its broker's output. It prints one line per test, then compares
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from replog.harness.broker_process import BrokerProcess
+from tests.compat.suite_build import SUITE_NAME, build_suite, is_built
 from tests.compat.verdicts import (
     Status,
     Verdict,
@@ -40,20 +41,12 @@ TARBALL = VENDOR_DIR / "librdkafka-2.15.0.tar.gz"
 SUITE_LIST = VENDOR_DIR / "librdkafka-broker-tests.txt"
 PASSING_LIST = Path(__file__).with_name("librdkafka-passing.txt")
 BUILD_DIR = REPO_ROOT / "build"  # ignored by git
-SOURCE_DIR = BUILD_DIR / "librdkafka-2.15.0"
-BUILT_STAMP = SOURCE_DIR / ".replog-compat-built"
 RUN_DIR = BUILD_DIR / "compat-librdkafka"
 PASSING_LIST_HEADER = (
     "# librdkafka tests that pass against replog (python -m tests.compat.librdkafka); make compat fails if one\n"
     "# stops passing. Grow it with `python -m tests.compat.librdkafka --rewrite-list` after a full run.\n"
 )
 
-BUILD_JOBS = f"-j{os.cpu_count() or 1}"  # one compiler per core: the build is CPU-bound (8.5 min at -j2 on 2 loaded cores)
-BUILD_STEPS = (
-    ["./configure", "--disable-curl", "--disable-sasl"],
-    ["make", BUILD_JOBS, "libs"],
-    ["make", BUILD_JOBS, "-C", "tests", "build"],
-)
 RUNNER_ARGS = ["./test-runner", "-p1", "-Q", "-E", "-L"]  # one at a time, quick, no sockem, no local-only
 QUICK_FLAG = "-Q"  # quick mode skips the sub-tests librdkafka marks slow; --full runs them too
 BROKER_OVERRIDES = {"auto.create.topics.enable": "true", "num.partitions": "4"}  # the default scenario
@@ -62,31 +55,6 @@ BROKER_OVERRIDES = {"auto.create.topics.enable": "true", "num.partitions": "4"} 
 KAFKA_VERSION = "3.1.0"
 TEST_TIMEOUT_S = 120.0
 BROKER_STOP_TIMEOUT_S = 15.0
-
-
-def build_suite(source_dir: Path) -> float | None:
-    """Unpack and build the test-runner unless a finished build is there; the seconds it took, or None."""
-    if (source_dir / BUILT_STAMP.name).exists():
-        return None
-    if source_dir != SOURCE_DIR:
-        raise SystemExit(f"compat: --suite-dir {source_dir} holds no finished build ({BUILT_STAMP.name})")
-    if not TARBALL.is_file():
-        raise SystemExit(f"compat: {TARBALL} is missing: the vendored sources live in ../shared/vendor/")
-    started = time.monotonic()
-    shutil.rmtree(SOURCE_DIR, ignore_errors=True)  # a build that stopped halfway starts again from scratch
-    BUILD_DIR.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["tar", "-xzf", str(TARBALL), "-C", str(BUILD_DIR)], check=True)
-    build_log = BUILD_DIR / "librdkafka-build.log"
-    # Under `make compat` the parent make's jobserver settings would reach these makes without its pipes.
-    env = {key: value for key, value in os.environ.items() if key not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-    with open(build_log, "wb") as out:
-        for step in BUILD_STEPS:
-            print(f"compat: {' '.join(step)}", flush=True)
-            if subprocess.run(step, cwd=SOURCE_DIR, env=env, stdout=out, stderr=subprocess.STDOUT).returncode != 0:
-                tail = "\n".join(build_log.read_text(errors="replace").splitlines()[-30:])
-                raise SystemExit(f"compat: building librdkafka failed at `{' '.join(step)}`:\n{tail}")
-    BUILT_STAMP.touch()
-    return time.monotonic() - started
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,9 +141,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="librdkafka debug contexts for the clients, e.g. protocol,cgrp (TEST_DEBUG)")
     parser.add_argument("--full", action="store_true",
                         help="run without quick mode (-Q), so the sub-tests librdkafka marks slow run too")
-    parser.add_argument("--suite-dir", type=Path, default=SOURCE_DIR,
-                        help="an already built librdkafka-2.15.0 tree to use read-only (default: build it "
-                             f"into {SOURCE_DIR.relative_to(REPO_ROOT)})")
+    parser.add_argument("--suite-dir", type=Path,
+                        help=f"an already built {SUITE_NAME} tree to use read-only (default: the one built "
+                             f"into {BUILD_DIR.relative_to(REPO_ROOT)}/ for this source, built if missing)")
+    parser.add_argument("--build-only", action="store_true",
+                        help="build the test-runner if it is not built yet, and run no test")
     parser.add_argument("--run-dir", type=Path, default=RUN_DIR,
                         help=f"where logs and broker data go (default {RUN_DIR.relative_to(REPO_ROOT)})")
     parser.add_argument("--rewrite-list", action="store_true",
@@ -188,11 +158,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.full and args.rewrite_list:
         # The list is what quick mode (make compat) must pass; tests that only pass in full mode come back empty.
         raise SystemExit("compat: --rewrite-list records the quick-mode list; drop --full")
-    build_seconds = build_suite(args.suite_dir.resolve())
-    if build_seconds is not None:
-        print(f"compat: built librdkafka's test-runner in {build_seconds:.0f} s", flush=True)
+    if args.suite_dir is None:
+        source_dir, build_seconds = build_suite(TARBALL, BUILD_DIR)
+        if build_seconds is not None:
+            print(f"compat: built librdkafka's test-runner in {build_seconds:.0f} s", flush=True)
+    elif is_built(args.suite_dir):
+        source_dir = args.suite_dir.resolve()
+    else:
+        raise SystemExit(f"compat: --suite-dir {args.suite_dir} holds no finished build")
+    if args.build_only:
+        print(f"compat: librdkafka's test-runner is built in {source_dir}")
+        return 0
     test_ids = args.tests.split(",") if args.tests else parse_id_list(SUITE_LIST.read_text())
-    settings = RunSettings(args.suite_dir.resolve(), args.run_dir.resolve(), args.timeout, args.debug,
+    settings = RunSettings(source_dir, args.run_dir.resolve(), args.timeout, args.debug,
                            quick=not args.full)
     settings.run_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()

@@ -1,9 +1,13 @@
 """`replog consumer-groups --reset-offsets` against a live broker (issue 15, item 5): each mode moves a group's
 committed offsets where kafka-consumer-groups would, clamped into the log; --dry-run only prints the plan; a
 group with active members is refused with Kafka's message; a confluent-kafka consumer of the group then
-resumes at the reset offsets."""
+resumes at the reset offsets.
+
+One broker and one filled topic serve the whole module; each test gets a group of its own, committed at 10
+on every partition, so no test sees another's resets."""
 
 import asyncio
+import itertools
 import time
 
 import pytest
@@ -14,9 +18,11 @@ from replog.client.admin import NewTopic
 from replog.client.consumer import Consumer
 from replog.client.producer import Producer
 from replog.client.sync import SyncAdmin
+from replog.harness.broker_process import BrokerProcess
 
 TOPIC = "resets"
-GROUP = "resetter"
+GROUP_PREFIX = "resetter"
+GROUP_NUMBERS = itertools.count()
 PARTITIONS = 3
 OLD_RECORDS = 20  # per partition, timestamped in 1970: before any --to-datetime below but the first
 NEW_RECORDS = 10  # per partition, timestamped now
@@ -36,36 +42,49 @@ async def _fill(bootstrap: str) -> None:
         await producer.close()
 
 
-async def _commit(bootstrap: str, offsets: dict[tuple[str, int], int]) -> None:
-    async with Consumer(bootstrap, group_id=GROUP, enable_auto_commit=False) as consumer:
+async def _commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    async with Consumer(bootstrap, group_id=group, enable_auto_commit=False) as consumer:
         await consumer.commit(offsets)
 
 
-async def _committed(bootstrap: str) -> dict[tuple[str, int], int]:
+async def _committed(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
     async with Consumer(bootstrap) as consumer:
-        return await group_admin.committed_offsets(consumer.cluster, GROUP)
+        return await group_admin.committed_offsets(consumer.cluster, group)
+
+
+@pytest.fixture(scope="module")
+def filled_topic(tmp_path_factory):
+    """A broker with a topic of 3 x 30 records, which the tests only read; its bootstrap address."""
+    data = tmp_path_factory.mktemp("resets")
+    broker = BrokerProcess(data / "logs", output=data / "broker.out",
+                           overrides={"group.initial.rebalance.delay.ms": "0"})
+    broker.start()
+    try:
+        admin = SyncAdmin(broker.bootstrap)
+        try:
+            admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1, {})])
+        finally:
+            admin.close()
+        asyncio.run(_fill(broker.bootstrap))
+        yield broker.bootstrap
+    finally:
+        broker.stop()
 
 
 @pytest.fixture
-def committed_group(group_broker):
-    """A topic of 3 x 30 records and group GROUP, which committed offset 10 on each partition and left."""
-    bootstrap = group_broker.bootstrap
-    admin = SyncAdmin(bootstrap)
-    try:
-        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1, {})])
-    finally:
-        admin.close()
-    asyncio.run(_fill(bootstrap))
-    asyncio.run(_commit(bootstrap, dict.fromkeys(ALL, 10)))
-    return bootstrap
+def committed_group(filled_topic):
+    """A group of this test's own, which committed offset 10 on each partition and left: (bootstrap, group)."""
+    group = f"{GROUP_PREFIX}-{next(GROUP_NUMBERS)}"
+    asyncio.run(_commit(filled_topic, group, dict.fromkeys(ALL, 10)))
+    return filled_topic, group
 
 
-def reset(bootstrap: str, *arguments: str) -> int:
-    return main(["consumer-groups", "--bootstrap-server", bootstrap, "--reset-offsets", "--group", GROUP,
+def reset(bootstrap: str, group: str, *arguments: str) -> int:
+    return main(["consumer-groups", "--bootstrap-server", bootstrap, "--reset-offsets", "--group", group,
                  *arguments])
 
 
-def plan_rows(out: str, group_id: str = GROUP) -> dict[tuple[str, int], int]:
+def plan_rows(out: str, group_id: str) -> dict[tuple[str, int], int]:
     lines = out.strip().splitlines()
     assert lines[0].split() == ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]
     rows = [line.split() for line in lines[1:]]
@@ -74,14 +93,14 @@ def plan_rows(out: str, group_id: str = GROUP) -> dict[tuple[str, int], int]:
 
 
 def test_dry_run_prints_the_plan_and_changes_nothing(committed_group, capsys):
-    bootstrap = committed_group
-    assert reset(bootstrap, "--topic", TOPIC, "--to-earliest", "--dry-run") == EXIT_OK
-    assert plan_rows(capsys.readouterr().out) == dict.fromkeys(ALL, 0)
-    assert reset(bootstrap, "--topic", TOPIC, "--to-latest") == EXIT_OK  # neither flag: a dry run, with a warning
+    bootstrap, group = committed_group
+    assert reset(bootstrap, group, "--topic", TOPIC, "--to-earliest", "--dry-run") == EXIT_OK
+    assert plan_rows(capsys.readouterr().out, group) == dict.fromkeys(ALL, 0)
+    assert reset(bootstrap, group, "--topic", TOPIC, "--to-latest") == EXIT_OK  # neither flag: a dry run, with a warning
     captured = capsys.readouterr()
-    assert plan_rows(captured.out) == dict.fromkeys(ALL, END)
+    assert plan_rows(captured.out, group) == dict.fromkeys(ALL, END)
     assert "--execute option is missing" in captured.err
-    assert asyncio.run(_committed(bootstrap)) == dict.fromkeys(ALL, 10)
+    assert asyncio.run(_committed(bootstrap, group)) == dict.fromkeys(ALL, 10)
 
 
 @pytest.mark.parametrize(("arguments", "expected", "warned"), [
@@ -101,30 +120,30 @@ def test_dry_run_prints_the_plan_and_changes_nothing(committed_group, capsys):
     (["--topic", TOPIC, "--to-datetime", "2999-01-01T00:00:00.000Z"], dict.fromkeys(ALL, END), True),
 ])
 def test_each_mode_executes_at_the_planned_offsets(committed_group, capsys, arguments, expected, warned):
-    bootstrap = committed_group
-    assert reset(bootstrap, *arguments, "--execute") == EXIT_OK
+    bootstrap, group = committed_group
+    assert reset(bootstrap, group, *arguments, "--execute") == EXIT_OK
     captured = capsys.readouterr()
-    assert plan_rows(captured.out) == expected
+    assert plan_rows(captured.out, group) == expected
     assert ("Warn: " in captured.err) == warned
-    assert asyncio.run(_committed(bootstrap)) == {**dict.fromkeys(ALL, 10), **expected}
+    assert asyncio.run(_committed(bootstrap, group)) == {**dict.fromkeys(ALL, 10), **expected}
 
 
 def test_bad_scopes_and_modes_are_refused(committed_group, capsys):
-    bootstrap = committed_group
-    assert reset(bootstrap, "--to-earliest", "--execute") == 2
+    bootstrap, group = committed_group
+    assert reset(bootstrap, group, "--to-earliest", "--execute") == 2
     assert "One of the reset scopes should be defined" in capsys.readouterr().err
-    assert reset(bootstrap, "--topic", TOPIC, "--execute") == 2
+    assert reset(bootstrap, group, "--topic", TOPIC, "--execute") == 2
     assert "needs one of --to-earliest" in capsys.readouterr().err
-    assert reset(bootstrap, "--topic", f"{TOPIC}:7", "--to-earliest", "--execute") == 2
+    assert reset(bootstrap, group, "--topic", f"{TOPIC}:7", "--to-earliest", "--execute") == 2
     assert "has no partition 7" in capsys.readouterr().err
-    assert reset(bootstrap, "--topic", TOPIC, "--by-duration", "1 hour", "--execute") == 2
-    assert asyncio.run(_committed(bootstrap)) == dict.fromkeys(ALL, 10)
+    assert reset(bootstrap, group, "--topic", TOPIC, "--by-duration", "1 hour", "--execute") == 2
+    assert asyncio.run(_committed(bootstrap, group)) == dict.fromkeys(ALL, 10)
 
 
 def test_a_group_with_members_is_refused_and_a_confluent_consumer_resumes_at_the_reset(committed_group, capsys):
     confluent_kafka = pytest.importorskip("confluent_kafka")
-    bootstrap = committed_group
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP,
+    bootstrap, group = committed_group
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     try:
         consumer.subscribe([TOPIC])
@@ -132,15 +151,15 @@ def test_a_group_with_members_is_refused_and_a_confluent_consumer_resumes_at_the
         while not consumer.assignment():
             assert time.monotonic() < deadline, "the member was never assigned partitions"
             consumer.poll(0.1)
-        assert reset(bootstrap, "--topic", TOPIC, "--to-offset", "3", "--execute") == EXIT_ERROR
-        assert ("Error: Assignments can only be reset if the group 'resetter' is inactive, but the current state "
+        assert reset(bootstrap, group, "--topic", TOPIC, "--to-offset", "3", "--execute") == EXIT_ERROR
+        assert (f"Error: Assignments can only be reset if the group '{group}' is inactive, but the current state "
                 "is Stable.") in capsys.readouterr().err
-        assert asyncio.run(_committed(bootstrap)) == dict.fromkeys(ALL, 10)
+        assert asyncio.run(_committed(bootstrap, group)) == dict.fromkeys(ALL, 10)
     finally:
         consumer.close()
 
-    assert reset(bootstrap, "--topic", TOPIC, "--to-offset", "3", "--execute") == EXIT_OK
-    witness = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP,
+    assert reset(bootstrap, group, "--topic", TOPIC, "--to-offset", "3", "--execute") == EXIT_OK
+    witness = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                                         "enable.auto.commit": False, "auto.offset.reset": "latest"})
     try:
         witness.subscribe([TOPIC])
@@ -158,7 +177,7 @@ def test_a_group_with_members_is_refused_and_a_confluent_consumer_resumes_at_the
 
 def test_a_group_that_never_existed_gets_the_reset_offsets(committed_group, capsys):
     """Kafka resets a Dead (unknown) group as an inactive one: the offsets are committed, the group appears."""
-    bootstrap = committed_group
+    bootstrap, group = committed_group
     assert main(["consumer-groups", "--bootstrap-server", bootstrap, "--reset-offsets", "--group", "newcomer",
                  "--topic", f"{TOPIC}:1", "--to-offset", "12", "--execute"]) == EXIT_OK
     assert plan_rows(capsys.readouterr().out, "newcomer") == {(TOPIC, 1): 12}
