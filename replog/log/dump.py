@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from replog.log.segment import LOG_SUFFIX
+from replog.log.segment_files import LOG_SUFFIX
 from replog.protocol.records import RECORD_BATCH_OVERHEAD, CorruptRecordError, RecordBatch, parse_header
 
 # A batch header claiming more than this is treated as garbage, not read.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from replog.log.checkpoint import fsync_directory
 from replog.log.log_segments import LogSegments
-from replog.log.segment import OS_FILE_OPS, SegmentFileOps
+from replog.log.segment_files import OS_FILE_OPS, SegmentFileOps
 
 
 @dataclass(frozen=True, slots=True)

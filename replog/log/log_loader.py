@@ -15,7 +15,8 @@ from pathlib import Path
 from replog.log.index_file import CREATING_SUFFIX
 from replog.log.log_segments import LogSegments
 from replog.log.producer_state import ProducerStateManager
-from replog.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, SegmentFileOps
+from replog.log.segment import LogSegment
+from replog.log.segment_files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, SegmentFileOps
 from replog.log.segment_swap import SWAP_SUFFIX, recover_interrupted_swaps
 from replog.protocol.records import BatchHeader
 

@@ -31,7 +31,7 @@ from replog.log.dir_lock import DirectoryLock
 from replog.log.errors import CorruptCheckpointError, StorageError
 from replog.log.file_budget import FileBudget
 from replog.log.partition_log import PartitionLog, TopicPartition, parse_topic_partition
-from replog.log.segment import OS_FILE_OPS, SegmentFileOps
+from replog.log.segment_files import OS_FILE_OPS, SegmentFileOps
 
 logger = logging.getLogger(__name__)
 

@@ -38,7 +38,8 @@ from replog.log.offset_metadata import LogOffsetMetadata
 from replog.log.partition_log_truncation import LogTruncation
 from replog.log.partition_metadata_file import PartitionMetadataFile
 from replog.log.producer_state import ProducerStateManager
-from replog.log.segment import OS_FILE_OPS, FileSlice, LogSegment, SegmentFileOps
+from replog.log.segment import LogSegment
+from replog.log.segment_files import OS_FILE_OPS, FileSlice, SegmentFileOps
 from replog.protocol.records import BatchHeader, RecordBatch
 
 

@@ -19,7 +19,8 @@ from replog.log.log_segments import LogSegments
 from replog.log.offset_metadata import LogOffsetMetadata
 from replog.log.producer_state import ProducerStateManager
 from replog.log.retention import segments_past_retention
-from replog.log.segment import LogSegment, SegmentFileOps
+from replog.log.segment import LogSegment
+from replog.log.segment_files import SegmentFileOps
 
 
 class LogTruncation:

@@ -19,11 +19,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from replog.log.checkpoint import fsync_directory
-from replog.log.segment import (
+from replog.log.segment import LogSegment
+from replog.log.segment_files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
-    LogSegment,
     SegmentFileOps,
     segment_file_name,
 )

@@ -45,7 +45,7 @@ from replog.fetcher.replica_fetcher import ReplicaFetcher
 from replog.log.config import LogConfig
 from replog.log.log_manager import LogManager
 from replog.log.partition_log import PartitionLog, TopicPartition
-from replog.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
+from replog.log.segment_files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
 from replog.protocol.control import (
     LeaderAndIsrPartitionState,
     StopReplicaPartitionState,

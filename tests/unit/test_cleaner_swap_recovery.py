@@ -14,7 +14,7 @@ from replog.log.cleaner_manager import LogCleanerManager
 from replog.log.cleaner_rules import OffsetMap
 from replog.log.config import LogConfig
 from replog.log.log_manager import LogManager
-from replog.log.segment import SegmentFileOps
+from replog.log.segment_files import SegmentFileOps
 from replog.log.segment_swap import commit_cleaned
 from replog.protocol.records import build_batch, decode_records, iter_batches
 

@@ -14,7 +14,7 @@ from replog.broker.replica_manager import ReplicaManager
 from replog.log.config import LogConfig
 from replog.log.log_manager import LogManager
 from replog.log.offset_metadata import LogOffsetMetadata
-from replog.log.segment import OS_FILE_OPS, SegmentFileOps
+from replog.log.segment_files import OS_FILE_OPS, SegmentFileOps
 from replog.protocol.control import LeaderAndIsrPartitionState, LeaderAndIsrRequest, LeaderAndIsrTopicState
 from replog.protocol.fetch import FetchPartitionResult
 from replog.protocol.records import build_batch

@@ -8,7 +8,7 @@ import os
 import threading
 
 from replog.log.partition_log import PartitionLog, TopicPartition
-from replog.log.segment import SegmentFileOps
+from replog.log.segment_files import SegmentFileOps
 
 from ..conditions import wait_until
 from .fetcher_fake_leader import (

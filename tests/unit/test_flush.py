@@ -2,7 +2,7 @@
 
 from replog.log.flush import FlushTicket, RecoveryPoint
 from replog.log.log_segments import LogSegments
-from replog.log.segment import OS_FILE_OPS
+from replog.log.segment_files import OS_FILE_OPS
 
 
 def ticket(recovery_point: RecoveryPoint, offset: int, tmp_path) -> FlushTicket:

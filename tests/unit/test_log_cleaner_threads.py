@@ -9,7 +9,7 @@ from replog.log.config import CleanerConfig, LogConfig
 from replog.log.log_cleaner import LogCleaner
 from replog.log.log_manager import LogManager
 from replog.log.partition_log import PartitionLog
-from replog.log.segment import SegmentFileOps
+from replog.log.segment_files import SegmentFileOps
 from replog.protocol.records import build_batch, decode_records, iter_batches
 
 CONFIG = LogConfig(segment_bytes=1024, index_interval_bytes=64, segment_index_bytes=4096,

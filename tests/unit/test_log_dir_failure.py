@@ -14,7 +14,7 @@ from replog.broker.replica_manager import ReplicaManager
 from replog.log.config import LogConfig
 from replog.log.errors import StorageError
 from replog.log.log_manager import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT, LogManager
-from replog.log.segment import SegmentFileOps
+from replog.log.segment_files import SegmentFileOps
 from replog.protocol.control import (
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,

@@ -1,4 +1,5 @@
-from replog.log.segment import LogSegment, SegmentFileOps
+from replog.log.segment import LogSegment
+from replog.log.segment_files import SegmentFileOps
 from replog.protocol.records import build_batch, iter_batches
 from tests.unit.deferred_executor import DeferredExecutor
 

@@ -10,7 +10,8 @@ import os
 import pytest
 
 from replog.log.append_reservation import LARGE_APPEND_BYTES, RESERVE_AHEAD_BYTES
-from replog.log.segment import LogSegment, SegmentFileOps
+from replog.log.segment import LogSegment
+from replog.log.segment_files import SegmentFileOps
 from replog.protocol.records import build_batch, iter_batches
 
 VALUE_BYTES = 1_000_000  # one batch of about 1 MB: a follower's answer at replica.fetch.max.bytes
