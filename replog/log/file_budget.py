@@ -64,10 +64,6 @@ class FileBudget:
     def holders(self) -> int:
         return len(self._holders)
 
-    def has_room(self, count: int) -> bool:
-        """Whether `count` more descriptors fit without evicting anyone."""
-        return self._open_files + count <= self.max_open_files
-
     def used(self, holder: FileHolder) -> None:
         """`holder` used an open file: it becomes the most recently used."""
         if holder in self._holders:

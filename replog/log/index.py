@@ -14,8 +14,7 @@ An index may give back its descriptors (release, for the broker's file budget) a
 use: the entry count and the mapped size are kept, so a reopen maps the file again and reads nothing.
 Resizing a released index truncates the file by path, without opening it. The index of a new, empty
 segment may be created lazily (as Kafka's LazyIndex): no file until the first entry or lookup needs one,
-so thousands of new partitions cost no index files. The segment may start that creation in a worker thread
-ahead of the first entry (create_in_background, index_file.py); the index adopts the file when it needs it.
+so thousands of new partitions cost no index files.
 """
 
 from __future__ import annotations
@@ -26,21 +25,38 @@ import mmap
 import os
 import struct
 from collections.abc import Callable
-from concurrent.futures import Executor, Future
 from pathlib import Path
 
 from replog.log.errors import CorruptIndexError
 from replog.log.file_budget import SharedFile
-from replog.log.index_file import (
-    ALLOCATION_CHUNK,
-    OS_INDEX_FILE_OPS,
-    CreatedIndexFile,
-    IndexFileOps,
-    create_index_file,
-)
 
 INT32_MAX = (1 << 31) - 1
 NO_TIMESTAMP = -1
+# Index files are sparse: the preallocated size is set with ftruncate, which reserves no blocks. Writing
+# through the mmap into a page the file system cannot allocate (a full disk) raises SIGBUS and kills the
+# process, so pages are allocated with posix_fallocate, which fails with ENOSPC, before entries go in.
+ALLOCATION_CHUNK = mmap.PAGESIZE
+
+
+class IndexFileOps:
+    """The system calls that ready an index file's next pages before entries are written through the map.
+    Tests pass a recording subclass."""
+
+    def allocate(self, fd: int, offset: int, length: int) -> None:
+        """Blocks for [offset, offset + length): ENOSPC here rather than SIGBUS in the mapping."""
+        os.posix_fallocate(fd, offset, length)
+
+    def populate(self, fd: int, offset: int, length: int) -> None:
+        """Write the range's bytes (zeros, which is what an index holds past its entries) into the page cache.
+        The first write into a hole or a fallocated (unwritten) page through a shared mapping is a page fault
+        that cost 4-9 ms (median) on ext4 on the loaded 2-vCPU VM, taken with the GIL held, while a pwrite of
+        the same page cost 0.01-0.04 ms and the mapped write after it 0.01 ms (docs/profiles/
+        partition-scaling.md): with 1,000 partitions RF=3 that was some 2,000 stalls of each broker's event
+        loop as new segments got their first index entries."""
+        os.pwrite(fd, bytes(length), offset)
+
+
+OS_INDEX_FILE_OPS = IndexFileOps()
 
 
 class _MmapIndex(abc.ABC):
@@ -64,12 +80,8 @@ class _MmapIndex(abc.ABC):
         self._allocated = 0  # bytes from the start known to have blocks (see ALLOCATION_CHUNK)
         self._dirty = False  # entries written through the mapping since the last flush
         self._deleted = False
-        # The file's creation in a worker thread (create_in_background), until this index adopts its result.
-        self._creation: Future[CreatedIndexFile] | None = None
-        # Told the descriptors a reopen or a creation took (the segment charges them to the broker's file
-        # budget), and that a creation in the background failed after all, its descriptors never held.
+        # Told the descriptors a reopen took (the segment charges them to the broker's file budget).
         self.on_open: Callable[[int], None] | None = None
-        self.on_creation_failed: Callable[[], None] | None = None
         self._created = not create_lazily or self.path.exists()
         if not self._created:
             self._size = self._round(max_bytes)
@@ -96,7 +108,6 @@ class _MmapIndex(abc.ABC):
         return max_bytes // self.ENTRY.size * self.ENTRY.size
 
     def _remap(self, size: int) -> None:
-        self._finish_creation()
         if self._deleted:
             return  # nothing left to size (a deleted segment's close still trims)
         self._size = size
@@ -113,62 +124,16 @@ class _MmapIndex(abc.ABC):
         if size > 0:
             self._mm = mmap.mmap(self._file.fileno(), size)
 
-    @property
-    def lacks_file(self) -> bool:
-        """A lazily created index with no file yet and no creation under way."""
-        return not self._created and self._creation is None and not self._deleted
-
-    def create_in_background(self, creator: Executor) -> None:
-        """Start creating a lazily created index's file in `creator`'s thread, if it has none yet: the next
-        use that needs the file waits for it there instead of creating it itself. Its descriptors are
-        charged now (on_open), as the index holds them from the moment the thread has opened them."""
-        if not self.lacks_file:
-            return
-        self._creation = creator.submit(create_index_file, self.path, self._size, self._ops)
-        if self.on_open is not None:
-            self.on_open(self.open_files)
-
-    def _finish_creation(self) -> None:
-        """Wait for a creation in the background and adopt its file. If it failed it left nothing behind
-        (create_index_file): the index stays uncreated and its next use creates the file in place, meeting
-        the error (a full disk) where it did before."""
-        creation, self._creation = self._creation, None
-        if creation is None:
-            return
-        try:
-            created = creation.result()
-        except OSError:
-            if self.on_creation_failed is not None:
-                self.on_creation_failed()
-            return
-        self._adopt(created)
-
-    def _adopt(self, created: CreatedIndexFile) -> None:
-        self._file, self._mm = created.file, created.mapping
-        self._created = True
-
-    def _abandon_creation(self) -> None:
-        """Before the index drops its descriptors (release, close, delete; the owner uncharges them itself): a
-        creation in the background is cancelled if it has not started, else waited for and its file adopted,
-        for the caller to close, so that no file appears and no descriptor is left open after the caller."""
-        creation, self._creation = self._creation, None
-        if creation is None or creation.cancel():
-            return
-        try:
-            self._adopt(creation.result())
-        except OSError:
-            pass  # it removed what it made
-
     def _open_file(self) -> io.FileIO:
-        """The file, created, or reopened and mapped again if it was released."""
-        self._finish_creation()
+        """The file, reopened and mapped again if it was released."""
         if self._file is None:
+            file = SharedFile(os.open(self.path, os.O_RDWR if self._created else os.O_RDWR | os.O_CREAT, 0o644), "r+")
             if not self._created:
-                self._adopt(create_index_file(self.path, self._size, self._ops))
-            else:
-                self._file = SharedFile(os.open(self.path, os.O_RDWR), "r+")
-                if self._size > 0:
-                    self._mm = mmap.mmap(self._file.fileno(), self._size)
+                os.ftruncate(file.fileno(), self._size)  # preallocated, as a new index is
+                self._created = True
+            if self._size > 0:
+                self._mm = mmap.mmap(file.fileno(), self._size)
+            self._file = file
             if self.on_open is not None:
                 self.on_open(self.open_files)
         return self._file
@@ -180,10 +145,7 @@ class _MmapIndex(abc.ABC):
 
     @property
     def open_files(self) -> int:
-        """Descriptors held: the file's and, while mapped, the mapping's duplicate (also while created in the
-        background)."""
-        if self._creation is not None:
-            return 1 if self._size == 0 else 2
+        """Descriptors held: the file's and, while mapped, the mapping's duplicate."""
         if self._file is None:
             return 0
         return 1 if self._mm is None else 2
@@ -192,7 +154,6 @@ class _MmapIndex(abc.ABC):
         """Unmap and drop the file (a flush ticket holding it keeps it open until its fsync is done).
         Written entries stay in the page cache; flush() fsyncs them through a fresh descriptor. Closing the
         map never meets a BufferError: entries are read with struct.unpack_from, which keeps no export."""
-        self._abandon_creation()
         if self._mm is not None:
             self._mm.close()
             self._mm = None
@@ -291,7 +252,6 @@ class _MmapIndex(abc.ABC):
         self._remap(size)
 
     def flush(self) -> None:
-        self._finish_creation()
         if self._mm is not None:
             self._mm.flush()
         elif self._file is None and self._dirty:
@@ -304,7 +264,6 @@ class _MmapIndex(abc.ABC):
         self._dirty = False
 
     def close(self) -> None:
-        self._abandon_creation()
         self.trim_to_valid_size()
         if self._file is not None:
             self._file.close()
@@ -312,7 +271,6 @@ class _MmapIndex(abc.ABC):
 
     def delete(self) -> None:
         """Unmap and unlink; the fd closes once no flush ticket holds the file object."""
-        self._abandon_creation()
         if self._mm is not None:
             self._mm.close()
             self._mm = None

@@ -1,10 +1,9 @@
 """Opening a partition log's segments from its directory (Kafka's LogLoader).
 
-A cleaner's swap that a crash interrupted is first completed or undone (segment_swap.py). Index files whose
-creation a crash cut short, and orphaned indexes of deleted segments, go; every segment opens; segments that
-a crash may have left torn (from the recovery point on, after an unclean shutdown) or whose index is missing
-or corrupt are recovered, and the first one cut short ends the log: every later segment is deleted. Producer
-state is rebuilt from the batch headers of the last segments.
+A cleaner's swap that a crash interrupted is first completed or undone (segment_swap.py). Orphaned indexes of deleted segments go; every segment opens; segments that a crash may have left torn
+(from the recovery point on, after an unclean shutdown) or whose index is missing or corrupt are recovered,
+and the first one cut short ends the log: every later segment is deleted. Producer state is rebuilt from
+the batch headers of the last segments.
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from replog.log.index_file import CREATING_SUFFIX
 from replog.log.log_segments import LogSegments
 from replog.log.producer_state import ProducerStateManager
 from replog.log.segment import LogSegment
@@ -32,9 +30,7 @@ def load_segments(
     """The segments on disk, in offset order; `open_segment(base, file_suffix)` opens one."""
     recover_interrupted_swaps(directory, lambda base: open_segment(base, SWAP_SUFFIX), max_message_bytes, file_ops)
     for path in sorted(directory.iterdir()):
-        if path.suffix == CREATING_SUFFIX:
-            path.unlink()  # an index file a crash cut short while it was being created (index_file.py)
-        elif path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and not path.with_suffix(LOG_SUFFIX).exists():
+        if path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and not path.with_suffix(LOG_SUFFIX).exists():
             path.unlink()  # orphaned index of a deleted segment
     bases = sorted(int(path.stem) for path in directory.glob("*" + LOG_SUFFIX) if path.stem.isdigit())
     return [open_segment(base_offset, "") for base_offset in bases]

@@ -14,7 +14,6 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor
 from pathlib import Path
 from typing import NamedTuple
 
@@ -23,7 +22,6 @@ from replog.log.config import LogConfig
 from replog.log.errors import CorruptIndexError, StorageError
 from replog.log.file_budget import FileBudget, SharedFile
 from replog.log.index import INT32_MAX, NO_TIMESTAMP, OffsetIndex, TimeIndex
-from replog.log.index_file import shared_index_creator
 from replog.log.segment_files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -60,11 +58,9 @@ class LogSegment:
         created_ms: int,
         file_ops: SegmentFileOps = OS_FILE_OPS,
         file_suffix: str = "",
-        index_creator: Executor | None = None,
     ) -> None:
         """`file_suffix` names a segment that is not (yet) part of the log: the cleaner writes
-        `<base>.log.cleaned` and its indexes, which become `.swap` and then the real names. `index_creator`
-        creates a new segment's index files off the calling thread (default: shared_index_creator())."""
+        `<base>.log.cleaned` and its indexes, which become `.swap` and then the real names."""
         assert base_offset >= 0
         assert index_interval_bytes >= 0
         self.directory = Path(directory)
@@ -72,7 +68,6 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = created_ms
         self._ops = file_ops
-        self._index_creator = index_creator
         self.file_suffix = file_suffix
         self.log_path = self.directory / segment_file_name(base_offset, LOG_SUFFIX + file_suffix)
         fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
@@ -96,9 +91,8 @@ class LogSegment:
         self._tail_batch: BatchLocation | None = None
         if not self.needs_recovery:
             self._load_tail_state()
-        for index in (self.offset_index, self.time_index):
-            index.on_open = self._files_opened
-            index.on_creation_failed = self._recount_files
+        self.offset_index.on_open = self._files_opened
+        self.time_index.on_open = self._files_opened
 
     # ------------------------------------------------------------ descriptors
 
@@ -123,13 +117,6 @@ class LogSegment:
     def _files_opened(self, count: int) -> None:
         if self._budget is not None:
             self._budget.opened(self, count)
-
-    def _recount_files(self) -> None:
-        """An index's creation in the background failed: its descriptors, charged when it began, were never
-        held. The budget takes this segment's count afresh."""
-        if self._budget is not None:
-            self._budget.closed(self)
-            self._budget.opened(self, self.open_files)
 
     def _log_file(self) -> io.FileIO:
         """The log file, reopened if it was released; this segment becomes the budget's most recently used."""
@@ -262,10 +249,6 @@ class LogSegment:
         if entries:
             self.offset_index.reserve(entries)
             self.time_index.reserve(entries)
-        else:
-            # The first entries come index_interval_bytes later: the files they need are created meanwhile
-            # in a worker thread, not on the event loop when they go in (docs/profiles/partition-scaling.md).
-            self._create_indexes_in_background()
         self._write_all(batches)
         for header_position, header in headers:
             self._index_batch(header, header_position)
@@ -274,17 +257,6 @@ class LogSegment:
         assert self._next_offset == largest_offset + 1
         assert self._max_timestamp >= max_timestamp
         assert offset_of_max_timestamp <= largest_offset
-
-    def _create_indexes_in_background(self) -> None:
-        if not (self.offset_index.lacks_file or self.time_index.lacks_file):
-            return  # the common case: created, or being created
-        if self._budget is not None and not self._budget.has_room(4):
-            # Created ahead of need, the files would evict other segments' (at 10,000 partitions, one another's,
-            # waiting for creations under way): they are left to the first entry, as before.
-            return
-        creator = self._index_creator or shared_index_creator()
-        self.offset_index.create_in_background(creator)
-        self.time_index.create_in_background(creator)
 
     def _index_entries_for(self, headers: list[tuple[int, BatchHeader]]) -> int:
         """How many entries _index_batch will add to each index for these batches."""

@@ -1,7 +1,6 @@
 from replog.log.segment import LogSegment
 from replog.log.segment_files import SegmentFileOps
 from replog.protocol.records import build_batch, iter_batches
-from tests.unit.deferred_executor import DeferredExecutor
 
 
 def _segment(tmp_path, base=0, interval=4096) -> LogSegment:
@@ -17,18 +16,14 @@ def _append(segment, base_offset, count=1, value=b"v" * 50, ts=None):
 
 
 def test_file_names(tmp_path):
-    creator = DeferredExecutor()
-    segment = LogSegment(tmp_path, 42, index_interval_bytes=0, max_index_bytes=4096, created_ms=0,
-                         index_creator=creator)  # fmt: skip
-    # The indexes of a new, empty segment are created for their first entry (as Kafka's LazyIndex): the
-    # first batch gets none and starts their creation in a worker thread, the second one (index_interval_bytes
-    # after it) gets an entry, waiting for the creation if it has not finished.
+    segment = _segment(tmp_path, base=42, interval=0)
+    # The indexes of a new, empty segment are created by their first entry (as Kafka's LazyIndex): the
+    # first batch gets none, the second one (index_interval_bytes after it) does.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["00000000000000000042.log"]
     assert segment.size == 0
     assert segment.next_offset == 42
     _append(segment, 42)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["00000000000000000042.log"]
-    assert len(creator.submitted) == 2
     _append(segment, 43)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "00000000000000000042.index",
@@ -127,31 +122,6 @@ def test_an_append_of_several_batches_is_one_write(tmp_path):
     segment.append(5, memoryview(data), 0, 5)
     assert ops.writes == 1
     assert segment.read(0, 1 << 20).read_bytes() == bytes(data)
-
-
-class RecordingReads(SegmentFileOps):
-    def __init__(self) -> None:
-        self.positions: list[int] = []
-
-    def pread(self, fd: int, size: int, position: int) -> bytes:
-        self.positions.append(position)
-        return super().pread(fd, size, position)
-
-
-def test_a_read_looks_at_each_batch_header_once(tmp_path):
-    # A follower's fetch of the batch after the last one it has: the index entry is the batch before (an
-    # entry holds a batch's last offset), translate_offset reads that header and the wanted one, and the
-    # read goes on from the batch after it, not from the wanted one's header again.
-    ops = RecordingReads()
-    segment = LogSegment(tmp_path, 10, index_interval_bytes=0, max_index_bytes=4096, created_ms=0, file_ops=ops)
-    size = [_append(segment, 10 + 3 * i, count=3) for i in range(5)][0]
-    ops.positions.clear()
-    file_slice = segment.read(16, size)
-    assert (file_slice.position, file_slice.length) == (2 * size, size)
-    assert ops.positions == [size, 2 * size, 3 * size]
-    ops.positions.clear()
-    assert segment.read(16, 1, min_one_batch=False) is None
-    assert ops.positions == [size, 2 * size]
 
 
 class CountingReads(SegmentFileOps):
