@@ -9,12 +9,8 @@ from tests.slow_files import SLOW_FILES, parse_slow_files, slow_files_first
 @pytest.fixture
 def broker(tmp_path):
     """A real broker process on a free 127.0.0.1 port with a tmp_path log dir; always stopped."""
-    process = BrokerProcess(tmp_path / "logs", output=tmp_path / "broker.out")
-    process.start()
-    try:
+    with BrokerProcess(tmp_path / "logs", output=tmp_path / "broker.out").started() as process:
         yield process
-    finally:
-        process.stop()
 
 
 @pytest.fixture

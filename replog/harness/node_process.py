@@ -3,11 +3,14 @@ by its parent. Its listening socket is bound when the object is made, so `port` 
 starts (brokers are told the controllers' addresses, voters each other's); the first start hands the socket
 down, later ones bind the same port. BrokerProcess and ControllerProcess say what command to run."""
 
+import contextlib
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Self
 
 from .processes import (
     READY_POLL_INTERVAL_S,
@@ -56,6 +59,15 @@ class NodeProcess:
     def start(self, timeout: float = READY_TIMEOUT_S) -> None:
         self.launch()
         self.wait_ready(timeout)
+
+    @contextlib.contextmanager
+    def started(self, timeout: float = READY_TIMEOUT_S) -> Iterator[Self]:
+        """Started and ready for the block, and always stopped when it ends (for tests' fixtures)."""
+        self.start(timeout)
+        try:
+            yield self
+        finally:
+            self.stop()
 
     def launch(self) -> None:
         """Start the process without waiting for it to serve."""

@@ -26,12 +26,8 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 def shared_broker(tmp_path_factory):
     """A broker for the tests that only create topics of their own names on it; always stopped."""
     data = tmp_path_factory.mktemp("client")
-    process = BrokerProcess(data / "logs", output=data / "broker.out")
-    process.start()
-    try:
+    with BrokerProcess(data / "logs", output=data / "broker.out").started() as process:
         yield process
-    finally:
-        process.stop()
 
 
 async def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:

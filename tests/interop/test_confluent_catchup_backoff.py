@@ -11,7 +11,6 @@ import pytest
 
 from benchmarks import consume_catchup
 from benchmarks.produce_throughput import create_topic
-from replog.harness.broker_process import BrokerProcess
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -30,16 +29,6 @@ class LogLines(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.lines.append(record.getMessage())
-
-
-@pytest.fixture
-def broker(tmp_path):
-    broker = BrokerProcess(tmp_path / "logs", output=tmp_path / "broker.out")
-    broker.start()
-    try:
-        yield broker
-    finally:
-        broker.stop()
 
 
 def test_catchup_reader_backs_off_a_full_queue_for_the_short_interval(broker):
