@@ -264,6 +264,17 @@ def follow(leader: FakeLeader, log: PartitionLog, epoch: int, tp: TopicPartition
     return {tp: InitialFetchState(None, leader.info, epoch, log)}
 
 
+def two_partitions_behind(tmp_path, leader: FakeLeader, records: int) -> dict:
+    """TP and TP2 led by `leader` with `records` records each, followed from empty logs."""
+    partitions = {}
+    for tp in (TP, TP2):
+        log = open_log(tmp_path, "leader", tp)
+        append_as_leader(log, 0, records)
+        leader.lead(tp, log, 0)
+        partitions.update(follow(leader, open_log(tmp_path, "follower", tp), 0, tp))
+    return partitions
+
+
 @pytest.fixture
 async def cluster():
     """(ReplicaFetcherManager, {leader id: FakeLeader}) for one test; the fetchers are stopped after it."""

@@ -26,6 +26,7 @@ from .fetcher_fake_leader import (
     follow,
     in_sync,
     open_log,
+    two_partitions_behind,
 )
 
 # Long enough that the other partition's next fetch, which leaves as soon as the first answer is handled,
@@ -33,21 +34,10 @@ from .fetcher_fake_leader import (
 LONG_BACKOFF = dataclasses.replace(CONFIG, backoff_ms=600)
 
 
-def two_partitions_four_records_behind(tmp_path, leader: FakeLeader) -> dict:
-    """TP and TP2 led by `leader` with 4 records each, followed from empty logs."""
-    partitions = {}
-    for tp in (TP, TP2):
-        log = open_log(tmp_path, "leader", tp)
-        append_as_leader(log, 0, 4)
-        leader.lead(tp, log, 0)
-        partitions.update(follow(leader, open_log(tmp_path, "follower", tp), 0, tp))
-    return partitions
-
-
 async def test_retriable_errors_back_off_one_partition_while_others_go_on(tmp_path):
     async with fetchers_with_fake_leaders(LONG_BACKOFF) as (manager, leaders):
         leader = leaders[1] = FakeLeader(1)
-        partitions = two_partitions_four_records_behind(tmp_path, leader)
+        partitions = two_partitions_behind(tmp_path, leader, records=4)
         leader.injected_errors[TP] = [ErrorCode.unknown_leader_epoch, ErrorCode.not_leader_or_follower]
 
         manager.add_partitions(partitions)
@@ -68,7 +58,7 @@ async def test_retriable_errors_back_off_one_partition_while_others_go_on(tmp_pa
 async def test_connection_failure_backs_off_every_partition_and_recovers(tmp_path, cluster):
     manager, leaders = cluster
     leader = leaders[1] = FakeLeader(1)
-    partitions = two_partitions_four_records_behind(tmp_path, leader)
+    partitions = two_partitions_behind(tmp_path, leader, records=4)
     leader.failing_requests = 2
 
     manager.add_partitions(partitions)

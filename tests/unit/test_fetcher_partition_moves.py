@@ -26,6 +26,7 @@ from .fetcher_fake_leader import (
     follow,
     in_sync,
     open_log,
+    two_partitions_behind,
 )
 
 
@@ -140,12 +141,7 @@ async def test_re_adding_at_the_same_epoch_keeps_the_fetch_state(tmp_path, clust
 async def test_a_leader_at_a_new_address_gets_a_new_fetcher_with_all_its_partitions(tmp_path, cluster):
     manager, leaders = cluster
     leader = leaders[1] = FakeLeader(1, port=9001)
-    partitions = {}
-    for tp in (TP, TP2):
-        log = open_log(tmp_path, "leader", tp)
-        append_as_leader(log, 0, 3)
-        leader.lead(tp, log, 0)
-        partitions.update(follow(leader, open_log(tmp_path, "follower", tp), 0, tp))
+    partitions = two_partitions_behind(tmp_path, leader, records=3)
     manager.add_partitions(partitions)
     await wait_until(
         lambda: all(in_sync(p.log, leader.logs[tp]) for tp, p in partitions.items()), what="sync"
