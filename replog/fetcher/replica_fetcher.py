@@ -28,6 +28,7 @@ from replog.fetcher.follower_append_steps import PARTITION_FAILURES, FollowerApp
 from replog.fetcher.leader_endpoint import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    FetchRequests,
     LeaderEndpoint,
     LeaderEndpointError,
 )
@@ -302,7 +303,7 @@ class ReplicaFetcher(FollowerAppendSteps):
         # The states the request is built from, as sent (copied: a partition's state may change meanwhile).
         sent = dict(plan.states)
         try:
-            results = await self._endpoint.fetch(dict(plan.requests))
+            results = await self._endpoint.fetch(FetchRequests(plan.requests, plan.take_moved()))
         except LeaderEndpointError as exc:
             logger.warning("%r: fetch failed, backing off: %s", self, exc)
             self._back_off_all()
