@@ -26,6 +26,10 @@ import sys
 from typing import Protocol
 
 SYNC_FILE_RANGE_WRITE = 0x2  # <fcntl.h>; WAIT_BEFORE (0x1) and WAIT_AFTER (0x4) are never passed
+# Ranges end at a page boundary: the last page, partly written, is written again by the next append, and a write
+# into a page under writeback waits for that I/O to finish on devices that need stable pages (RocksDB's
+# RangeSync aligns for the same reason).
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 DEFAULT_INTERVAL_BYTES = 0  # log.writeback.interval.bytes; 0: off (the page cache's own writeback only)
 _UNSUPPORTED = frozenset({errno.ENOSYS, errno.EINVAL, errno.ESPIPE, errno.EOPNOTSUPP})
 
@@ -76,8 +80,9 @@ class SegmentWriteback:
         if not self.supported:
             return
         if start < self.pending_from:
-            self.pending_from = start  # the file was truncated below what was handed over
-        length = end - self.pending_from
+            self.pending_from = start - start % PAGE_BYTES  # truncated below what was handed over
+        whole_pages_end = end - end % PAGE_BYTES
+        length = whole_pages_end - self.pending_from
         if length < self.interval_bytes:
             return
         try:
@@ -87,4 +92,4 @@ class SegmentWriteback:
                 self.supported = False
                 return
             # Anything else (EIO) is the next write's or fsync's to report; this one only tried to help.
-        self.pending_from = end
+        self.pending_from = whole_pages_end

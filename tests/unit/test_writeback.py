@@ -11,7 +11,7 @@ from replog.log.config import LogConfig
 from replog.log.partition_log import PartitionLog
 from replog.log.segment import LogSegment
 from replog.log.segment_files import SegmentFileOps
-from replog.log.writeback import SegmentWriteback, start_writeback
+from replog.log.writeback import PAGE_BYTES, SegmentWriteback, start_writeback
 from replog.protocol.records import build_batch
 
 KIB = 1024
@@ -39,19 +39,26 @@ def _segment(tmp_path, interval: int, ops: SegmentFileOps) -> LogSegment:
                       writeback_interval_bytes=interval, file_ops=ops)  # fmt: skip
 
 
+PAGE = PAGE_BYTES
+
+
 @pytest.mark.parametrize(
     ("interval", "appends", "expected"),
     [
-        (0, [(0, 10 * KIB)], []),  # off
-        (4 * KIB, [(0, KIB), (KIB, 2 * KIB)], []),  # 2 KiB pending: under the interval
-        (4 * KIB, [(0, 3 * KIB), (3 * KIB, 5 * KIB)], [(0, 5 * KIB)]),  # crosses it: everything pending
-        (4 * KIB, [(0, 4 * KIB), (4 * KIB, 6 * KIB), (6 * KIB, 8 * KIB)], [(0, 4 * KIB), (4 * KIB, 4 * KIB)]),
-        (4 * KIB, [(0, 9 * KIB)], [(0, 9 * KIB)]),  # one append larger than the interval: all of it at once
-        # Truncated to 1 KiB after 4 KiB were handed over: what is pending starts again where the file now ends.
-        (4 * KIB, [(0, 4 * KIB), (KIB, 5 * KIB)], [(0, 4 * KIB), (KIB, 4 * KIB)]),
+        (0, [(0, 10 * PAGE)], []),  # off
+        (4 * PAGE, [(0, PAGE), (PAGE, 2 * PAGE)], []),  # 2 pages pending: under the interval
+        (4 * PAGE, [(0, 3 * PAGE), (3 * PAGE, 5 * PAGE)], [(0, 5 * PAGE)]),  # crosses it: everything pending
+        (4 * PAGE, [(0, 4 * PAGE), (4 * PAGE, 6 * PAGE), (6 * PAGE, 8 * PAGE)], [(0, 4 * PAGE), (4 * PAGE, 4 * PAGE)]),
+        (4 * PAGE, [(0, 9 * PAGE)], [(0, 9 * PAGE)]),  # one append larger than the interval: all of it at once
+        # The last page, partly written, stays pending: the next append writes into it again.
+        (4 * PAGE, [(0, 4 * PAGE + 100)], [(0, 4 * PAGE)]),
+        (4 * PAGE, [(0, 4 * PAGE - 100), (4 * PAGE - 100, 4 * PAGE + 100)], [(0, 4 * PAGE)]),
+        (4 * PAGE, [(0, 4 * PAGE + 100), (4 * PAGE + 100, 8 * PAGE + 50)], [(0, 4 * PAGE), (4 * PAGE, 4 * PAGE)]),
+        # Truncated into page 1 after 4 pages were handed over: pending starts again at that page.
+        (4 * PAGE, [(0, 4 * PAGE), (PAGE + 10, 5 * PAGE + 10)], [(0, 4 * PAGE), (PAGE, 4 * PAGE)]),
     ],
 )
-def test_writeback_starts_every_interval_bytes_on_the_range_pending(interval, appends, expected):
+def test_writeback_starts_every_interval_bytes_on_the_whole_pages_pending(interval, appends, expected):
     ops = RecordedWriteback()
     writeback = SegmentWriteback(interval, 0)
     for start, end in appends:
@@ -62,55 +69,56 @@ def test_writeback_starts_every_interval_bytes_on_the_range_pending(interval, ap
 @pytest.mark.parametrize("error", [errno.ENOSYS, errno.EINVAL, errno.ESPIPE, errno.EOPNOTSUPP])
 def test_an_unsupported_writeback_is_not_asked_again(error):
     ops = RecordedWriteback(error)
-    writeback = SegmentWriteback(KIB, 0)
+    writeback = SegmentWriteback(PAGE, 0)
     for offset in range(4):
-        writeback.after_append(ops, 3, offset * KIB, (offset + 1) * KIB)
-    assert ops.ranges == [(0, KIB)]
+        writeback.after_append(ops, 3, offset * PAGE, (offset + 1) * PAGE)
+    assert ops.ranges == [(0, PAGE)]
     assert not writeback.supported
 
 
 def test_a_failed_writeback_goes_on_with_the_next_range():
     """EIO is the write's or the fsync's to report; the writeback only tried to help."""
     ops = RecordedWriteback(errno.EIO)
-    writeback = SegmentWriteback(KIB, 0)
-    writeback.after_append(ops, 3, 0, KIB)
-    writeback.after_append(ops, 3, KIB, 2 * KIB)
-    assert ops.ranges == [(0, KIB), (KIB, KIB)]
+    writeback = SegmentWriteback(PAGE, 0)
+    writeback.after_append(ops, 3, 0, PAGE)
+    writeback.after_append(ops, 3, PAGE, 2 * PAGE)
+    assert ops.ranges == [(0, PAGE), (PAGE, PAGE)]
 
 
-def test_a_segment_hands_every_appended_byte_to_writeback_once_in_order(tmp_path):
+def test_a_segment_hands_every_whole_page_it_appends_to_writeback_once_in_order(tmp_path):
     ops = RecordedWriteback()
-    segment = _segment(tmp_path, 16 * KIB, ops)
+    segment = _segment(tmp_path, 4 * PAGE, ops)
     for offset in range(40):
         segment.append(offset, _batch(offset, 3000), 0, offset)
     batch_bytes = segment.size // 40
     covered = 0
     for start, length in ops.ranges:
-        assert start == covered and 16 * KIB <= length < 16 * KIB + batch_bytes
+        assert start == covered and (start + length) % PAGE == 0
+        assert 4 * PAGE <= length < 4 * PAGE + batch_bytes + PAGE
         covered += length
     assert len(ops.ranges) >= 6
-    assert segment.size - covered < 16 * KIB  # what is left pending is under one interval
+    assert segment.size - covered < 4 * PAGE + PAGE  # what is left pending is under one interval and a page
 
 
 def test_a_reopened_segment_hands_over_only_what_it_appends(tmp_path):
-    segment = _segment(tmp_path, 4 * KIB, SegmentFileOps())
-    segment.append(0, _batch(0, 8 * KIB), 0, 0)
+    segment = _segment(tmp_path, 4 * PAGE, SegmentFileOps())
+    segment.append(0, _batch(0, 2 * PAGE + 100), 0, 0)
     size = segment.size
     segment.close()
     ops = RecordedWriteback()
-    reopened = _segment(tmp_path, 4 * KIB, ops)
-    reopened.append(1, _batch(1, 5 * KIB), 0, 1)
-    assert ops.ranges == [(size, reopened.size - size)]
+    reopened = _segment(tmp_path, 4 * PAGE, ops)
+    reopened.append(1, _batch(1, 5 * PAGE), 0, 1)
+    assert ops.ranges == [(size, reopened.size - reopened.size % PAGE - size)]
 
 
 def test_a_log_takes_the_interval_from_its_config(tmp_path):
     ops = RecordedWriteback()
-    log = PartitionLog.open(tmp_path / "t-0", LogConfig(writeback_interval_bytes=4 * KIB), clock_ms=lambda: 0,
+    log = PartitionLog.open(tmp_path / "t-0", LogConfig(writeback_interval_bytes=2 * PAGE), clock_ms=lambda: 0,
                             clean_shutdown=True, file_ops=ops)  # fmt: skip
     for _ in range(3):
-        log.append_as_leader(memoryview(bytearray(build_batch([(None, b"v" * 3000, [], 0)]))), leader_epoch=0)
+        log.append_as_leader(memoryview(bytearray(build_batch([(None, b"v" * PAGE, [], 0)]))), leader_epoch=0)
     assert [start for start, _ in ops.ranges] == [0]
-    assert ops.ranges[0][1] >= 4 * KIB
+    assert ops.ranges[0][1] >= 2 * PAGE
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sync_file_range is Linux's")
