@@ -17,11 +17,12 @@ from kio.schema.errors import ErrorCode
 from replog.client.connection import Connection
 from replog.client.errors import KafkaError
 from replog.fetcher.config import FetcherConfig
+from replog.fetcher.fetch_answer import decode_fetch_answer
 from replog.fetcher.fetch_request_cache import EncodedFetchRequest, FetchRequestPartition
 from replog.fetcher.fetch_session import FetchSessionHandler
 from replog.log.partition_log import TopicPartition
 from replog.protocol.apis import SUPPORTED_APIS, ApiKey, response_header_version
-from replog.protocol.fetch import FetchPartitionResult, decode_fetch_response
+from replog.protocol.fetch import FetchPartitionResult
 from replog.protocol.fetch_request import FETCH_REQUEST_VERSION
 from replog.protocol.headers import decode_response_header
 from replog.protocol.primitives import DecodeError
@@ -110,22 +111,18 @@ class RemoteLeaderEndpoint:
                 assert frame is not None
                 _, start = decode_response_header(frame, response_header_version(ApiKey.FETCH, FETCH_VERSION))
                 # Records stay memoryviews into `frame`: the follower appends them without a copy.
-                response = decode_fetch_response(FETCH_VERSION, frame, start)
+                answer = decode_fetch_answer(frame, start)
         except (LeaderEndpointError, asyncio.CancelledError):
             # Failed or abandoned (the fetcher cancels a round when a partition starts): whether the leader
             # applied the request to our session is unknown, so the next fetch is a full one.
             self._session.on_failure()
             raise
-        if not self._session.on_response(request, response.error_code, response.session_id):
-            if response.error_code in _SESSION_ERRORS:
+        if not self._session.on_response(request, answer.error_code, answer.session_id):
+            if answer.error_code in _SESSION_ERRORS:
                 # Kafka's fetcher answers nothing and sends a full fetch next, without backing off.
                 return {}
-            raise LeaderEndpointError(f"fetch failed as a whole with error {response.error_code}")
-        return {
-            TopicPartition(topic.topic, p.partition_index): p
-            for topic in response.topics
-            for p in topic.partitions
-        }
+            raise LeaderEndpointError(f"fetch failed as a whole with error {answer.error_code}")
+        return answer.partitions
 
     async def offsets_for_leader_epoch(
         self, partitions: dict[TopicPartition, tuple[int, int]]
