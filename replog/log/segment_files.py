@@ -64,7 +64,7 @@ class SegmentFileOps:
         append_reservation.free_past_end(fd, size)
 
     def start_writeback(self, fd: int, start: int, length: int) -> None:
-        writeback.start_writeback(fd, start, length)
+        writeback.BACKGROUND.submit(fd, start, length)
 
     def rename(self, source: Path, target: Path) -> None:
         """One step of the cleaner's segment swap (segment_swap.py); tests fail it to simulate a crash."""

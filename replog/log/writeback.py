@@ -8,8 +8,11 @@ ms at 100 MB/s (docs/profiles/rf3-linger0.md, "Fifth pass" and "Sixth pass"). St
 range soon after it is written, in small pieces, keeps the dirty set small, as RocksDB's `bytes_per_sync` does.
 
 The call is sync_file_range(fd, start, length, SYNC_FILE_RANGE_WRITE): it only queues the range's dirty pages
-for writing and returns; without the WAIT flags it neither waits for that I/O nor for pages already under
-writeback. It makes nothing durable (no metadata, no disk cache flush): durability stays with the flush
+for writing; without the WAIT flags it neither waits for that I/O nor for pages already under writeback. But
+queueing can itself block while the device's request queue is full (its man page says so, and on the
+development VM, with other benchmarks writing, single calls blocked up to 117 ms), and appends run on the
+event loop: so the calls are made by one background thread (BackgroundWriteback), on a duplicate of the
+segment's descriptor, and a request that finds 64 already waiting is dropped. It makes nothing durable (no metadata, no disk cache flush): durability stays with the flush
 policy and replication, as before. Python's os module has no sync_file_range (3.11-3.13 offer fdatasync and
 posix_fadvise, not it), so it is called through ctypes on the C library, as append_reservation.py does for
 fallocate. Where the call is missing (not Linux, a C library without it) or refused (ENOSYS, EINVAL: a file
@@ -22,7 +25,10 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import queue
 import sys
+import threading
+from collections.abc import Callable
 from typing import Protocol
 
 SYNC_FILE_RANGE_WRITE = 0x2  # <fcntl.h>; WAIT_BEFORE (0x1) and WAIT_AFTER (0x4) are never passed
@@ -58,6 +64,58 @@ def start_writeback(fd: int, start: int, length: int) -> None:
     if _SYNC_FILE_RANGE(fd, start, length, SYNC_FILE_RANGE_WRITE) != 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code))
+
+
+class BackgroundWriteback:
+    """Makes the writeback calls on one daemon thread, started with the first; the appending thread only
+    duplicates the descriptor (so the right file is written back even if the segment closes meanwhile) and
+    queues. Bounded: with MAX_QUEUED calls waiting (the device is that far behind) a new one is dropped."""
+
+    MAX_QUEUED = 64
+
+    def __init__(self, call: Callable[[int, int, int], None] = start_writeback, *,
+                 available: bool = _SYNC_FILE_RANGE is not None) -> None:  # fmt: skip
+        self._call = call
+        self._queue: queue.Queue[tuple[int, int, int]] = queue.Queue(self.MAX_QUEUED)
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+        self.unsupported = not available  # the call was refused once: every later submit raises ENOSYS
+        self.dropped = 0
+
+    def submit(self, fd: int, start: int, length: int) -> None:
+        """Queue sync_file_range(fd, start, length, WRITE); OSError(ENOSYS) once the call proved unsupported."""
+        if self.unsupported:
+            raise OSError(errno.ENOSYS, "sync_file_range is not supported here")
+        if self._thread is None:
+            with self._start_lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="replog-writeback", daemon=True)
+                    self._thread.start()
+        duplicate = os.dup(fd)
+        try:
+            self._queue.put_nowait((duplicate, start, length))
+        except queue.Full:
+            os.close(duplicate)
+            self.dropped += 1
+
+    def join(self) -> None:
+        """Wait until every queued call was made."""
+        self._queue.join()
+
+    def _run(self) -> None:
+        while True:
+            fd, start, length = self._queue.get()
+            try:
+                self._call(fd, start, length)
+            except OSError as exc:
+                if exc.errno in _UNSUPPORTED:
+                    self.unsupported = True
+            finally:
+                os.close(fd)
+                self._queue.task_done()
+
+
+BACKGROUND = BackgroundWriteback()
 
 
 class WritebackOps(Protocol):

@@ -1,8 +1,10 @@
 """Early writeback (log/writeback.py): which ranges a segment hands to sync_file_range, and when it stops."""
 
 import errno
+import gc
 import os
 import sys
+import threading
 
 import pytest
 
@@ -11,7 +13,13 @@ from replog.log.config import LogConfig
 from replog.log.partition_log import PartitionLog
 from replog.log.segment import LogSegment
 from replog.log.segment_files import SegmentFileOps
-from replog.log.writeback import PAGE_BYTES, SegmentWriteback, start_writeback
+from replog.log.writeback import (
+    BACKGROUND,
+    PAGE_BYTES,
+    BackgroundWriteback,
+    SegmentWriteback,
+    start_writeback,
+)
 from replog.protocol.records import build_batch
 
 KIB = 1024
@@ -140,3 +148,69 @@ def test_the_broker_property_sets_the_logs_interval_and_refuses_a_negative_one()
     assert config.log_config().writeback_interval_bytes == 4 << 20
     with pytest.raises(ValueError, match="log.writeback.interval.bytes"):
         load_config(None, ["log.writeback.interval.bytes=-1"])
+
+
+def _open_fds() -> int:
+    gc.collect()  # files earlier tests left to the collector
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+def test_the_background_thread_makes_each_call_on_a_duplicate_of_the_segments_file(tmp_path):
+    path = tmp_path / "segment"
+    path.write_bytes(b"x" * 8192)
+    calls = []
+    background = BackgroundWriteback(lambda fd, start, length: calls.append((os.fstat(fd).st_ino, start, length)),
+                                     available=True)  # fmt: skip
+    before = _open_fds()
+    fd = os.open(path, os.O_RDONLY)
+    background.submit(fd, 0, 4096)
+    os.close(fd)  # the segment closes before the thread gets to it: the duplicate still names its file
+    background.submit(os.open(path, os.O_RDONLY), 4096, 4096)
+    background.join()
+    assert calls == [(path.stat().st_ino, 0, 4096), (path.stat().st_ino, 4096, 4096)]
+    assert _open_fds() <= before + 1  # the duplicates are closed (the second open is the test's own)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+def test_the_queue_is_bounded_and_a_call_over_it_is_dropped(tmp_path):
+    release = threading.Event()
+    background = BackgroundWriteback(lambda fd, start, length: release.wait(10), available=True)
+    before = _open_fds()
+    with open(tmp_path / "segment", "wb") as file:
+        for _ in range(BackgroundWriteback.MAX_QUEUED + 3):  # one taken by the blocked thread, 64 queued
+            background.submit(file.fileno(), 0, 4096)
+        assert background.dropped >= 2
+        release.set()
+        background.join()
+    assert _open_fds() == before
+
+
+@pytest.mark.parametrize("error", [errno.ENOSYS, errno.EINVAL])
+def test_a_call_refused_in_the_thread_turns_the_next_submits_into_errors(tmp_path, error):
+    def refuse(fd, start, length):
+        raise OSError(error, os.strerror(error))
+
+    background = BackgroundWriteback(refuse, available=True)
+    with open(tmp_path / "segment", "wb") as file:
+        background.submit(file.fileno(), 0, 4096)
+        background.join()
+        with pytest.raises(OSError) as failure:
+            background.submit(file.fileno(), 0, 4096)
+    assert failure.value.errno == errno.ENOSYS
+
+
+def test_where_the_call_is_missing_submit_fails_at_once_without_a_thread():
+    background = BackgroundWriteback(available=False)
+    with pytest.raises(OSError) as failure:
+        background.submit(0, 0, 4096)
+    assert failure.value.errno == errno.ENOSYS
+    assert background._thread is None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sync_file_range is Linux's")
+def test_a_segments_writeback_reaches_the_real_call_through_the_background_thread(tmp_path):
+    segment = _segment(tmp_path, PAGE, SegmentFileOps())
+    segment.append(0, _batch(0, 4 * PAGE), 0, 0)
+    BACKGROUND.join()
+    assert not BACKGROUND.unsupported and not segment._writeback.pending_from < PAGE
