@@ -36,11 +36,12 @@ def handle(ctx: RequestContext, replicas: ReplicaManager, access: Access, topics
     else:
         # Refused: topics the principal may not WRITE, and internal topics, as Kafka's (a record the group
         # coordinator cannot decode would keep the partition's groups from loading).
-        writable = access.allowed(ctx, Operation.WRITE, ResourceType.TOPIC, (topic for topic, _, _ in entries))
+        writable = access.allowed(ctx, Operation.WRITE, ResourceType.TOPIC, [topic.name for topic in request.topics])
         refusals = {(topic, index): _refusal(topic, topic in writable) for topic, index, _ in entries
                     if topic == OFFSETS_TOPIC or topic not in writable}
-        results = replicas.append_records([e for e in entries if (e[0], e[1]) not in refusals], request.acks,
-                                          request.timeout_ms)
+        if refusals:
+            entries = [e for e in entries if (e[0], e[1]) not in refusals]
+        results = replicas.append_records(entries, request.acks, request.timeout_ms)
         if refusals:
             results = results.then(lambda r: {**r, **refusals}) if isinstance(results, Completion) else {
                 **results, **refusals}
