@@ -10,7 +10,7 @@ import struct
 from dataclasses import dataclass, field
 
 from .apis import SUPPORTED_APIS, ApiKey
-from .primitives import MAX_VARINT_BYTES, DecodeError, Reader, Writer
+from .primitives import MAX_VARINT_BYTES, DecodeError, Reader, Writer, uvarint_bytes
 
 _PRODUCE = SUPPORTED_APIS[ApiKey.PRODUCE]
 # Per partition: index, error code, base offset, log append time (v2+), log start offset (v5+).
@@ -221,28 +221,41 @@ class ProducePartitionResponse:
 def encode_produce_response(version: int, responses: dict[str, list[ProducePartitionResponse]],
                             throttle_time_ms: int = 0) -> bytes:
     """The ProduceResponse body (no header) as Kafka's ProduceResponse.json lays it out, with no record
-    errors (v8+) and no tagged fields: the same bytes kio writes for such an answer."""
+    errors (v8+) and no tagged fields: the same bytes kio writes for such an answer. Every acks=1 and
+    acks=all request is answered through here, so it appends to one bytearray with no Writer call per field."""
     assert _PRODUCE.supports(version)
     flexible = _PRODUCE.is_flexible(version)
-    w = Writer()
-    w.array_length(len(responses), compact=flexible)
+    partition_fields = _PARTITION_V5 if version >= 5 else _PARTITION_V3
+    out = bytearray(_array_length(len(responses), flexible))
     for name, partitions in responses.items():
-        w.string(name, compact=flexible)
-        w.array_length(len(partitions), compact=flexible)
+        out += _string_bytes(name, flexible)
+        out += _array_length(len(partitions), flexible)
         for p in partitions:
             if version >= 5:
-                w.buf += _PARTITION_V5.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms,
-                                            p.log_start_offset)
+                out += partition_fields.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms,
+                                             p.log_start_offset)
             else:
-                w.buf += _PARTITION_V3.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms)
+                out += partition_fields.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms)
             if version >= 8:
-                w.array_length(0, compact=flexible)  # record_errors: replog refuses a batch whole
-                w.string(p.error_message, compact=flexible)
+                out += _array_length(0, flexible)  # record_errors: replog refuses a batch whole
+                out += _string_bytes(p.error_message, flexible)
             if flexible:
-                w.empty_tagged_fields()
+                out.append(0)  # no tagged fields
         if flexible:
-            w.empty_tagged_fields()
-    w.buf += _THROTTLE_TIME.pack(throttle_time_ms)
+            out.append(0)
+    out += _THROTTLE_TIME.pack(throttle_time_ms)
     if flexible:
-        w.empty_tagged_fields()
-    return bytes(w.buf)
+        out.append(0)
+    return bytes(out)
+
+
+def _array_length(n: int, flexible: bool) -> bytes:
+    return uvarint_bytes(n + 1) if flexible else _I32.pack(n)
+
+
+def _string_bytes(value: str | None, flexible: bool) -> bytes:
+    """A (nullable) string with its length: compact (unsigned varint of length + 1) or int16."""
+    if value is None:
+        return b"\x00" if flexible else b"\xff\xff"
+    data = value.encode()
+    return (uvarint_bytes(len(data) + 1) if flexible else _I16.pack(len(data))) + data
