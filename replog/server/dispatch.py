@@ -181,8 +181,15 @@ def _raw_sasl_token(frame: bytearray, session: Session) -> Body:
 
 
 def frame_response(correlation_id: int, header_version: int, body: Body) -> Body:
+    """The size prefix and response header, joined to the body's first part when that is bytes (every answer
+    but a fetch's record slices): the writer queues, measures and sends one part less per answer, and an
+    answer of one part (a produce's) goes out as one buffer."""
     head = encode_response_header(correlation_id, header_version)
+    if len(body) == 1 and type(body[0]) is bytes:
+        return [size_prefix(len(head) + len(body[0])) + head + body[0]]
     size = len(head) + sum(part_length(p) for p in body)
+    if body and type(body[0]) is bytes:
+        return [size_prefix(size) + head + body[0], *body[1:]]
     return [size_prefix(size) + head, *body]
 
 
