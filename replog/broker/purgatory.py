@@ -56,7 +56,7 @@ class DelayedOperation:
 
 def monotonic_ms() -> int:
     """The deadlines' clock. Not the loop's time: asyncio.get_running_loop() makes a getpid system call on every
-    call, and every parked request reads the clock (docs/profiles/rf3-linger0.md, "Sixth pass"). The loop
+    call, and every parked request reads the clock (docs/profiles/rf3-produce-path.md). The loop
     timer is armed with a delay, so the two clocks need not agree, and a timer that fires early is handled."""
     return time.monotonic_ns() // 1_000_000
 

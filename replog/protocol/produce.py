@@ -76,7 +76,7 @@ def _decode_classic(view: memoryview, pos: int) -> ProduceRequestData:
                 raise DecodeError(f"need {_INDEX_LENGTH.size} bytes at {pos}, have {size - pos}")
             index, length = _INDEX_LENGTH.unpack_from(view, pos)
             pos += _INDEX_LENGTH.size
-            records, pos = _records(view, pos, size, length)
+            records, pos = _bytes_field(view, pos, size, length)
             partitions.append(ProducePartitionData(index, records))
         topics.append(ProduceTopicData(name, partitions))
     # Bytes after the body are ignored, as Kafka's request parsing ignores them (see messages.decode_request).
@@ -104,7 +104,7 @@ def _decode_flexible(view: memoryview, pos: int) -> ProduceRequestData:
                 raise DecodeError(f"need 4 bytes at {pos}, have {size - pos}")
             index = _I32.unpack_from(view, pos)[0]
             length, pos = _uvarint(view, pos + 4, size)
-            records, pos = _records(view, pos, size, length - 1)
+            records, pos = _bytes_field(view, pos, size, length - 1)
             pos = _skip_tagged_fields(view, pos, size)
             partitions.append(ProducePartitionData(index, records))
         pos = _skip_tagged_fields(view, pos, size)
@@ -123,7 +123,7 @@ def _bounded_count(count: int, remaining: int) -> int:
     return max(0, count)
 
 
-def _records(view: memoryview, pos: int, size: int, length: int) -> tuple[memoryview | None, int]:
+def _bytes_field(view: memoryview, pos: int, size: int, length: int) -> tuple[memoryview | None, int]:
     if length == -1:
         return None, pos
     if length < -1:
@@ -146,7 +146,7 @@ def _compact_string(view: memoryview, pos: int, size: int, *, nullable: bool) ->
 
 
 def _string(view: memoryview, pos: int, size: int, length: int, nullable: bool) -> tuple[str | None, int]:
-    data, pos = _records(view, pos, size, length)
+    data, pos = _bytes_field(view, pos, size, length)
     if data is None:
         if not nullable:
             raise DecodeError("null where a string is required")
