@@ -4,7 +4,7 @@ Every replica writes what it appends into the page cache, so at 100 MB/s three r
 alone, the dirty set grows until the VM's background threshold (dirty_background_ratio, ~2 GB on the
 development VM), and from there the flusher writes it back in bursts of hundreds of MB, during which a segment
 write can block in the kernel for 3-45 ms, and with it the event loop that made it: the p99 windows of 45-296
-ms at 100 MB/s (docs/profiles/rf3-linger0.md, "Fifth pass" and "Sixth pass"). Starting the writeback of each
+ms at 100 MB/s (docs/profiles/rf3-linger0.md, "Fifth pass"; docs/profiles/rf3-follower-round.md). Starting the writeback of each
 range soon after it is written, in small pieces, keeps the dirty set small, as RocksDB's `bytes_per_sync` does.
 
 The call is sync_file_range(fd, start, length, SYNC_FILE_RANGE_WRITE): it only queues the range's dirty pages
@@ -36,7 +36,7 @@ SYNC_FILE_RANGE_WRITE = 0x2  # <fcntl.h>; WAIT_BEFORE (0x1) and WAIT_AFTER (0x4)
 # into a page under writeback waits for that I/O to finish on devices that need stable pages (RocksDB's
 # RangeSync aligns for the same reason).
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-DEFAULT_INTERVAL_BYTES = 0  # log.writeback.interval.bytes: off (1 MiB measured); rf3-linger0.md, sixth pass
+DEFAULT_INTERVAL_BYTES = 0  # log.writeback.interval.bytes: off (1 MiB measured): docs/profiles/rf3-follower-round.md
 _UNSUPPORTED = frozenset({errno.ENOSYS, errno.EINVAL, errno.ESPIPE, errno.EOPNOTSUPP})
 
 
