@@ -15,17 +15,18 @@ from .purgatory import DelayedOperation
 
 
 def read_all(
-    replica_manager, params: FetchParams
+    replica_manager, params: FetchParams, *, update_fetch_state: bool = True
 ) -> tuple[list[FetchPartitionResult], list[LogOffsetMetadata | None], int, bool]:
     """(results, where each partition's read started (None if it did not read), bytes read, whether to
-    answer now: an error or a diverging epoch)."""
+    answer now: an error or a diverging epoch). A follower's position is recorded unless
+    `update_fetch_state` is False (the re-read of a parked fetch)."""
     results, fetch_offsets, total, respond_now = [], [], 0, False
     for p in params.partitions:
         budget = params.max_bytes - total
         read = replica_manager.read_partition(
             p.topic, p.partition, p.fetch_offset, current_leader_epoch=p.current_leader_epoch,
             last_fetched_epoch=p.last_fetched_epoch, max_bytes=max(0, min(budget, p.max_bytes)),
-            fetcher=p.fetcher(params.replica_id), min_one_batch=total == 0)
+            fetcher=p.fetcher(params.replica_id), min_one_batch=total == 0, update_fetch_state=update_fetch_state)
         file_slice = read.result.slice if read.result is not None else None
         # Kafka sends an empty record set, never null: librdkafka rejects a null one as malformed.
         result = FetchPartitionResult(p.partition, read.error_code, read.high_watermark, read.high_watermark,
@@ -132,6 +133,7 @@ class DelayedFetch(DelayedOperation):
     def on_complete(self) -> None:
         if self._session is not None:
             self._session.waiters.discard(self.take_in)
-        results, _, _, _ = read_all(self._replica_manager, self._params)
+        # The follower's position was recorded when the fetch arrived (Kafka's DelayedFetch.onComplete).
+        results, _, _, _ = read_all(self._replica_manager, self._params, update_fetch_state=False)
         if not self.future.done():
             self.future.set_result(results)
