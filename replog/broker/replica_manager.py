@@ -416,7 +416,7 @@ class ReplicaManager:
         if (params.max_wait_ms <= 0 or not (params.partitions or watches_quiet)
                 or readable_bytes >= params.min_bytes or respond_now):
             return results
-        op = DelayedFetch(self, params, fetch_offsets, session)
+        op = DelayedFetch(self, params, fetch_offsets, session, just_read=True)
         self.fetch_purgatory.try_complete_else_watch(op, [(p.topic, p.partition) for p in params.partitions])
         return op.future
 

@@ -150,3 +150,13 @@ async def test_an_answer_without_aborted_transactions_is_encoded_without_the_fie
     assert calls["protocol/fetch.py", "_write_partition_fields"] == 0
     assert calls["protocol/primitives.py", "int64"] == 0  # the field-by-field path's offsets
 
+
+
+async def test_a_fetch_parks_on_its_read_s_checks_without_repeating_them(rounds):
+    """The read that parks a fetch has checked leadership, epochs and divergence in the same call: the
+    purgatory's first check only counts bytes. Divergence is checked by each read (three fetches, three woken
+    answers) and each wake-up (the append wakes the three parked fetches; the HW move wakes the consumer's and
+    the first follower's new one), not by the parks."""
+    calls = count_calls(rounds.one_round, 20)
+    assert calls["broker/partition.py", "diverging_epoch"] == 6 + 5
+    assert calls["broker/delayed_fetch.py", "_parked"] == 5
