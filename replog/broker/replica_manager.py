@@ -359,15 +359,17 @@ class ReplicaManager:
         """Kafka's appendRecords: append each (topic, partition, records) as leader, in order. Returns the
         results by partition; for acks=all with anything appended, a Completion of them instead, resolved once
         the HW passes every appended partition's last offset, or timeout_ms passes (a DelayedProduce)."""
+        if required_acks not in VALID_ACKS:
+            return {(topic, index): PartitionAppendResult(ErrorCode.invalid_required_acks)
+                    for topic, index, _ in entries}
         results: AppendResults = {}
-        for topic, index, records in entries:
-            if required_acks not in VALID_ACKS:
-                results[(topic, index)] = PartitionAppendResult(ErrorCode.invalid_required_acks)
-            else:
-                results[(topic, index)] = self.append_to_partition(topic, index, records, required_acks)
         # A duplicate (a retried batch) waits like a new append: the original may not be committed yet, and
         # Kafka's ReplicaManager.appendRecords waits for the HW to pass its offsets all the same.
-        appended = {k: r for k, r in results.items() if r.error_code == ErrorCode.none}
+        appended: AppendResults = {}
+        for topic, index, records in entries:
+            result = results[(topic, index)] = self.append_to_partition(topic, index, records, required_acks)
+            if result.info is not None:
+                appended[(topic, index)] = result
         if required_acks == -1 and appended:
             op = DelayedProduce(self, timeout_ms, results, appended)
             self.produce_purgatory.try_complete_else_watch(op, appended.keys())
