@@ -418,17 +418,20 @@ class ReplicaManager:
         if (params.max_wait_ms <= 0 or not (params.partitions or watches_quiet)
                 or readable_bytes >= params.min_bytes or respond_now):
             return results
-        op = DelayedFetch(self, params, fetch_offsets, session)
+        op = DelayedFetch(self, params, fetch_offsets, session, just_read=True)
         self.fetch_purgatory.try_complete_else_watch(op, [(p.topic, p.partition) for p in params.partitions])
         return op.future
 
     def read_partition(self, topic: str, index: int, fetch_offset: int, *, current_leader_epoch: int,
                        last_fetched_epoch: int, max_bytes: int, fetcher: FollowerFetch,
-                       min_one_batch: bool) -> PartitionReadResult:
+                       min_one_batch: bool, update_fetch_state: bool = True) -> PartitionReadResult:
         """Read for a consumer (to the HW) or a follower (to the LEO, recording its progress).
 
         A follower whose last fetched epoch diverges from our log gets DivergingEpoch and no data, and its
-        fetch state is not updated from that request (facts §2).
+        fetch state is not updated from that request (facts §2). Nor is it by the re-read that answers a
+        parked fetch (`update_fetch_state` False): as in Kafka, where DelayedFetch.onComplete reads with
+        readFromLocalLog, the fetch reported the follower's position once, when it arrived, and that
+        position has not changed while it waited.
         """
         partition = self.partitions.get(TopicPartition(topic, index))
         if partition is None:
@@ -456,7 +459,7 @@ class ReplicaManager:
             log.error("read of %s-%d failed: %s", topic, index, e)
             self._report_disk_failure(partition.key, e)
             return PartitionReadResult(ErrorCode.kafka_storage_error)
-        if fetcher.is_follower:
+        if fetcher.is_follower and update_fetch_state:
             try:
                 hw_moved = partition.update_follower_fetch_state(fetcher.replica_id, fetch_offset,
                                                                  fetcher.log_start_offset, result.log_end_offset,
@@ -466,8 +469,8 @@ class ReplicaManager:
             if hw_moved:
                 self._wake(partition.key, hw_moved=True)
             self.delete_records_purgatory.check_and_complete(partition.key)  # its log start may have moved
-            if result.slice is not None and self.leader_quota is not None:
-                self.leader_quota.record_if_throttled(topic, index, result.slice.length)
+        if fetcher.is_follower and result.slice is not None and self.leader_quota is not None:
+            self.leader_quota.record_if_throttled(topic, index, result.slice.length)
         return PartitionReadResult(ErrorCode.none, result, partition.high_watermark, log_.log_start_offset)
 
     def holds_back(self, partition: Partition, replica_id: int) -> bool:
