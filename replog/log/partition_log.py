@@ -147,6 +147,7 @@ class PartitionLog(LogTruncation):
             index_interval_bytes=self._config.index_interval_bytes,
             max_index_bytes=self._config.segment_index_bytes,
             created_ms=self._clock_ms(),
+            writeback_interval_bytes=self._config.writeback_interval_bytes,
             file_ops=self._file_ops,
             file_suffix=file_suffix,
         )
