@@ -12,6 +12,7 @@ from replog.client.security import ClientSecurity
 from replog.coordinator.config import GroupCoordinatorConfig
 from replog.log.config import CleanerConfig, LogConfig, parse_cleanup_policy
 from replog.log.file_budget import MIN_OPEN_FILES, FileBudget, default_max_open_files
+from replog.log.writeback import DEFAULT_INTERVAL_BYTES as DEFAULT_WRITEBACK_INTERVAL_BYTES
 from replog.metrics.config import MetricsConfig, split_metrics_config
 from replog.security.authorizer import AclIndex, Authorizer, AuthorizerConfig, cluster_action_grants
 from replog.server.auth import ClusterMembers
@@ -73,6 +74,7 @@ _KEYS: dict[str, tuple[str, object]] = {
     "log.cleaner.enable": ("log_cleaner_enable", parse_bool),
     "log.cleaner.threads": ("log_cleaner_threads", int),
     "log.open.files.max": ("log_open_files_max", int),
+    "log.writeback.interval.bytes": ("log_writeback_interval_bytes", int),
     "log.cleaner.dedupe.buffer.size": ("log_cleaner_dedupe_buffer_size", int),
     "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", int),
     "log.cleaner.min.cleanable.ratio": ("log_cleaner_min_cleanable_ratio", float),
@@ -150,6 +152,7 @@ class BrokerConfig:
     log_cleaner_enable: bool = True
     log_cleaner_threads: int = 1
     log_open_files_max: int = -1  # replog's own: -1 is half of the soft RLIMIT_NOFILE (file_budget.py)
+    log_writeback_interval_bytes: int = DEFAULT_WRITEBACK_INTERVAL_BYTES  # replog's own (log/writeback.py)
     log_cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024
     log_cleaner_backoff_ms: int = 15_000
     log_cleaner_min_cleanable_ratio: float = 0.5
@@ -262,6 +265,7 @@ class BrokerConfig:
             delete_retention_ms=self.log_cleaner_delete_retention_ms,
             min_compaction_lag_ms=self.log_cleaner_min_compaction_lag_ms,
             max_compaction_lag_ms=self.log_cleaner_max_compaction_lag_ms,
+            writeback_interval_bytes=self.log_writeback_interval_bytes,
         )
 
     def authorizer_config(self) -> AuthorizerConfig:

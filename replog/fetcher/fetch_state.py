@@ -50,9 +50,11 @@ class PartitionFetchState:
         return dataclasses.replace(self, delayed_until_ms=now_ms + backoff_ms)
 
     def fetching_from(self, offset: int, last_fetched_epoch: int | None) -> PartitionFetchState:
-        return dataclasses.replace(
-            self, fetch_offset=offset, last_fetched_epoch=last_fetched_epoch, phase=FetchPhase.FETCHING
-        )
+        # After every append: the constructor, not dataclasses.replace, which reads every field by name.
+        return PartitionFetchState(
+            self.topic_id, offset, self.current_leader_epoch, last_fetched_epoch, FetchPhase.FETCHING,
+            self.generation, self.delayed_until_ms,
+        )  # fmt: skip
 
     def truncating_from(self, offset: int, last_fetched_epoch: int | None) -> PartitionFetchState:
         return dataclasses.replace(

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 from kio.schema.errors import ErrorCode
@@ -18,16 +17,13 @@ from kio.schema.errors import ErrorCode
 from replog.client.connection import Connection
 from replog.client.errors import KafkaError
 from replog.fetcher.config import FetcherConfig
-from replog.fetcher.fetch_session import FetchSessionHandler, SessionRequest
+from replog.fetcher.fetch_answer import decode_fetch_answer
+from replog.fetcher.fetch_request_cache import EncodedFetchRequest, FetchRequestPartition
+from replog.fetcher.fetch_session import FetchSessionHandler
 from replog.log.partition_log import TopicPartition
 from replog.protocol.apis import SUPPORTED_APIS, ApiKey, response_header_version
-from replog.protocol.fetch import FetchPartitionResult, decode_fetch_response
-from replog.protocol.fetch_request import (
-    FETCH_REQUEST_VERSION,
-    FetchRequestData,
-    FetchRequestPartitionData,
-    encode_fetch_request,
-)
+from replog.protocol.fetch import FetchPartitionResult
+from replog.protocol.fetch_request import FETCH_REQUEST_VERSION
 from replog.protocol.headers import decode_response_header
 from replog.protocol.primitives import DecodeError
 
@@ -37,31 +33,14 @@ OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 LIST_OFFSETS_VERSION = SUPPORTED_APIS[ApiKey.LIST_OFFSETS].max_version
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
-_NO_LAST_FETCHED_EPOCH = -1
 _READ_UNCOMMITTED = 0
 
 
 _SESSION_ERRORS = (ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch)
 
 
-def _by_topic(tps: list[TopicPartition]) -> dict[str, list[int]]:
-    topics: dict[str, list[int]] = {}
-    for tp in tps:
-        topics.setdefault(tp.topic, []).append(tp.partition)
-    return topics
-
-
 class LeaderEndpointError(Exception):
     """A request to the leader did not complete; nothing is known about any partition in it."""
-
-
-@dataclass(frozen=True, slots=True)
-class FetchRequestPartition:
-    fetch_offset: int
-    current_leader_epoch: int
-    last_fetched_epoch: int | None
-    log_start_offset: int  # ours: the leader records it for the follower (Fetch v5)
-    max_bytes: int
 
 
 class FetchRequests(dict[TopicPartition, FetchRequestPartition]):
@@ -122,13 +101,16 @@ class RemoteLeaderEndpoint:
         self._connection: Connection | None = None
         # One fetch session (KIP-227) per leader connection; sessions outlive connections on the leader.
         self._session: FetchSessionHandler[FetchRequestPartition] = FetchSessionHandler()
+        # Round after round the same layout: patched in place rather than encoded again.
+        self._encoded = EncodedFetchRequest(replica_id, config.max_wait_ms, config.min_bytes, config.max_bytes,
+                                            _READ_UNCOMMITTED)  # fmt: skip
 
     async def fetch(
         self, partitions: dict[TopicPartition, FetchRequestPartition]
     ) -> dict[TopicPartition, FetchPartitionResult]:
         assert partitions
         request = self._session.build(partitions, partitions.moved if isinstance(partitions, FetchRequests) else None)
-        body = encode_fetch_request(self._fetch_request(request))
+        body = self._encoded.body(request)
         try:
             async with self._failures_as_endpoint_errors():
                 connection = await self._open()
@@ -140,38 +122,18 @@ class RemoteLeaderEndpoint:
                 assert frame is not None
                 _, start = decode_response_header(frame, response_header_version(ApiKey.FETCH, FETCH_VERSION))
                 # Records stay memoryviews into `frame`: the follower appends them without a copy.
-                response = decode_fetch_response(FETCH_VERSION, frame, start)
+                answer = decode_fetch_answer(frame, start)
         except (LeaderEndpointError, asyncio.CancelledError):
             # Failed or abandoned (the fetcher cancels a round when a partition starts): whether the leader
             # applied the request to our session is unknown, so the next fetch is a full one.
             self._session.on_failure()
             raise
-        if not self._session.on_response(request, response.error_code, response.session_id):
-            if response.error_code in _SESSION_ERRORS:
+        if not self._session.on_response(request, answer.error_code, answer.session_id):
+            if answer.error_code in _SESSION_ERRORS:
                 # Kafka's fetcher answers nothing and sends a full fetch next, without backing off.
                 return {}
-            raise LeaderEndpointError(f"fetch failed as a whole with error {response.error_code}")
-        return {
-            TopicPartition(topic.topic, p.partition_index): p
-            for topic in response.topics
-            for p in topic.partitions
-        }
-
-    def _fetch_request(self, request: SessionRequest[FetchRequestPartition]) -> FetchRequestData:
-        config = self._config
-        topics: dict[str, list[FetchRequestPartitionData]] = {}
-        for tp, p in request.partitions.items():
-            last_fetched_epoch = _NO_LAST_FETCHED_EPOCH if p.last_fetched_epoch is None else p.last_fetched_epoch
-            topics.setdefault(tp.topic, []).append(
-                FetchRequestPartitionData(
-                    tp.partition, p.current_leader_epoch, p.fetch_offset, last_fetched_epoch,
-                    p.log_start_offset, p.max_bytes,
-                )  # fmt: skip
-            )
-        return FetchRequestData(
-            self._replica_id, config.max_wait_ms, config.min_bytes, config.max_bytes, _READ_UNCOMMITTED,
-            request.session_id, request.epoch, topics, _by_topic(request.forgotten),
-        )  # fmt: skip
+            raise LeaderEndpointError(f"fetch failed as a whole with error {answer.error_code}")
+        return answer.partitions
 
     async def offsets_for_leader_epoch(
         self, partitions: dict[TopicPartition, tuple[int, int]]

@@ -70,6 +70,9 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = _INT64_MAX
     delete_retention_ms: int = _DAY_MS
+    # The broker's log.writeback.interval.bytes (replog's own, not a topic config): every this many bytes
+    # appended to a segment, start their writeback (writeback.py); 0: off.
+    writeback_interval_bytes: int = 0
 
     def __post_init__(self) -> None:
         for field_name, minimum in _TOPIC_KEYS.values():
@@ -77,6 +80,8 @@ class LogConfig:
             maximum = _INT32_MAX if field_name in _INT32_FIELDS else _INT64_MAX
             if not isinstance(value, int) or not minimum <= value <= maximum:
                 raise ValueError(f"{field_name}={value!r} must be an integer in [{minimum}, {maximum}]")
+        if not isinstance(self.writeback_interval_bytes, int) or self.writeback_interval_bytes < 0:
+            raise ValueError(f"log.writeback.interval.bytes={self.writeback_interval_bytes!r} must not be negative")
         if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
             raise ValueError(f"min.cleanable.dirty.ratio={self.min_cleanable_dirty_ratio} must be in [0, 1]")
         if self.cleanup_policy != parse_cleanup_policy(self.cleanup_policy):

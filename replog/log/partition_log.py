@@ -147,6 +147,7 @@ class PartitionLog(LogTruncation):
             index_interval_bytes=self._config.index_interval_bytes,
             max_index_bytes=self._config.segment_index_bytes,
             created_ms=self._clock_ms(),
+            writeback_interval_bytes=self._config.writeback_interval_bytes,
             file_ops=self._file_ops,
             file_suffix=file_suffix,
         )
@@ -380,6 +381,11 @@ class PartitionLog(LogTruncation):
             return self._read_result(None, self._log_end_offset_metadata)
         self._check_in_range(offset)
         upper_bound = min(upper_bound, self.log_end_offset)
+        hw_metadata = self._high_watermark_metadata
+        if offset >= upper_bound and offset == hw_metadata.message_offset and not hw_metadata.message_offset_only:
+            # Nothing to read below the HW (a consumer caught up while the followers fetch the latest
+            # append): the HW's position is known, no lookup needed.
+            return self._read_result(None, hw_metadata)
         for segment in self._segments.from_offset(offset) if offset < upper_bound else ():
             if segment.base_offset >= upper_bound:
                 break

@@ -31,6 +31,7 @@ from replog.log.segment_files import (
     SegmentFileOps,
     segment_file_name,
 )
+from replog.log.writeback import SegmentWriteback
 from replog.protocol.records import (
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
@@ -56,6 +57,7 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_bytes: int,
         created_ms: int,
+        writeback_interval_bytes: int = 0,
         file_ops: SegmentFileOps = OS_FILE_OPS,
         file_suffix: str = "",
     ) -> None:
@@ -74,6 +76,7 @@ class LogSegment:
         self._file: io.FileIO | None = SharedFile(fd, "r+")
         self._size = os.fstat(fd).st_size
         self._reservation = AppendReservation(self._size)
+        self._writeback = SegmentWriteback(writeback_interval_bytes, self._size)
         self._budget: FileBudget | None = None
         # True when an index was missing or corrupt: the caller must recover().
         self.needs_recovery = False
@@ -293,6 +296,7 @@ class LogSegment:
                     pass  # the dir goes offline; recovery at the next start truncates the torn batch
             raise StorageError(exc.errno, f"append to {self.log_path} failed: {exc.strerror}") from exc
         self._size = start + written
+        self._writeback.after_append(self._ops, fd, start, self._size)
 
     def translate_offset(self, offset: int, start_position: int = 0) -> BatchLocation | None:
         """The first batch whose last offset is >= `offset`, or None."""

@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from replog.log import append_reservation
+from replog.log import append_reservation, writeback
 from replog.log.errors import StorageError
 
 LOG_SUFFIX = ".log"
@@ -62,6 +62,9 @@ class SegmentFileOps:
 
     def free_past_end(self, fd: int, size: int) -> None:
         append_reservation.free_past_end(fd, size)
+
+    def start_writeback(self, fd: int, start: int, length: int) -> None:
+        writeback.BACKGROUND.submit(fd, start, length)
 
     def rename(self, source: Path, target: Path) -> None:
         """One step of the cleaner's segment swap (segment_swap.py); tests fail it to simulate a crash."""

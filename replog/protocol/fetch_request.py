@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from .primitives import Writer
 
 FETCH_REQUEST_VERSION = 12
-_PARTITION = struct.Struct(">iiqiqi")  # partition, current leader epoch, fetch offset, last fetched epoch,
-#                                       log start offset, partition max bytes
-_HEAD = struct.Struct(">iiiibii")  # replica id, max wait, min bytes, max bytes, isolation, session id, epoch
+PARTITION_FIELDS = struct.Struct(">iiqiqi")  # partition, current leader epoch, fetch offset,
+#                                             last fetched epoch, log start offset, partition max bytes
+HEAD_FIELDS = struct.Struct(">iiiibii")  # replica id, max wait, min bytes, max bytes, isolation, session id, epoch
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,10 +43,12 @@ class FetchRequestData:
     rack_id: str = ""
 
 
-def encode_fetch_request(request: FetchRequestData) -> bytes:
-    """The request body (no header), as kio would encode FetchRequest v12 with no tagged fields."""
+def encode_fetch_request(request: FetchRequestData, partition_positions: list[int] | None = None) -> bytes:
+    """The request body (no header), as kio would encode FetchRequest v12 with no tagged fields.
+    `partition_positions` receives where each partition's PARTITION_FIELDS start, in the order written: the
+    follower patches them in place for its next request (fetcher/fetch_request_cache.py)."""
     w = Writer()
-    w.buf += _HEAD.pack(
+    w.buf += HEAD_FIELDS.pack(
         request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes,
         request.isolation_level, request.session_id, request.session_epoch,
     )  # fmt: skip
@@ -55,7 +57,9 @@ def encode_fetch_request(request: FetchRequestData) -> bytes:
         w.string(topic, compact=True)
         w.array_length(len(partitions), compact=True)
         for p in partitions:
-            w.buf += _PARTITION.pack(
+            if partition_positions is not None:
+                partition_positions.append(len(w.buf))
+            w.buf += PARTITION_FIELDS.pack(
                 p.partition, p.current_leader_epoch, p.fetch_offset, p.last_fetched_epoch,
                 p.log_start_offset, p.partition_max_bytes,
             )  # fmt: skip

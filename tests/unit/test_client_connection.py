@@ -9,7 +9,7 @@ from replog.client.errors import KafkaError
 from replog.protocol import messages
 from replog.protocol.apis import ApiKey
 from replog.protocol.frames import FrameDecoder, size_prefix
-from replog.protocol.headers import decode_request_header
+from replog.protocol.headers import decode_request_header, encode_request_header
 
 
 class FakeTransport:
@@ -204,3 +204,21 @@ async def test_a_flushed_request_takes_the_requests_queued_before_it_in_order():
     respond(conn, 0)
     respond(conn, 1)
     await asyncio.gather(first, second)
+
+
+@pytest.mark.parametrize(("api_key", "version"), [(ApiKey.FETCH, 12), (ApiKey.METADATA, 1), (ApiKey.PRODUCE, 9)])
+async def test_each_request_frame_is_the_size_the_header_encoding_and_the_body(api_key, version):
+    """The header's ends are encoded once per (api key, version); every frame still carries exactly
+    encode_request_header's bytes for its own correlation id, whether flexible (header v2) or not."""
+    conn, transport = connected(client_id="follower-3")
+    conn._next_correlation_id = 2**24 + 5
+    for body in (b"first", b"second body"):
+        asyncio.ensure_future(conn.request(api_key, version, [body, memoryview(b"!")], flush=True))
+    await settle()
+    expected = b""
+    for correlation_id, body in ((2**24 + 5, b"first"), (2**24 + 6, b"second body")):
+        header = encode_request_header(api_key, version, correlation_id, "follower-3")
+        expected += size_prefix(len(header) + len(body) + 1) + header + body + b"!"
+    assert b"".join(b"".join(parts) for parts in transport.writes) == expected
+    assert [len(parts) for parts in transport.writes] == [3, 3]  # size and header in one buffer, then the body
+    conn.close()

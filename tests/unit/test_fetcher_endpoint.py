@@ -160,6 +160,19 @@ async def test_fetch_sends_a_follower_fetch_v12_and_keeps_records_in_the_frame()
     assert results[TopicPartition("other", 0)].error_code == ErrorCode.offset_out_of_range
 
 
+async def test_a_steady_followers_fetches_are_encoded_once_and_patched_with_each_offset():
+    """Fetch after fetch of the same partition (the leader grants no session here: full fetches): the body is
+    encoded for the first and patched for the others, and each carries its own offset and epoch."""
+    connection = ScriptedConnection()
+    endpoint = RemoteLeaderEndpoint(Connector(connection), 3, CONFIG)
+    for offset in (40, 43, 2**40, 2**40 + 7):
+        await endpoint.fetch({TP: FetchRequestPartition(offset, 6, offset % 5, 3, 700)})
+    sent = [(t.partitions[0].fetch_offset, t.partitions[0].last_fetched_epoch)
+            for _, _, request in connection.requests for t in request.topics]  # fmt: skip
+    assert sent == [(40, 0), (43, 3), (2**40, 2**40 % 5), (2**40 + 7, (2**40 + 7) % 5)]
+    assert endpoint._encoded.encodings == 1
+
+
 async def test_offsets_for_leader_epoch_and_list_offsets_carry_our_replica_id():
     connection = ScriptedConnection()
     endpoint = RemoteLeaderEndpoint(Connector(connection), 3, CONFIG)
