@@ -8,24 +8,30 @@ from replog.log.offset_metadata import LogOffsetMetadata
 from replog.protocol.fetch import FetchPartitionResult
 from replog.server.completion import Completion
 
-from .delayed_fetch_rules import ParkedPartition, delayed_fetch_can_complete, parked_partition_bytes
+from .delayed_fetch_rules import (
+    ParkedPartition,
+    bytes_available,
+    delayed_fetch_can_complete,
+    parked_partition_bytes,
+)
 from .fetch_params import FetchParams, FetchPartitionParams
 from .fetch_sessions import FetchSession
 from .purgatory import DelayedOperation
 
 
 def read_all(
-    replica_manager, params: FetchParams
+    replica_manager, params: FetchParams, *, update_fetch_state: bool = True
 ) -> tuple[list[FetchPartitionResult], list[LogOffsetMetadata | None], int, bool]:
     """(results, where each partition's read started (None if it did not read), bytes read, whether to
-    answer now: an error or a diverging epoch)."""
+    answer now: an error or a diverging epoch). A follower's position is recorded unless
+    `update_fetch_state` is False (the re-read of a parked fetch)."""
     results, fetch_offsets, total, respond_now = [], [], 0, False
     for p in params.partitions:
         budget = params.max_bytes - total
         read = replica_manager.read_partition(
             p.topic, p.partition, p.fetch_offset, current_leader_epoch=p.current_leader_epoch,
             last_fetched_epoch=p.last_fetched_epoch, max_bytes=max(0, min(budget, p.max_bytes)),
-            fetcher=p.fetcher(params.replica_id), min_one_batch=total == 0)
+            fetcher=p.fetcher(params.replica_id), min_one_batch=total == 0, update_fetch_state=update_fetch_state)
         file_slice = read.result.slice if read.result is not None else None
         # Kafka sends an empty record set, never null: librdkafka rejects a null one as malformed.
         result = FetchPartitionResult(p.partition, read.error_code, read.high_watermark, read.high_watermark,
@@ -44,7 +50,7 @@ class DelayedFetch(DelayedOperation):
     available, counted from log positions (G), or a diverging epoch (H). Then it reads afresh."""
 
     def __init__(self, replica_manager, params: FetchParams, fetch_offsets: list[LogOffsetMetadata | None],
-                 session: FetchSession | None = None) -> None:
+                 session: FetchSession | None = None, *, just_read: bool = False) -> None:
         super().__init__(params.max_wait_ms)
         assert len(fetch_offsets) == len(params.partitions)
         assert None not in fetch_offsets, "a partition that did not read answers at once, it never parks"
@@ -59,6 +65,10 @@ class DelayedFetch(DelayedOperation):
         self._shares: list[int] | None = None  # each partition's bytes at its last check (case G)
         self._accumulated = 0
         self._positions: dict[tuple[str, int], list[int]] | None = None  # built at the first wake-up
+        # Built by the read that found too little (ReplicaManager.fetch_messages), in the same call: that read
+        # has just checked leadership, epochs and divergence (cases A-E, H) and answered at once on any of
+        # them, so the purgatory's first check only counts bytes (cases F, G).
+        self._just_read = just_read
         self.future = Completion()  # the handler's encoding runs in the call that completes the fetch
 
     def take_in(self, p: FetchPartitionParams, position: LogOffsetMetadata) -> None:
@@ -78,6 +88,9 @@ class DelayedFetch(DelayedOperation):
     def try_complete(self) -> bool:
         # Cached state only (see delayed_fetch_rules): a wake-up from an append cannot fail on the disk.
         # Each partition's bytes are kept, so a later wake-up re-counts only the partition it is for.
+        if self._just_read:
+            self._just_read = False
+            return self._count_after_read()
         parked = [self._parked(p, fetch_offset)
                   for p, fetch_offset in zip(self._params.partitions, self._fetch_offsets, strict=True)]
         if delayed_fetch_can_complete(parked, self._params.min_bytes):
@@ -105,6 +118,26 @@ class DelayedFetch(DelayedOperation):
             self._shares[i] = available
         return self._accumulated >= self._params.min_bytes and self.force_complete()
 
+    def _count_after_read(self) -> bool:
+        """try_complete right after the read: each partition's share from the cached positions alone."""
+        shares = []
+        for p, fetch_offset in zip(self._params.partitions, self._fetch_offsets, strict=True):
+            partition = self._replica_manager.get_partition(p.topic, p.partition)
+            available = bytes_available(fetch_offset, partition.end_offset_metadata_for_fetch(self._params.from_follower),
+                                        self._max_bytes(partition, p))
+            if available is None:
+                return self.force_complete()
+            shares.append(available)
+        self._shares, self._accumulated = shares, sum(shares)
+        return self._accumulated >= self._params.min_bytes and self.force_complete()
+
+    def _max_bytes(self, partition, p: FetchPartitionParams) -> int:
+        # Bytes the leader throttle holds back do not count towards min_bytes (Kafka's DelayedFetch),
+        # or a throttled follower's fetch would answer empty at once, over and over.
+        if self._params.from_follower and self._replica_manager.holds_back(partition, self._params.replica_id):
+            return 0
+        return p.max_bytes
+
     def _parked(self, p: FetchPartitionParams, fetch_offset: LogOffsetMetadata) -> ParkedPartition:
         partition = self._replica_manager.get_partition(p.topic, p.partition)
         if partition is None:  # deleted: the fresh read answers UNKNOWN_TOPIC_OR_PARTITION
@@ -116,10 +149,7 @@ class DelayedFetch(DelayedOperation):
             diverges=self._diverges(partition, p),
             fetch_offset=fetch_offset,
             end_offset=partition.end_offset_metadata_for_fetch(self._params.from_follower),
-            # Bytes the leader throttle holds back do not count towards min_bytes (Kafka's DelayedFetch),
-            # or a throttled follower's fetch would answer empty at once, over and over.
-            max_bytes=0 if self._params.from_follower and self._replica_manager.holds_back(
-                partition, self._params.replica_id) else p.max_bytes,
+            max_bytes=self._max_bytes(partition, p),
         )
 
     @staticmethod
@@ -132,6 +162,7 @@ class DelayedFetch(DelayedOperation):
     def on_complete(self) -> None:
         if self._session is not None:
             self._session.waiters.discard(self.take_in)
-        results, _, _, _ = read_all(self._replica_manager, self._params)
+        # The follower's position was recorded when the fetch arrived (Kafka's DelayedFetch.onComplete).
+        results, _, _, _ = read_all(self._replica_manager, self._params, update_fetch_state=False)
         if not self.future.done():
             self.future.set_result(results)

@@ -11,6 +11,7 @@ earliest deadline, instead of one loop timer per operation.
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Hashable, Iterable
 
 from .timer import DeadlineEntry, DeadlineQueue
@@ -53,12 +54,15 @@ class DelayedOperation:
         return True
 
 
-def _loop_clock_ms() -> int:
-    return int(asyncio.get_running_loop().time() * 1000)
+def monotonic_ms() -> int:
+    """The deadlines' clock. Not the loop's time: asyncio.get_running_loop() makes a getpid system call on every
+    call, and every parked request reads the clock (docs/profiles/rf3-produce-path.md). The loop
+    timer is armed with a delay, so the two clocks need not agree, and a timer that fires early is handled."""
+    return time.monotonic_ns() // 1_000_000
 
 
 class Purgatory:
-    def __init__(self, name: str, max_size: int, *, clock_ms: Callable[[], int] = _loop_clock_ms) -> None:
+    def __init__(self, name: str, max_size: int, *, clock_ms: Callable[[], int] = monotonic_ms) -> None:
         assert max_size > 0
         self.name = name
         self.max_size = max_size

@@ -359,15 +359,17 @@ class ReplicaManager:
         """Kafka's appendRecords: append each (topic, partition, records) as leader, in order. Returns the
         results by partition; for acks=all with anything appended, a Completion of them instead, resolved once
         the HW passes every appended partition's last offset, or timeout_ms passes (a DelayedProduce)."""
+        if required_acks not in VALID_ACKS:
+            return {(topic, index): PartitionAppendResult(ErrorCode.invalid_required_acks)
+                    for topic, index, _ in entries}
         results: AppendResults = {}
-        for topic, index, records in entries:
-            if required_acks not in VALID_ACKS:
-                results[(topic, index)] = PartitionAppendResult(ErrorCode.invalid_required_acks)
-            else:
-                results[(topic, index)] = self.append_to_partition(topic, index, records, required_acks)
         # A duplicate (a retried batch) waits like a new append: the original may not be committed yet, and
         # Kafka's ReplicaManager.appendRecords waits for the HW to pass its offsets all the same.
-        appended = {k: r for k, r in results.items() if r.error_code == ErrorCode.none}
+        appended: AppendResults = {}
+        for topic, index, records in entries:
+            result = results[(topic, index)] = self.append_to_partition(topic, index, records, required_acks)
+            if result.info is not None:
+                appended[(topic, index)] = result
         if required_acks == -1 and appended:
             op = DelayedProduce(self, timeout_ms, results, appended)
             self.produce_purgatory.try_complete_else_watch(op, appended.keys())
@@ -416,17 +418,20 @@ class ReplicaManager:
         if (params.max_wait_ms <= 0 or not (params.partitions or watches_quiet)
                 or readable_bytes >= params.min_bytes or respond_now):
             return results
-        op = DelayedFetch(self, params, fetch_offsets, session)
+        op = DelayedFetch(self, params, fetch_offsets, session, just_read=True)
         self.fetch_purgatory.try_complete_else_watch(op, [(p.topic, p.partition) for p in params.partitions])
         return op.future
 
     def read_partition(self, topic: str, index: int, fetch_offset: int, *, current_leader_epoch: int,
                        last_fetched_epoch: int, max_bytes: int, fetcher: FollowerFetch,
-                       min_one_batch: bool) -> PartitionReadResult:
+                       min_one_batch: bool, update_fetch_state: bool = True) -> PartitionReadResult:
         """Read for a consumer (to the HW) or a follower (to the LEO, recording its progress).
 
         A follower whose last fetched epoch diverges from our log gets DivergingEpoch and no data, and its
-        fetch state is not updated from that request (facts §2).
+        fetch state is not updated from that request (facts §2). Nor is it by the re-read that answers a
+        parked fetch (`update_fetch_state` False): as in Kafka, where DelayedFetch.onComplete reads with
+        readFromLocalLog, the fetch reported the follower's position once, when it arrived, and that
+        position has not changed while it waited.
         """
         partition = self.partitions.get(TopicPartition(topic, index))
         if partition is None:
@@ -454,7 +459,7 @@ class ReplicaManager:
             log.error("read of %s-%d failed: %s", topic, index, e)
             self._report_disk_failure(partition.key, e)
             return PartitionReadResult(ErrorCode.kafka_storage_error)
-        if fetcher.is_follower:
+        if fetcher.is_follower and update_fetch_state:
             try:
                 hw_moved = partition.update_follower_fetch_state(fetcher.replica_id, fetch_offset,
                                                                  fetcher.log_start_offset, result.log_end_offset,
@@ -464,8 +469,8 @@ class ReplicaManager:
             if hw_moved:
                 self._wake(partition.key, hw_moved=True)
             self.delete_records_purgatory.check_and_complete(partition.key)  # its log start may have moved
-            if result.slice is not None and self.leader_quota is not None:
-                self.leader_quota.record_if_throttled(topic, index, result.slice.length)
+        if fetcher.is_follower and result.slice is not None and self.leader_quota is not None:
+            self.leader_quota.record_if_throttled(topic, index, result.slice.length)
         return PartitionReadResult(ErrorCode.none, result, partition.high_watermark, log_.log_start_offset)
 
     def holds_back(self, partition: Partition, replica_id: int) -> bool:

@@ -380,6 +380,11 @@ class PartitionLog(LogTruncation):
             return self._read_result(None, self._log_end_offset_metadata)
         self._check_in_range(offset)
         upper_bound = min(upper_bound, self.log_end_offset)
+        hw_metadata = self._high_watermark_metadata
+        if offset >= upper_bound and offset == hw_metadata.message_offset and not hw_metadata.message_offset_only:
+            # Nothing to read below the HW (a consumer caught up while the followers fetch the latest
+            # append): the HW's position is known, no lookup needed.
+            return self._read_result(None, hw_metadata)
         for segment in self._segments.from_offset(offset) if offset < upper_bound else ():
             if segment.base_offset >= upper_bound:
                 break

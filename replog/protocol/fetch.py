@@ -5,11 +5,13 @@ partition's records, the log's file slice itself, so the connection can send it 
 The client and the replica fetcher decode responses with record data left as memoryviews.
 """
 
+import functools
+import struct
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from .apis import SUPPORTED_APIS, ApiKey
-from .primitives import DecodeError, Reader, Writer
+from .primitives import DecodeError, Reader, Writer, uvarint_bytes
 
 _FETCH = SUPPORTED_APIS[ApiKey.FETCH]
 
@@ -64,31 +66,78 @@ def encode_fetch_response(version: int, response: FetchResponseData) -> list[Rec
     assert _FETCH.supports(version)
     flexible = _FETCH.is_flexible(version)
     parts: list[RecordsPart] = []
-    w = Writer()
-    w.int32(response.throttle_time_ms)
     if version >= 7:
-        w.int16(response.error_code)
-        w.int32(response.session_id)
-    w.array_length(len(response.topics), compact=flexible)
+        buf = bytearray(_HEAD_V7.pack(response.throttle_time_ms, response.error_code, response.session_id))
+    else:
+        buf = bytearray(_I32.pack(response.throttle_time_ms))
+    buf += _array_length(len(response.topics), flexible)
     for topic in response.topics:
-        w.string(topic.topic, compact=flexible)
-        w.array_length(len(topic.partitions), compact=flexible)
+        buf += _topic_name(topic.topic, flexible)
+        buf += _array_length(len(topic.partitions), flexible)
         for p in topic.partitions:
-            _write_partition_fields(w, version, p)
             records = p.records
-            w.bytes_length(None if records is None else part_length(records), compact=flexible)
-            if records is not None and part_length(records):
-                parts.append(bytes(w.buf))
-                parts.append(records)
+            length = None if records is None else part_length(records)
+            if p.aborted_transactions is None:
+                buf += _partition_head(version, p, length)
+            else:
                 w = Writer()
+                _write_partition_fields(w, version, p)
+                w.bytes_length(length, compact=flexible)
+                buf += w.buf
+            if length:
+                parts.append(bytes(buf))
+                parts.append(records)
+                buf = bytearray()
             if flexible:
-                w.tagged_fields(_partition_tags(p))
+                if p.diverging_epoch is None and p.current_leader is None:
+                    buf.append(0)  # no tagged fields
+                else:
+                    w = Writer()
+                    w.tagged_fields(_partition_tags(p))
+                    buf += w.buf
         if flexible:
-            w.empty_tagged_fields()
+            buf.append(0)
     if flexible:
-        w.empty_tagged_fields()
-    parts.append(bytes(w.buf))
+        buf.append(0)
+    parts.append(bytes(buf))
     return parts
+
+
+# A partition's fields up to its records' length, when it has no aborted transactions (the null array), in
+# one pack: the field-by-field Writer took some fifteen calls per partition of every fetch answer.
+_HEAD_V7 = struct.Struct(">ihi")  # throttle time, error code, session id
+_I32 = struct.Struct(">i")
+_HEAD_V4 = struct.Struct(">ihqqii")  # index, error, HW, LSO, aborted (null: -1), records length
+_HEAD_V5 = struct.Struct(">ihqqqii")  # ... and the log start offset (v5+) before the aborted array
+_HEAD_V11 = struct.Struct(">ihqqqiii")  # ... and the preferred read replica (v11+) after it
+_HEAD_V12 = struct.Struct(">ihqqqBi")  # flexible: a compact null array (0), the records' length a varint after
+
+
+def _partition_head(version: int, p: FetchPartitionResult, length: int | None) -> bytes:
+    if version >= 12:
+        return _HEAD_V12.pack(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
+                              p.log_start_offset, 0, p.preferred_read_replica
+                              ) + uvarint_bytes(0 if length is None else length + 1)
+    size = -1 if length is None else length
+    if version >= 11:
+        return _HEAD_V11.pack(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
+                              p.log_start_offset, -1, p.preferred_read_replica, size)
+    if version >= 5:
+        return _HEAD_V5.pack(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
+                             p.log_start_offset, -1, size)
+    return _HEAD_V4.pack(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset, -1, size)
+
+
+def _array_length(n: int, flexible: bool) -> bytes:
+    return uvarint_bytes(n + 1) if flexible else _I32.pack(n)
+
+
+@functools.lru_cache(maxsize=4096)
+def _topic_name(name: str, flexible: bool) -> bytes:
+    """A topic name as encoded in every answer that names it: the broker's topics, so the cache stays small."""
+    w = Writer()
+    w.string(name, compact=flexible)
+    return bytes(w.buf)
 
 
 def _write_partition_fields(w: Writer, version: int, p: FetchPartitionResult) -> None:

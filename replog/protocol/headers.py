@@ -7,9 +7,10 @@ from .apis import SUPPORTED_APIS, request_header_version
 from .primitives import DecodeError, Reader, Writer
 
 _KEY_VERSION_CORRELATION = struct.Struct(">hhi")
+_FIXED_HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client_id length
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass sets each field through object.__setattr__, per request
 class RequestHeader:
     api_key: int
     api_version: int
@@ -26,15 +27,37 @@ def peek_request_ids(frame: memoryview | bytearray) -> tuple[int, int, int]:
 
 
 def decode_request_header(frame: memoryview | bytearray) -> RequestHeader:
-    """Decode the header of a request whose API and version are supported."""
-    api_key, api_version, correlation_id = peek_request_ids(frame)
+    """Decode the header of a request whose API and version are supported.
+
+    Every request passes here, so the usual header is read with one struct call: the fixed fields, the
+    client_id (which keeps the int16-length string encoding even in header v2) and, in v2, an empty tagged
+    field section (one zero byte). Anything else takes the general Reader."""
+    if len(frame) < _FIXED_HEADER.size:
+        raise DecodeError("frame too short for a request header")
+    api_key, api_version, correlation_id, client_id_length = _FIXED_HEADER.unpack_from(frame, 0)
     assert api_key in SUPPORTED_APIS
-    reader = Reader(frame, _KEY_VERSION_CORRELATION.size)
-    # client_id keeps the int16-length string encoding even in header v2.
-    client_id = reader.nullable_string(compact=False)
+    position = _FIXED_HEADER.size
+    if client_id_length >= 0:
+        end = position + client_id_length
+        if end > len(frame):
+            raise DecodeError(f"need {client_id_length} bytes at {position}, have {len(frame) - position}")
+        try:
+            client_id = str(frame[position:end], "utf-8")
+        except UnicodeDecodeError as e:
+            raise DecodeError("invalid UTF-8 in a string") from e
+        position = end
+    elif client_id_length == -1:
+        client_id = None
+    else:
+        raise DecodeError(f"negative length {client_id_length}")
     if request_header_version(api_key, api_version) == 2:
-        reader.skip_tagged_fields()
-    return RequestHeader(api_key, api_version, correlation_id, client_id, reader.pos)
+        if position < len(frame) and frame[position] == 0:
+            position += 1  # no tagged fields
+        else:
+            reader = Reader(frame, position)
+            reader.skip_tagged_fields()
+            position = reader.pos
+    return RequestHeader(api_key, api_version, correlation_id, client_id, position)
 
 
 def encode_request_header(api_key: int, api_version: int, correlation_id: int, client_id: str | None) -> bytes:

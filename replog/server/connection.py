@@ -17,7 +17,7 @@ from replog.security.principal_mapping import DEFAULT_MAPPER, NoMatchingRule, Pr
 
 from .auth import INTER_BROKER_ONLY, ONLY_SECRET_HOLDERS, ClusterMembers, Session
 from .completion import Completion
-from .dispatch import CloseConnection, Dispatcher, SessionExpired, is_awaitable
+from .dispatch import CloseConnection, Dispatcher, SessionExpired
 from .sasl import ListenerSasl
 from .tls import certificate_principal
 from .writer import SocketWriter, TransportWriter
@@ -182,16 +182,16 @@ class ServerConnection(asyncio.BufferedProtocol):
         slot = _Slot()
         self._slots.append(slot)
         self.idle.clear()
-        if isinstance(result, Completion):
+        if result is None or type(result) is list:  # answered now: most requests
+            slot.parts, slot.done = result, True
+            self._write_ready_responses()
+        elif isinstance(result, Completion):
             # The framed answer is written in the call that completes it: no task, no loop turn in between.
             result.on_done(lambda completion, s=slot: self._on_completion(completion, s))
-        elif is_awaitable(result):
+        else:  # a coroutine: the dispatcher frames an async handler's answer once it is awaited
             task = asyncio.ensure_future(result)
             self._tasks.add(task)
             task.add_done_callback(lambda t, s=slot: self._on_response_ready(t, s))
-        else:
-            slot.parts, slot.done = result, True
-            self._write_ready_responses()
 
     def _on_response_ready(self, task: asyncio.Task, slot: _Slot) -> None:
         self._tasks.discard(task)

@@ -86,6 +86,9 @@ class Dispatcher:
         assert set(handlers) <= set(api_specs)
         self._handlers = handlers
         self._api_specs = api_specs
+        # One lookup per request: each API this server answers, with its version range and its handler.
+        self._routes: dict[int, tuple[ApiSpec, Handler]] = {key: (api_specs[key], handler)
+                                                             for key, handler in handlers.items()}
         self._unsupported_api_versions = unsupported_api_versions
         self._observe_request = observe_request
 
@@ -97,9 +100,10 @@ class Dispatcher:
             api_key, api_version, correlation_id = peek_request_ids(frame)
         except DecodeError as e:
             raise CloseConnection(str(e)) from e
-        spec = self._api_specs.get(api_key)
-        if spec is None or api_key not in self._handlers:
+        route = self._routes.get(api_key)
+        if route is None:
             raise CloseConnection(f"unknown API key {api_key}")
+        spec, handler = route
         if not spec.supports(api_version):
             if api_key == ApiKey.API_VERSIONS:
                 # KIP-511: answer with a v0-encoded body carrying UNSUPPORTED_VERSION and our versions.
@@ -118,10 +122,13 @@ class Dispatcher:
         except DecodeError as e:
             raise CloseConnection(f"malformed request header: {e}") from e
         started = time.perf_counter()
-        result = self._call(RequestContext(header, frame, peer, close, session))
+        try:
+            result = handler(RequestContext(header, frame, peer, close, session))
+        except DecodeError as e:
+            raise CloseConnection(f"malformed {ApiKey(api_key).name} v{api_version}: {e}") from e
         local_ms = (time.perf_counter() - started) * 1000
         header_version = response_header_version(api_key, api_version)
-        if result is None or isinstance(result, list):
+        if result is None or type(result) is list:
             if self._observe_request is not None:
                 self._observe_request(api_key, local_ms, local_ms)
             return None if result is None else frame_response(correlation_id, header_version, result)
@@ -144,14 +151,6 @@ class Dispatcher:
         except DecodeError as e:  # an async handler decodes its body only once awaited
             raise CloseConnection(f"malformed {ApiKey(api_key).name}: {e}") from e
         return self._framed(api_key, correlation_id, header_version, started, local_ms, body)
-
-    def _call(self, context: RequestContext) -> HandlerResult:
-        header = context.header
-        try:
-            return self._handlers[header.api_key](context)
-        except DecodeError as e:
-            raise CloseConnection(f"malformed {ApiKey(header.api_key).name} v{header.api_version}: {e}") from e
-
 
 def _check_session(session: Session, api_key: int) -> None:
     """KIP-368 on an authenticated connection: close it once its session has expired, unless the request is a
@@ -182,8 +181,15 @@ def _raw_sasl_token(frame: bytearray, session: Session) -> Body:
 
 
 def frame_response(correlation_id: int, header_version: int, body: Body) -> Body:
+    """The size prefix and response header, joined to the body's first part when that is bytes (every answer
+    but a fetch's record slices): the writer queues, measures and sends one part less per answer, and an
+    answer of one part (a produce's) goes out as one buffer."""
     head = encode_response_header(correlation_id, header_version)
+    if len(body) == 1 and type(body[0]) is bytes:
+        return [size_prefix(len(head) + len(body[0])) + head + body[0]]
     size = len(head) + sum(part_length(p) for p in body)
+    if body and type(body[0]) is bytes:
+        return [size_prefix(size) + head + body[0], *body[1:]]
     return [size_prefix(size) + head, *body]
 
 

@@ -330,3 +330,24 @@ async def test_a_consumer_fetch_answer_is_encoded_in_the_follower_fetch_that_mov
     replicas.read_partition("t", 0, 1, current_leader_epoch=3, last_fetched_epoch=-1, max_bytes=1 << 20,
                             fetcher=FollowerFetch(FOLLOWER, 0), min_one_batch=True)
     assert pending.result() == [1]
+
+
+async def test_a_woken_follower_fetch_re_reads_without_recording_the_follower_again(replicas, monkeypatch):
+    """Kafka's DelayedFetch.onComplete reads with readFromLocalLog: the follower's position was recorded when
+    its fetch arrived, and has not moved while the fetch waited, so the answer's re-read leaves its fetch state
+    (and with it the HW and the ISR) alone."""
+    params = FetchParams(FOLLOWER, PARKED_MS, 1, 1 << 20, [FetchPartitionParams("t", 0, 0, 3, -1, 0, 1 << 20)])
+    pending = replicas.fetch_messages(params)
+    assert not isinstance(pending, list), "nothing past the follower's offset: the fetch parks"
+    partition = replicas.get_partition("t", 0)
+    recorded = partition.followers[FOLLOWER]
+    assert recorded.log_end_offset == 0
+    updates = []
+    update = partition.update_follower_fetch_state
+    monkeypatch.setattr(partition, "update_follower_fetch_state", lambda *a, **k: updates.append(a) or update(*a, **k))
+    append(replicas)
+    (result,) = pending.result()
+    assert result.error_code == ErrorCode.none and result.records.length > 0
+    assert updates == []
+    assert partition.followers[FOLLOWER] is recorded
+    assert partition.high_watermark == 0  # only the follower's next fetch, at offset 1, moves it

@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from replog.log.config import LogConfig
 from replog.log.errors import OffsetOutOfRangeError, RecordTooLargeError, UnexpectedAppendOffsetError
+from replog.log.log_segments import LogSegments
 from replog.log.offset_metadata import LogOffsetMetadata
 from replog.log.partition_log import PartitionLog, TopicPartition
 from replog.protocol.records import Compression, build_batch, iter_batches
@@ -397,3 +398,23 @@ def test_offset_of_max_timestamp_finds_the_exact_record(tmp_path):
 
 def test_offset_of_max_timestamp_of_an_empty_log(tmp_path):
     assert _open(tmp_path / "t-0").offset_of_max_timestamp() is None
+
+
+def test_a_read_at_the_high_watermark_below_the_leo_starts_at_its_known_position_without_a_lookup(tmp_path,
+                                                                                                   monkeypatch):
+    # A consumer caught up while the followers fetch the latest append: nothing to read below the HW, and where
+    # its next read starts is the HW's position, which the log keeps; an index lookup would find the same.
+    log = _open(tmp_path)
+    _fill(log, 30)
+    log.maybe_increment_high_watermark(40, log.offset_metadata_of(40))
+    lookups = []
+    lookup = LogSegments.offset_metadata_of
+    monkeypatch.setattr(LogSegments, "offset_metadata_of",
+                        lambda segments, offset: lookups.append(offset) or lookup(segments, offset))
+    at_hw = log.read(40, max_bytes=10_000, upper_bound=log.high_watermark)
+    assert at_hw.slice is None
+    assert lookups == []
+    assert at_hw.fetch_offset_metadata == log.offset_metadata_of(40)
+    below = log.read(38, max_bytes=10_000, upper_bound=38)  # not the HW: looked up
+    assert below.slice is None and below.fetch_offset_metadata == log.offset_metadata_of(38)
+    assert lookups == [40, 38, 38]

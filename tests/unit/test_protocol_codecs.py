@@ -173,3 +173,43 @@ def test_uvarint_round_trip(value):
     w = Writer()
     w.uvarint(value)
     assert Reader(bytes(w.buf)).uvarint() == value
+
+
+def _kio_fetch_partition(p: FetchPartitionResult) -> dict:
+    body = {"partition_index": p.partition_index, "error_code": p.error_code, "high_watermark": p.high_watermark,
+            "last_stable_offset": p.last_stable_offset, "log_start_offset": p.log_start_offset,
+            "aborted_transactions": None if p.aborted_transactions is None else [
+                {"producer_id": producer_id, "first_offset": first} for producer_id, first in p.aborted_transactions],
+            "preferred_read_replica": p.preferred_read_replica,
+            "records": None if p.records is None else bytes(p.records)}
+    if p.diverging_epoch is not None:
+        body["diverging_epoch"] = {"epoch": p.diverging_epoch[0], "end_offset": p.diverging_epoch[1]}
+    if p.current_leader is not None:
+        body["current_leader"] = {"leader_id": p.current_leader[0], "leader_epoch": p.current_leader[1]}
+    return body
+
+
+@pytest.mark.parametrize("version", range(4, 13))
+def test_fetch_response_of_many_partitions_is_kio_s_encoding_byte_for_byte(version):
+    """The packed partition heads (one struct per version) against kio's field-by-field encoding: records,
+    none, null, errors, aborted transactions, and the v12 tagged fields, in two topics, session fields v7+."""
+    tagged = version >= 12
+    partitions = {
+        "orders": [FetchPartitionResult(0, 0, 100, 100, 5, b"batch-bytes"),
+                   FetchPartitionResult(1, 0, 7, 7, 0, b""),
+                   FetchPartitionResult(2, ErrorCode.not_leader_or_follower, -1, -1, -1, None),
+                   FetchPartitionResult(3, 0, 2**40, 2**40 - 3, 2**33, b"x" * 200,
+                                        aborted_transactions=[(12, 40), (13, 41)],
+                                        preferred_read_replica=2 if version >= 11 else -1)],
+        "a-topic-named-at-some-length" * 3: [
+            FetchPartitionResult(9, 0, 50, 50, 0, b"", diverging_epoch=(4, 45) if tagged else None,
+                                 current_leader=(1, 5) if tagged else None),
+            FetchPartitionResult(10, ErrorCode.offset_out_of_range, 50, 50, 10, b"",
+                                 current_leader=(2, 6) if tagged else None)],
+    }
+    data = FetchResponseData(topics=[FetchTopicResult(t, list(ps)) for t, ps in partitions.items()],
+                             throttle_time_ms=3, session_id=77 if version >= 7 else 0)
+    kio_body = {"throttle_time": 3, "error_code": 0, "session_id": data.session_id, "responses": [
+        {"topic": t, "partitions": [_kio_fetch_partition(p) for p in ps]} for t, ps in partitions.items()]}
+    encoded = b"".join(bytes(p) for p in encode_fetch_response(version, data))
+    assert encoded == encode_response(ApiKey.FETCH, version, kio_body)

@@ -193,6 +193,22 @@ async def test_operations_completed_one_after_another_share_one_loop_timer(monke
     assert spy.pending == 0 and purgatory._wakeup is None
 
 
+async def test_operations_parked_one_after_another_never_ask_for_the_running_loop(monkeypatch):
+    """asyncio.get_running_loop() makes a getpid system call each time; a parked request used to make one to
+    read the loop's clock. Only the one loop timer asks for the loop."""
+    purgatory = Purgatory("p", 10)
+    loop_asked = []
+    get_running_loop = asyncio.get_running_loop
+    monkeypatch.setattr(asyncio, "get_running_loop", lambda: loop_asked.append(1) or get_running_loop())
+    for _ in range(20):
+        state = {"value": 0}
+        assert not purgatory.try_complete_else_watch(Counter(30_000, 1, state), ["partition"])
+        state["value"] = 1
+        assert purgatory.check_and_complete("partition") == 1
+    assert len(loop_asked) == 1  # arming the timer for the first
+    purgatory.complete_all()
+
+
 async def test_a_timer_left_armed_on_an_empty_purgatory_fires_without_re_arming(monkeypatch):
     purgatory = Purgatory("p", 10)
     spy = LoopTimerSpy(monkeypatch, purgatory)

@@ -12,7 +12,6 @@ fetch parameters changed; the broker reads the session's partitions that may hav
 where the fetcher was caught up and nothing changed since) and answers the changed ones.
 """
 
-import dataclasses
 import functools
 
 from kio.schema.errors import ErrorCode
@@ -54,18 +53,15 @@ def handle(ctx: RequestContext, replicas: ReplicaManager, access: Access):
                              p.partition_max_bytes)
         for t in request.topics for p in t.partitions
     ]
-    params = FetchParams(replica_id=request.replica_id, max_wait_ms=millis(request.max_wait),
-                         min_bytes=request.min_bytes, max_bytes=request.max_bytes, partitions=requested)
-    if not params.from_follower:
-        params = _within_broker_limit(params, replicas.fetch_max_bytes)
-    if params.from_follower and not ctx.may_act_for_cluster:
+    from_follower = request.replica_id >= 0
+    if from_follower and not ctx.may_act_for_cluster:
         # Only brokers replicate: a client claiming a replica id would read past the HW. No session is touched.
-        return _encode(ctx.api_version, params, _all_errors(params, ErrorCode.cluster_authorization_failed))
+        return _encode(ctx.api_version, requested, _all_errors(requested, ErrorCode.cluster_authorization_failed))
     # Before v7 the request has no session fields: the defaults (id 0, epoch -1) make it sessionless.
     forgotten = [(t.topic, int(p)) for t in getattr(request, "forgotten_topics_data", ()) for p in t.partitions]
     context = replicas.fetch_sessions.new_context(
         getattr(request, "session_id", INVALID_SESSION_ID), getattr(request, "session_epoch", -1), requested,
-        forgotten, privileged=params.from_follower, now_ms=replicas.clock_ms())
+        forgotten, privileged=from_follower, now_ms=replicas.clock_ms())
     if isinstance(context, SessionError):
         return encode_fetch_response(ctx.api_version, FetchResponseData(topics=[], error_code=context.error_code))
     session = context.session if isinstance(context, Incremental) else None
@@ -73,11 +69,16 @@ def handle(ctx: RequestContext, replicas: ReplicaManager, access: Access):
     readable = access.allowed(ctx, Operation.READ, ResourceType.TOPIC, topics)
     if session is not None and len(readable) == len(topics):
         # Only what may have news is read; a parked fetch takes in a quiet partition when it changes.
-        reads = session.plan_reads(replicas.clock_ms(), replicas.replica_lag_time_max_ms // QUIET_REFRESH_FRACTION)
-        params = dataclasses.replace(params, partitions=reads)
+        partitions = session.plan_reads(replicas.clock_ms(),
+                                        replicas.replica_lag_time_max_ms // QUIET_REFRESH_FRACTION)
     else:
         session = None
-        params = dataclasses.replace(params, partitions=context.partitions)
+        partitions = context.partitions
+    # Built once, with the partitions to read: each dataclasses.replace of it cost more than the constructor.
+    min_bytes, max_bytes = request.min_bytes, request.max_bytes
+    if not from_follower:
+        min_bytes, max_bytes = _within_broker_limit(min_bytes, max_bytes, replicas.fetch_max_bytes)
+    params = FetchParams(request.replica_id, millis(request.max_wait), min_bytes, max_bytes, partitions)
     results = _fetch(replicas, params, readable, session)
     if isinstance(results, list):
         return _respond(replicas, ctx.api_version, params, context, results)
@@ -86,12 +87,13 @@ def handle(ctx: RequestContext, replicas: ReplicaManager, access: Access):
     return results.then(functools.partial(_respond, replicas, ctx.api_version, params, context))
 
 
-def _within_broker_limit(params: FetchParams, fetch_max_bytes: int) -> FetchParams:
-    """A consumer's response carries at most the broker's fetch.max.bytes (KIP-541), whatever it asks, and
-    waits for no more than that (Kafka's KafkaApis clamps min_bytes alike); the first batch still goes out
-    whole (KIP-74). A follower's limit is its own replica.fetch.response.max.bytes."""
-    max_bytes = min(params.max_bytes, fetch_max_bytes)
-    return dataclasses.replace(params, max_bytes=max_bytes, min_bytes=min(params.min_bytes, max_bytes))
+def _within_broker_limit(min_bytes: int, max_bytes: int, fetch_max_bytes: int) -> tuple[int, int]:
+    """A consumer's (min_bytes, max_bytes): its response carries at most the broker's fetch.max.bytes
+    (KIP-541), whatever it asks, and waits for no more than that (Kafka's KafkaApis clamps min_bytes alike);
+    the first batch still goes out whole (KIP-74). A follower's limit is its own
+    replica.fetch.response.max.bytes."""
+    max_bytes = min(max_bytes, fetch_max_bytes)
+    return min(min_bytes, max_bytes), max_bytes
 
 
 def _quiet_positions(replicas: ReplicaManager, params: FetchParams, results: list[FetchPartitionResult]) -> list:
@@ -123,9 +125,10 @@ def _fetch(replicas: ReplicaManager, params: FetchParams, readable: set[str], se
     topics."""
     if all(p.topic in readable for p in params.partitions):
         return replicas.fetch_messages(params, session)
-    allowed = dataclasses.replace(params, partitions=[p for p in params.partitions if p.topic in readable])
+    allowed = FetchParams(params.replica_id, params.max_wait_ms, params.min_bytes, params.max_bytes,
+                          [p for p in params.partitions if p.topic in readable])
     if not allowed.partitions:
-        return _all_errors(params, ErrorCode.topic_authorization_failed)
+        return _all_errors(params.partitions, ErrorCode.topic_authorization_failed)
     results = replicas.fetch_messages(allowed)
     if isinstance(results, list):
         return _with_refusals(params, readable, results)
@@ -139,15 +142,15 @@ def _with_refusals(params: FetchParams, readable: set[str], results: list[FetchP
             for p in params.partitions]
 
 
-def _all_errors(params: FetchParams, code: ErrorCode) -> list[FetchPartitionResult]:
-    return [FetchPartitionResult(p.partition, code, records=b"") for p in params.partitions]
+def _all_errors(partitions: list[FetchPartitionParams], code: ErrorCode) -> list[FetchPartitionResult]:
+    return [FetchPartitionResult(p.partition, code, records=b"") for p in partitions]
 
 
-def _encode(version: int, params: FetchParams, results: list[FetchPartitionResult],
+def _encode(version: int, partitions: list[FetchPartitionParams], results: list[FetchPartitionResult],
             session_id: int = INVALID_SESSION_ID) -> list:
     # One entry per topic, even where a session's order (partitions with data move to the back) splits one.
     topics: dict[str, FetchTopicResult] = {}
-    for p, result in zip(params.partitions, results, strict=True):
+    for p, result in zip(partitions, results, strict=True):
         topics.setdefault(p.topic, FetchTopicResult(p.topic)).partitions.append(result)
     return encode_fetch_response(version, FetchResponseData(topics=list(topics.values()), session_id=session_id))
 
@@ -165,12 +168,13 @@ def _respond(replicas: ReplicaManager, version: int, params: FetchParams, contex
         session_id, session = context.session.id, context.session
     if session is not None:
         session.record_reads(params.partitions, _quiet_positions(replicas, params, results), replicas.clock_ms())
+    partitions = params.partitions
     if isinstance(context, Incremental):
-        selected = context.session.select_changed(params.partitions, results)
-        params = dataclasses.replace(params, partitions=[params.partitions[i] for i in selected])
+        selected = context.session.select_changed(partitions, results)
+        partitions = [partitions[i] for i in selected]
         results = [results[i] for i in selected]
-    for p, result in zip(params.partitions, results, strict=True):
+    for p, result in zip(partitions, results, strict=True):
         nbytes = part_length(result.records)
         if nbytes:
             replicas.metrics.record_fetch_out(p.topic, nbytes, to_follower=params.from_follower)
-    return _encode(version, params, results, session_id)
+    return _encode(version, partitions, results, session_id)

@@ -36,11 +36,12 @@ def handle(ctx: RequestContext, replicas: ReplicaManager, access: Access, topics
     else:
         # Refused: topics the principal may not WRITE, and internal topics, as Kafka's (a record the group
         # coordinator cannot decode would keep the partition's groups from loading).
-        writable = access.allowed(ctx, Operation.WRITE, ResourceType.TOPIC, (topic for topic, _, _ in entries))
+        writable = access.allowed(ctx, Operation.WRITE, ResourceType.TOPIC, [topic.name for topic in request.topics])
         refusals = {(topic, index): _refusal(topic, topic in writable) for topic, index, _ in entries
                     if topic == OFFSETS_TOPIC or topic not in writable}
-        results = replicas.append_records([e for e in entries if (e[0], e[1]) not in refusals], request.acks,
-                                          request.timeout_ms)
+        if refusals:
+            entries = [e for e in entries if (e[0], e[1]) not in refusals]
+        results = replicas.append_records(entries, request.acks, request.timeout_ms)
         if refusals:
             results = results.then(lambda r: {**r, **refusals}) if isinstance(results, Completion) else {
                 **results, **refusals}
@@ -82,14 +83,21 @@ class _LeaderHints:
 
 
 def _encode(version: int, results: AppendResults, hints: _LeaderHints | None) -> bytes:
-    if hints is not None and any(r.error_code == ErrorCode.not_leader_or_follower for r in results.values()):
-        return _encode_with_leader_hints(version, results, hints)
     by_topic: dict[str, list[ProducePartitionResponse]] = {}
     for (topic, index), r in results.items():
         info = r.info
-        by_topic.setdefault(topic, []).append(ProducePartitionResponse(
-            index, r.error_code, info.first_offset if info else -1, -1, info.log_start_offset if info else -1,
-            r.error_message))
+        if info is not None:
+            response = ProducePartitionResponse(index, r.error_code, info.first_offset, -1, info.log_start_offset,
+                                                r.error_message)
+        elif hints is not None and r.error_code == ErrorCode.not_leader_or_follower:
+            return _encode_with_leader_hints(version, results, hints)
+        else:
+            response = ProducePartitionResponse(index, r.error_code, error_message=r.error_message)
+        partitions = by_topic.get(topic)
+        if partitions is None:
+            by_topic[topic] = [response]
+        else:
+            partitions.append(response)
     return encode_produce_response(version, by_topic)
 
 
