@@ -125,8 +125,17 @@ def condition_intervals(states: DataFrame) -> DataFrame:
     """The maximal intervals in which a partition is under-replicated, and those it is under min ISR.
 
     An interval starts at the first record showing the condition and ends at the first record after it
-    not showing it; one still going at the partition's last record ends there and is flagged open."""
+    not showing it; one still going at the partition's last record ends there and is flagged open.
+
+    Both conditions' runs come from one pass over the states in time order (one shuffle and one sort of
+    them, not one per condition); each record then gives a row per condition, grouped by run."""
     in_time_order = Window.partitionBy("topic", "partition").orderBy("ts_ms", "record")
+    so_far = in_time_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+
+    def run_starts(condition: str) -> Column:
+        holds = F.col(condition)
+        return F.coalesce(F.lag(holds).over(in_time_order) != holds, F.lit(True))
+
     sequenced = states.select(
         F.col("topic"),
         F.col("partition"),
@@ -136,20 +145,39 @@ def condition_intervals(states: DataFrame) -> DataFrame:
         F.row_number().over(in_time_order).alias("seq"),
         F.lead("ts_ms").over(in_time_order).alias("next_ts_ms"),
         F.max("ts_ms").over(Window.partitionBy("topic", "partition")).alias("last_ts_ms"),
+        *[run_starts(condition).alias(f"{condition}_starts") for condition in CONDITIONS],
     )
-    per_condition = [_intervals_of(sequenced, condition, in_time_order) for condition in CONDITIONS]
-    return per_condition[0].unionByName(per_condition[1])
-
-
-def _intervals_of(sequenced: DataFrame, condition: str, in_time_order: Window) -> DataFrame:
-    holds = F.col(condition)
-    run_starts = F.coalesce(F.lag(holds).over(in_time_order) != holds, F.lit(True))
-    so_far = in_time_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    with_runs = sequenced.select(
+        F.col("*"),
+        *[
+            F.sum(F.col(f"{condition}_starts").cast("int")).over(so_far).alias(f"{condition}_run")
+            for condition in CONDITIONS
+        ],
+    )
+    per_condition = F.inline(
+        F.array(
+            *[
+                F.struct(
+                    F.lit(condition).alias("condition"),
+                    F.col(condition).alias("holds"),
+                    F.col(f"{condition}_run").alias("run"),
+                )
+                for condition in CONDITIONS
+            ]
+        )
+    )
     runs = (
-        sequenced.select(F.col("*"), run_starts.alias("run_starts"))
-        .select(F.col("*"), F.sum(F.col("run_starts").cast("int")).over(so_far).alias("run"))
-        .filter(holds)
-        .groupBy("topic", "partition", "run")
+        with_runs.select(
+            F.col("topic"),
+            F.col("partition"),
+            F.col("ts_ms"),
+            F.col("seq"),
+            F.col("next_ts_ms"),
+            F.col("last_ts_ms"),
+            per_condition,
+        )
+        .filter(F.col("holds"))
+        .groupBy("topic", "partition", "condition", "run")
         .agg(
             F.min("ts_ms").alias("start_ms"),
             # The record after the run's last one ends it; none means the run lasts to the end of the data.
@@ -161,7 +189,7 @@ def _intervals_of(sequenced: DataFrame, condition: str, in_time_order: Window) -
     return runs.select(
         F.col("topic"),
         F.col("partition"),
-        F.lit(condition).alias("condition"),
+        F.col("condition"),
         F.col("start_ms"),
         end.alias("end_ms"),
         (end - F.col("start_ms")).alias("duration_ms"),

@@ -13,7 +13,7 @@ once for the four of them, and Spark plans, generates and compiles one aggregati
 
 from collections.abc import Callable
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .dumps import window_start
@@ -55,20 +55,25 @@ def exact_lag_percentiles(lags: DataFrame, keys: tuple[str, ...]) -> DataFrame:
     collected = lags.groupBy(*keys).agg(
         F.collect_list(F.struct(*[F.col(metric) for metric in LAG_METRICS])).alias("lags")
     )
-    samples = F.size(F.col("lags"))
-
-    def sorted_values(metric: str) -> Column:
-        return F.array_sort(F.transform(F.col("lags"), lambda sample: sample[metric]))
-
+    # Each metric's values sorted once, in a projection of their own: read four times by the next one, an
+    # expression as costly as a sort is not inlined there (Spark's CollapseProject). `lags.<field>` and
+    # sort_array are compiled expressions; transform and array_sort take lambdas, which Spark interprets
+    # row by row (a comparator call per comparison).
+    sorted_lags = collected.select(
+        *[F.col(key) for key in keys],
+        F.size(F.col("lags")).alias("samples"),
+        *[F.sort_array(F.col(f"lags.{metric}")).alias(metric) for metric in LAG_METRICS],
+    )
+    samples = F.col("samples")
     columns = [F.col(key) for key in keys] + [samples.cast("long").alias("samples")]
     for metric in LAG_METRICS:
-        values = sorted_values(metric)
+        values = F.col(metric)
         for name, fraction in PERCENTILES.items():
             # The 1-based nearest rank, ceil(fraction * n), computed in doubles as percentile_approx does.
             rank = F.ceil(F.lit(fraction) * samples).cast("int")
             columns.append(F.element_at(values, rank).alias(f"{metric}_{name}"))
         columns.append(F.element_at(values, -1).alias(f"{metric}_max"))
-    return collected.select(*columns)
+    return sorted_lags.select(*columns)
 
 
 def grouped_lag_percentiles(lags: DataFrame) -> DataFrame:
