@@ -264,6 +264,15 @@ class BrokerCollector(Collector):
         yield GaugeMetricFamily("kafka_server_replicafetchermanager_maxlag",
                                 "Largest lag in messages of a partition this broker follows",
                                 value=gauges.max_lag_messages)
+        budget = replica_manager.log_manager.file_budget
+        if budget is not None:  # log.open.files.max (file_budget.py): replog's own, no Kafka counterpart
+            yield GaugeMetricFamily("replog_log_open_segment_files", "Descriptors the log segments hold open",
+                                    value=budget.open_files)
+            yield GaugeMetricFamily("replog_log_open_segment_files_max", "log.open.files.max",
+                                    value=budget.max_open_files)
+            yield CounterMetricFamily("replog_log_segment_file_evictions",
+                                      "Segments that gave back their descriptors for others (reopened on use)",
+                                      value=budget.evictions)
         yield from _topic_families(metrics)
         yield from _partition_families(metrics, partitions, replica_manager.clock_ms())
         yield from _request_families(metrics)

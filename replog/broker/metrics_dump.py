@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from replog.log.file_budget import FileBudget
 from replog.log.partition_log import TopicPartition
 from replog.metrics.encoded_array import ArrayUpdate, EncodedArray
 
@@ -121,7 +122,7 @@ class BrokerDump:
     def _broker_fields(self, partition_count: int) -> dict:
         metrics, replica_manager = self._metrics, self._replica_manager
         totals = TopicCounters.total(metrics.topics.values())
-        return {
+        fields = {
             "bytes_in_total": totals.bytes_in, "messages_in_total": totals.messages_in,
             "bytes_out_total": totals.bytes_out, "replication_bytes_in_total": totals.replication_bytes_in,
             "replication_bytes_out_total": totals.replication_bytes_out,
@@ -134,3 +135,14 @@ class BrokerDump:
             "fetch_purgatory_size": replica_manager.fetch_purgatory.size,
             "produce_purgatory_size": replica_manager.produce_purgatory.size,
         }
+        budget = replica_manager.log_manager.file_budget
+        if budget is not None:  # every broker process has one (log.open.files.max)
+            fields.update(file_budget_fields(budget))
+        return fields
+
+
+def file_budget_fields(budget: FileBudget) -> dict:
+    """The segment files' descriptors against `log.open.files.max`; evictions count the segments that gave
+    theirs back for others (each reopens on its next use: at a full budget, a cost per request)."""
+    return {"open_segment_files": budget.open_files, "open_segment_files_max": budget.max_open_files,
+            "segment_file_evictions_total": budget.evictions}

@@ -57,6 +57,9 @@ class FetchPlan:
         self._delayed: list[tuple[int, TopicPartition]] = []  # a heap; an entry may be stale (re-planned since)
         self._next_full_ms: int | None = None
         self.partitions_planned = 0  # every partition each update looked at: the work that scales
+        # Partitions whose `requests` entry was added, replaced or removed since take_moved (KIP-227: what
+        # the next incremental fetch may have to send or forget; the others are as last sent).
+        self._moved: set[TopicPartition] = set()
 
     def mark(self, tp: TopicPartition) -> None:
         """Re-plan `tp` at the next update: its state, or what its request carries, changed (or it is gone)."""
@@ -65,7 +68,14 @@ class FetchPlan:
     def leave_out(self, tp: TopicPartition) -> None:
         """Not fetched by the round being built (a throttled partition, marked by its new back-off)."""
         self.states.pop(tp, None)
-        self.requests.pop(tp, None)
+        if self.requests.pop(tp, None) is not None:
+            self._moved.add(tp)
+
+    def take_moved(self) -> set[TopicPartition]:
+        """The partitions whose request entry changed since the last call (the request being built from
+        `requests` now is compared with the one built then on these only)."""
+        moved, self._moved = self._moved, set()
+        return moved
 
     @property
     def next_deadline_ms(self) -> int | None:
@@ -103,4 +113,5 @@ class FetchPlan:
                 self.requests[tp] = FetchRequestPartition(
                     state.fetch_offset, state.current_leader_epoch, state.last_fetched_epoch,
                     followed.log.log_start_offset, self._partition_max_bytes)
+                self._moved.add(tp)
         self._marked.clear()

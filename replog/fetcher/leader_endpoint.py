@@ -43,6 +43,17 @@ class LeaderEndpointError(Exception):
     """A request to the leader did not complete; nothing is known about any partition in it."""
 
 
+class FetchRequests(dict[TopicPartition, FetchRequestPartition]):
+    """A round's partitions to fetch, and `moved`: those whose entry was added, replaced or removed since the
+    previous round's (FetchPlan.take_moved), so a fetch session's next request compares only them."""
+
+    __slots__ = ("moved",)
+
+    def __init__(self, partitions: dict[TopicPartition, FetchRequestPartition], moved: set[TopicPartition]) -> None:
+        super().__init__(partitions)
+        self.moved = moved
+
+
 class EpochEndOffset(NamedTuple):
     error_code: int
     leader_epoch: int
@@ -98,7 +109,7 @@ class RemoteLeaderEndpoint:
         self, partitions: dict[TopicPartition, FetchRequestPartition]
     ) -> dict[TopicPartition, FetchPartitionResult]:
         assert partitions
-        request = self._session.build(partitions)
+        request = self._session.build(partitions, partitions.moved if isinstance(partitions, FetchRequests) else None)
         body = self._encoded.body(request)
         try:
             async with self._failures_as_endpoint_errors():

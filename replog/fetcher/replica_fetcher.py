@@ -28,6 +28,7 @@ from replog.fetcher.follower_append_steps import PARTITION_FAILURES, FollowerApp
 from replog.fetcher.leader_endpoint import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    FetchRequests,
     LeaderEndpoint,
     LeaderEndpointError,
 )
@@ -286,7 +287,10 @@ class ReplicaFetcher(FollowerAppendSteps):
         now = self._clock_ms()
         plan = self._plan
         plan.update(now, self._partitions)
-        if self._quota is not None:
+        # Only while the throttle's rate is over its bound can a partition be held back: asked once a round,
+        # not per partition planned (333 a round per leader at 1,000 partitions RF=3, docs/profiles/
+        # partition-scaling.md, session 13).
+        if self._quota is not None and self._quota.is_quota_exceeded():
             for tp in [tp for tp in plan.requests if self._throttled_out(tp, self._partitions[tp])]:
                 # Kafka leaves it out and waits replica.fetch.backoff.ms; here no longer than until the rate
                 # is back under the bound, or a partition alone in its fetcher replicates well below the rate.
@@ -299,7 +303,7 @@ class ReplicaFetcher(FollowerAppendSteps):
         # The states the request is built from, as sent (copied: a partition's state may change meanwhile).
         sent = dict(plan.states)
         try:
-            results = await self._endpoint.fetch(dict(plan.requests))
+            results = await self._endpoint.fetch(FetchRequests(plan.requests, plan.take_moved()))
         except LeaderEndpointError as exc:
             logger.warning("%r: fetch failed, backing off: %s", self, exc)
             self._back_off_all()

@@ -26,6 +26,7 @@ from replog.fetcher.manager import (
     LeaderInfo,
     ReplicaFetcherManager,
 )
+from replog.fetcher.replication_quota import ReplicationQuota
 from replog.log.config import LogConfig
 from replog.log.partition_log import PartitionLog, TopicPartition
 from replog.protocol.fetch import FetchPartitionResult
@@ -243,7 +244,7 @@ class FakeLeaderEndpoint:
 
 @asynccontextmanager
 async def fetchers_with_fake_leaders(
-    config: FetcherConfig = CONFIG,
+    config: FetcherConfig = CONFIG, quota: ReplicationQuota | None = None,
 ) -> AsyncIterator[tuple[ReplicaFetcherManager, dict[int, FakeLeader]]]:
     """Fake leaders by broker id and a manager whose endpoints reach them; every endpoint closed at the end."""
     leaders: dict[int, FakeLeader] = {}
@@ -254,7 +255,7 @@ async def fetchers_with_fake_leaders(
         endpoints.append(leaders[info.broker_id].endpoint(config))
         return endpoints[-1]
 
-    manager = ReplicaFetcherManager(config, endpoint_factory, clock_ms)
+    manager = ReplicaFetcherManager(config, endpoint_factory, clock_ms, quota=quota)
     yield manager, leaders
     await manager.shutdown()
     assert all(endpoint.closed for endpoint in endpoints)

@@ -6,12 +6,14 @@ import json
 
 import pytest
 from kio.schema.errors import ErrorCode
+from prometheus_client import CollectorRegistry, generate_latest
 
 from replog.broker.fetch_params import FollowerFetch
-from replog.broker.metrics import BrokerMetrics, TopicCounters
+from replog.broker.metrics import BrokerCollector, BrokerMetrics, TopicCounters
 from replog.broker.metrics_dump import BrokerDump, partition_line
 from replog.broker.replica_manager import ReplicaManager
 from replog.log.config import LogConfig
+from replog.log.file_budget import MIN_OPEN_FILES, FileBudget
 from replog.log.log_manager import LogManager
 from replog.log.partition_log import TopicPartition
 from replog.metrics.dump_writer import encode_line
@@ -252,3 +254,27 @@ def stop_request(partition: int, *, delete: bool) -> StopReplicaRequest:
     # Leader epoch -2: Kafka's EpochDuringDelete, accepted whatever the partition's epoch.
     return StopReplicaRequest(3000, 1, -1, [
         StopReplicaTopicState("t", [StopReplicaPartitionState(partition, -2, delete)])])
+
+
+async def test_the_file_budget_shows_its_open_files_and_evictions_in_the_dump_and_to_prometheus(tmp_path, clock):
+    budget = FileBudget(MIN_OPEN_FILES)
+    manager = ReplicaManager(LOCAL, LogManager([tmp_path], CONFIG, clock_ms=clock, file_budget=budget), CONFIG, 2,
+                             clock_ms=clock, replica_lag_time_max_ms=LAG_MS, fetch_purgatory_size=10,
+                             produce_purgatory_size=10, alter_isr=lambda partition, change: None,
+                             metrics=BrokerMetrics(LOCAL))
+    extra = 6
+    for index in range(MIN_OPEN_FILES + extra):  # a log file each: the first `extra` give theirs back
+        await apply(manager, index, leader=LOCAL, isr=[LOCAL, SECOND, THIRD])
+        produce(manager, index, 1)
+    _, fields = BrokerDump(manager.metrics, manager).snapshot(clock.now)
+    assert {key: fields["broker"][key] for key in ("open_segment_files", "open_segment_files_max",
+                                                   "segment_file_evictions_total")} == {
+        "open_segment_files": MIN_OPEN_FILES, "open_segment_files_max": MIN_OPEN_FILES,
+        "segment_file_evictions_total": extra}
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(BrokerCollector(manager.metrics, manager))
+    text = generate_latest(registry).decode()
+    for sample in (f"replog_log_open_segment_files {MIN_OPEN_FILES}.0",
+                   f"replog_log_open_segment_files_max {MIN_OPEN_FILES}.0",
+                   f"replog_log_segment_file_evictions_total {extra}.0"):
+        assert sample in text, sample

@@ -144,3 +144,24 @@ async def test_rounds_beside_idle_partitions_re_plan_only_the_busy_one(tmp_path)
         assert rounds >= 10
         assert fetcher.partitions_planned - planned <= 2 * rounds + full_re_plans * len(tps)
         assert fetcher.partitions_planned - planned < rounds * len(tps) / 4
+
+
+def test_the_moved_partitions_are_those_whose_request_entry_was_added_replaced_or_removed():
+    plan = FetchPlan(MAX_BYTES)
+    partitions = _followed(plan, 1000)
+    plan.update(0, partitions)
+    assert len(plan.take_moved()) == 1000  # all added
+    busy, backing_off = TopicPartition("idle", 7), TopicPartition("idle", 8)
+    partitions[busy].state = _state(offset=5)
+    partitions[backing_off].state = _state(delayed_until_ms=100)
+    plan.update(1, partitions)
+    assert plan.take_moved() == {busy, backing_off}
+    plan.update(2, partitions)
+    assert plan.take_moved() == set(), "nothing changed: nothing to compare"
+    plan.leave_out(busy)  # a throttled partition, left out of the round being built
+    plan.leave_out(busy)
+    assert plan.take_moved() == {busy}
+    before = dict(plan.requests)
+    plan.update(FULL_REPLAN_MS, partitions)  # re-plans every partition, keeps the unchanged entries
+    assert {tp for tp in plan.requests if before.get(tp) is not plan.requests[tp]} == {busy, backing_off}
+    assert plan.take_moved() == {busy, backing_off}  # back in the round, its back-off over
