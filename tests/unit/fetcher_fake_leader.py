@@ -276,6 +276,19 @@ def two_partitions_behind(tmp_path, leader: FakeLeader, records: int) -> dict:
     return partitions
 
 
+def idle_partitions_beside_tp(tmp_path, leader: FakeLeader, manager, idle: int):
+    """`idle` partitions of topic "idle" and TP, one record each, led by `leader` and followed by `manager`'s
+    fetchers from empty logs: (the partitions, leader logs, follower logs)."""
+    tps = [TopicPartition("idle", i) for i in range(idle)] + [TP]
+    leader_logs = {tp: open_log(tmp_path, "leader", tp) for tp in tps}
+    follower_logs = {tp: open_log(tmp_path, "follower", tp) for tp in tps}
+    for tp in tps:
+        append_as_leader(leader_logs[tp], 0, 1)
+        leader.lead(tp, leader_logs[tp], 0)
+    manager.add_partitions({tp: InitialFetchState(None, leader.info, 0, follower_logs[tp]) for tp in tps})
+    return tps, leader_logs, follower_logs
+
+
 @pytest.fixture
 async def cluster():
     """(ReplicaFetcherManager, {leader id: FakeLeader}) for one test; the fetchers are stopped after it."""

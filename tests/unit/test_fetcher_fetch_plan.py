@@ -10,7 +10,6 @@ import pytest
 
 from replog.fetcher.fetch_plan import FULL_REPLAN_MS, FetchPlan, FollowedPartition
 from replog.fetcher.fetch_state import FetchPhase, PartitionFetchState
-from replog.fetcher.manager import InitialFetchState
 from replog.log.partition_log import TopicPartition
 
 from ..conditions import wait_until
@@ -20,8 +19,8 @@ from .fetcher_fake_leader import (
     append_as_leader,
     clock_ms,
     fetchers_with_fake_leaders,
+    idle_partitions_beside_tp,
     in_sync,
-    open_log,
 )
 
 MAX_BYTES = 1 << 20
@@ -125,13 +124,7 @@ async def test_rounds_beside_idle_partitions_re_plan_only_the_busy_one(tmp_path)
     one replicates 10 appends, the rounds re-plan it (and the once-a-second full re-plan), not all 201 each."""
     async with fetchers_with_fake_leaders() as (manager, leaders):
         leader = leaders[1] = FakeLeader(1)
-        tps = [TopicPartition("idle", i) for i in range(200)] + [TP]
-        leader_logs = {tp: open_log(tmp_path, "leader", tp) for tp in tps}
-        follower_logs = {tp: open_log(tmp_path, "follower", tp) for tp in tps}
-        for tp in tps:
-            append_as_leader(leader_logs[tp], 0, 1)
-            leader.lead(tp, leader_logs[tp], 0)
-        manager.add_partitions({tp: InitialFetchState(None, leader.info, 0, follower_logs[tp]) for tp in tps})
+        tps, leader_logs, follower_logs = idle_partitions_beside_tp(tmp_path, leader, manager, 200)
         await wait_until(lambda: all(in_sync(follower_logs[tp], leader_logs[tp]) for tp in tps), what="catch-up")
         (fetcher,) = manager.fetchers.values()
         planned, rounds = fetcher.partitions_planned, len(leader.calls_for("fetch", TP))

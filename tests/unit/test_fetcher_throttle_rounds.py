@@ -15,6 +15,7 @@ from .fetcher_fake_leader import (
     FakeLeader,
     append_as_leader,
     fetchers_with_fake_leaders,
+    idle_partitions_beside_tp,
     in_sync,
     open_log,
 )
@@ -40,13 +41,7 @@ async def test_rounds_under_the_rate_ask_the_throttle_about_no_partition(tmp_pat
     quota.configure(10**9, {"idle": {"k": "*"}, TP.topic: {"k": "*"}}, "k", CONFIG.replica_id)
     async with fetchers_with_fake_leaders(quota=quota) as (manager, leaders):
         leader = leaders[1] = FakeLeader(1)
-        tps = [TopicPartition("idle", i) for i in range(200)] + [TP]
-        leader_logs = {tp: open_log(tmp_path, "leader", tp) for tp in tps}
-        follower_logs = {tp: open_log(tmp_path, "follower", tp) for tp in tps}
-        for tp in tps:
-            append_as_leader(leader_logs[tp], 0, 1)
-            leader.lead(tp, leader_logs[tp], 0)
-        manager.add_partitions({tp: InitialFetchState(None, leader.info, 0, follower_logs[tp]) for tp in tps})
+        tps, leader_logs, follower_logs = idle_partitions_beside_tp(tmp_path, leader, manager, 200)
         for _ in range(10):
             append_as_leader(leader_logs[TP], 0, 1)
             await wait_until(lambda: all(in_sync(follower_logs[tp], leader_logs[tp]) for tp in tps),
