@@ -142,7 +142,8 @@ def test_start_writeback_calls_sync_file_range_on_a_real_file(tmp_path):
 
 
 def test_the_broker_property_sets_the_logs_interval_and_refuses_a_negative_one():
-    assert config_from_properties({}).log_config().writeback_interval_bytes == 0  # off unless set
+    assert config_from_properties({}).log_config().writeback_interval_bytes == 1 << 20  # on, every 1 MiB
+    assert config_from_properties({"log.writeback.interval.bytes": "0"}).log_config().writeback_interval_bytes == 0
     assert config_from_properties({"log.writeback.interval.bytes": "1048576"}).log_config().writeback_interval_bytes == 1 << 20
     config = config_from_properties({"log.writeback.interval.bytes": "4194304"})
     assert config.log_config().writeback_interval_bytes == 4 << 20
