@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from .leader_fetch_rounds import count_calls, leader_rounds
+from benchmarks.leader_fetch_rounds import count_calls, leader_rounds
 
 
 @pytest.fixture

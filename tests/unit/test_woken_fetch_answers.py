@@ -4,10 +4,9 @@ wherever the fetch parked, and for a consumer only up to the HW."""
 
 import pytest
 
+from benchmarks.leader_fetch_rounds import BATCH, FOLLOWERS, Fetcher, leader_rounds
 from replog.log.config import LogConfig
 from replog.protocol.records import iter_batches
-
-from .leader_fetch_rounds import BATCH, FOLLOWERS, Fetcher, leader_rounds
 
 
 @pytest.fixture

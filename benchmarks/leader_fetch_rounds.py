@@ -2,7 +2,8 @@
 consumer fetching through handlers/fetch.handle in incremental sessions (KIP-227), acks=all appends, and a
 counter of the Python calls an action makes. Each round: an append wakes both followers' parked fetches
 (answered with the batch), each follower fetches again at the new LEO (the second moves the HW: the produce
-answer and the consumer's parked fetch complete), and the consumer fetches again and parks."""
+answer and the consumer's parked fetch complete), and the consumer fetches again and parks. Used by the
+counted-call tests (tests/unit/test_fetch_handler_costs.py) and by woken_fetch_cost.py."""
 
 import collections
 import sys
