@@ -430,10 +430,9 @@ def segment_searches(monkeypatch):
     return searched
 
 
-def _the_batches_from(segment, offset, upper_bound=None):
-    """What the one segment holding `offset` returns from it: the read a search of the segments would make."""
-    bound = segment.translate_offset(upper_bound) if upper_bound is not None else None
-    found = segment.read(offset, 10_000, bound.position if bound is not None else None)
+def _the_batches_from(segment, offset):
+    """(position, length) of what the segment holding `offset` returns from it: the read a search would make."""
+    found = segment.read(offset, 10_000)
     return None if found is None else (found.position, found.length)
 
 
