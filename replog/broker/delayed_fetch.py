@@ -56,6 +56,7 @@ class DelayedFetch(DelayedOperation):
         assert None not in fetch_offsets, "a partition that did not read answers at once, it never parks"
         self._replica_manager = replica_manager
         self._params = params
+        self._from_follower = params.from_follower  # asked at every check of every partition
         self._fetch_offsets = fetch_offsets
         # A fetch session's quiet partitions were not read (fetch_sessions.py): the session tells this fetch
         # of each one that changes while it waits (take_in), and only then is it watched and checked.
@@ -123,7 +124,7 @@ class DelayedFetch(DelayedOperation):
         shares = []
         for p, fetch_offset in zip(self._params.partitions, self._fetch_offsets, strict=True):
             partition = self._replica_manager.get_partition(p.topic, p.partition)
-            available = bytes_available(fetch_offset, partition.end_offset_metadata_for_fetch(self._params.from_follower),
+            available = bytes_available(fetch_offset, partition.end_offset_metadata_for_fetch(self._from_follower),
                                         self._max_bytes(partition, p))
             if available is None:
                 return self.force_complete()
@@ -134,7 +135,7 @@ class DelayedFetch(DelayedOperation):
     def _max_bytes(self, partition, p: FetchPartitionParams) -> int:
         # Bytes the leader throttle holds back do not count towards min_bytes (Kafka's DelayedFetch),
         # or a throttled follower's fetch would answer empty at once, over and over.
-        if self._params.from_follower and self._replica_manager.holds_back(partition, self._params.replica_id):
+        if self._from_follower and self._replica_manager.holds_back(partition, self._params.replica_id):
             return 0
         return p.max_bytes
 
@@ -148,7 +149,7 @@ class DelayedFetch(DelayedOperation):
             epoch_matches=partition.check_leader_epoch(p.current_leader_epoch) == ErrorCode.none,
             diverges=self._diverges(partition, p),
             fetch_offset=fetch_offset,
-            end_offset=partition.end_offset_metadata_for_fetch(self._params.from_follower),
+            end_offset=partition.end_offset_metadata_for_fetch(self._from_follower),
             max_bytes=self._max_bytes(partition, p),
         )
 

@@ -42,11 +42,13 @@ def bytes_available(fetch_offset: LogOffsetMetadata, end_offset: LogOffsetMetada
         return None  # case F: the log was truncated below the fetch offset
     if fetch_offset.message_offset_only or end_offset.message_offset_only:
         return None  # a position is unknown: the fresh read looks it up, where a storage error is handled
-    if not fetch_offset.on_same_segment(end_offset):
+    # The fields compared directly (LogOffsetMetadata.on_same_segment and position_diff, with their checks
+    # done above): every append runs this for each fetch parked on its partition.
+    if fetch_offset.segment_base_offset != end_offset.segment_base_offset:
         # Case F: the fetch offset is on an older segment (a roll, or a fetcher falling behind), or the end
         # is (the log was truncated and refilled).
         return None
-    return min(end_offset.position_diff(fetch_offset), max_bytes)
+    return min(end_offset.relative_position - fetch_offset.relative_position, max_bytes)
 
 
 def parked_partition_bytes(partition: ParkedPartition) -> int | None:

@@ -444,14 +444,15 @@ class ReplicaManager:
         if epoch_error != ErrorCode.none:
             return PartitionReadResult(epoch_error)
         log_ = partition.log
+        from_follower = fetcher.is_follower  # asked four times a read
         try:
             diverging = partition.diverging_epoch(fetch_offset, last_fetched_epoch)
             if diverging is not None:
                 return PartitionReadResult(ErrorCode.none, None, partition.high_watermark, log_.log_start_offset,
                                            diverging_epoch=diverging)
-            held_back = fetcher.is_follower and self.holds_back(partition, fetcher.replica_id)  # its progress counts
+            held_back = from_follower and self.holds_back(partition, fetcher.replica_id)  # its progress counts
             result = partition.read(fetch_offset, max_bytes=0 if held_back else max_bytes,
-                                    from_follower=fetcher.is_follower, min_one_batch=min_one_batch and not held_back)
+                                    from_follower=from_follower, min_one_batch=min_one_batch and not held_back)
         except OffsetOutOfRangeError:
             return PartitionReadResult(ErrorCode.offset_out_of_range, high_watermark=partition.high_watermark,
                                        log_start_offset=log_.log_start_offset)
@@ -459,7 +460,7 @@ class ReplicaManager:
             log.error("read of %s-%d failed: %s", topic, index, e)
             self._report_disk_failure(partition.key, e)
             return PartitionReadResult(ErrorCode.kafka_storage_error)
-        if fetcher.is_follower and update_fetch_state:
+        if from_follower and update_fetch_state:
             try:
                 hw_moved = partition.update_follower_fetch_state(fetcher.replica_id, fetch_offset,
                                                                  fetcher.log_start_offset, result.log_end_offset,
@@ -469,7 +470,7 @@ class ReplicaManager:
             if hw_moved:
                 self._wake(partition.key, hw_moved=True)
             self.delete_records_purgatory.check_and_complete(partition.key)  # its log start may have moved
-        if fetcher.is_follower and result.slice is not None and self.leader_quota is not None:
+        if from_follower and result.slice is not None and self.leader_quota is not None:
             self.leader_quota.record_if_throttled(topic, index, result.slice.length)
         return PartitionReadResult(ErrorCode.none, result, partition.high_watermark, log_.log_start_offset)
 

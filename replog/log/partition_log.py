@@ -375,18 +375,27 @@ class PartitionLog(LogTruncation):
         consumers and the LEO for followers.
         """
         assert max_bytes >= 0
-        self._convert_high_watermark_metadata()
-        if offset == self.log_end_offset:
+        if self._high_watermark_metadata.message_offset_only:
+            self._convert_high_watermark_metadata()
+        # The ends read once into locals: this runs for every partition of every fetch, and for each parked
+        # fetch that an append answers.
+        end = self._log_end_offset_metadata
+        log_end_offset = end.message_offset
+        if offset == log_end_offset:
             # Nothing to read (an idle follower's fetch): the LEO's position is known, no lookup needed.
-            return self._read_result(None, self._log_end_offset_metadata)
+            return self._read_result(None, end)
         self._check_in_range(offset)
-        upper_bound = min(upper_bound, self.log_end_offset)
+        upper_bound = min(upper_bound, log_end_offset)
         hw_metadata = self._high_watermark_metadata
         if offset >= upper_bound and offset == hw_metadata.message_offset and not hw_metadata.message_offset_only:
             # Nothing to read below the HW (a consumer caught up while the followers fetch the latest
             # append): the HW's position is known, no lookup needed.
             return self._read_result(None, hw_metadata)
-        for segment in self._segments.from_offset(offset) if offset < upper_bound else ():
+        active = self._segments.active
+        # At or past the active segment's base the offset can only be there (the usual tail read: a follower
+        # answered by the append it waited for, a caught-up consumer): no search of the sorted segments.
+        segments = (active,) if offset >= active.base_offset else self._segments.from_offset(offset)
+        for segment in segments if offset < upper_bound else ():
             if segment.base_offset >= upper_bound:
                 break
             max_position = None
@@ -403,9 +412,8 @@ class PartitionLog(LogTruncation):
         return self._read_result(None, self.offset_metadata_of(offset))
 
     def _read_result(self, file_slice: FileSlice | None, start: LogOffsetMetadata) -> LogReadResult:
-        return LogReadResult(
-            file_slice, start, self.log_end_offset, self.high_watermark, self._log_start_offset
-        )
+        return LogReadResult(file_slice, start, self._log_end_offset_metadata.message_offset,
+                             self._high_watermark_metadata.message_offset, self._log_start_offset)
 
     @disk_io
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:

@@ -5,123 +5,16 @@ follower fetches again at the new LEO (the second moves the HW: the produce answ
 fetch complete), and the consumer fetches again and parks. Counts, never time (docs/profiles/rf3-linger0.md,
 "Sixth pass")."""
 
-import collections
 import sys
-import types
-import uuid
 
 import pytest
 
-from replog.broker.access import Access
-from replog.broker.handlers import fetch
-from replog.broker.replica_manager import ReplicaManager
-from replog.log.config import LogConfig
-from replog.log.log_manager import LogManager
-from replog.protocol.control import LeaderAndIsrPartitionState, LeaderAndIsrRequest, LeaderAndIsrTopicState
-from replog.protocol.fetch_request import FetchRequestData, FetchRequestPartitionData, encode_fetch_request
-from replog.protocol.headers import decode_request_header, encode_request_header
-from replog.protocol.records import build_batch
-from replog.server.auth import Session
-from replog.server.dispatch import RequestContext
-
-LEADER, FOLLOWERS, CONSUMER = 1, (2, 3), -1
-LEADER_EPOCH = 3
-BATCH = bytes(build_batch([(None, b"x" * 1000, [], 1000)]))
-
-
-class Fetcher:
-    """A fetcher in a fetch session: its next request, and what each answer tells it."""
-
-    def __init__(self, replica_id: int) -> None:
-        self.replica_id, self.session_id, self.epoch, self.offset, self.correlation_id = replica_id, 0, 0, 0, 0
-        self.session = Session(cluster_action=replica_id >= 0)
-        self.answers: list[list] = []
-
-    def request(self) -> RequestContext:
-        last_fetched_epoch = LEADER_EPOCH if self.replica_id >= 0 else -1
-        body = encode_fetch_request(FetchRequestData(
-            self.replica_id, 500, 1, 10 << 20, 0, self.session_id, self.epoch,
-            {"t": [FetchRequestPartitionData(0, LEADER_EPOCH, self.offset, last_fetched_epoch, 0, 1 << 20)]}))
-        self.correlation_id += 1
-        frame = bytearray(encode_request_header(1, 12, self.correlation_id, "f") + body)
-        return RequestContext(decode_request_header(frame), frame, "127.0.0.1:1", lambda: None, self.session)
-
-    def answered(self, parts: list) -> None:
-        assert parts[0][4:6] == b"\0\0", "no top-level error"
-        if self.session_id == 0:
-            self.session_id = int.from_bytes(parts[0][6:10], "big")
-        self.epoch += 1
-        self.offset += sum(not isinstance(p, (bytes, bytearray, memoryview)) for p in parts)  # one batch each
-        self.answers.append(parts)
-
-
-class LeaderRounds:
-    def __init__(self, manager: ReplicaManager) -> None:
-        self.manager = manager
-        self.access = Access(types.SimpleNamespace(enabled=False))
-        self.followers = [Fetcher(broker) for broker in FOLLOWERS]
-        self.consumer = Fetcher(CONSUMER)
-        self.parked: set[Fetcher] = set()
-
-    def send(self, fetcher: Fetcher) -> bool:
-        """Whether the fetch parked."""
-        result = fetch.handle(fetcher.request(), replicas=self.manager, access=self.access)
-        if isinstance(result, list):
-            fetcher.answered(result)
-            return False
-        self.parked.add(fetcher)
-        result.on_done(lambda done: self.parked.discard(fetcher) or fetcher.answered(done.result()))
-        return True
-
-    def open_sessions(self) -> None:
-        for fetcher in [*self.followers, self.consumer]:
-            while not self.send(fetcher):
-                pass
-
-    def one_round(self) -> None:
-        produce = self.manager.append_records([("t", 0, memoryview(bytearray(BATCH)))], -1, 30_000)
-        assert not self.parked & set(self.followers), "the append answers both followers' parked fetches"
-        for follower in self.followers:
-            assert self.send(follower), "a follower at the LEO parks"
-        assert produce.done(), "the second follower's fetch moved the HW"
-        assert self.consumer not in self.parked, "the HW move answered the consumer's parked fetch"
-        assert self.send(self.consumer)
+from benchmarks.leader_fetch_rounds import count_calls, leader_rounds
 
 
 @pytest.fixture
 async def rounds(tmp_path):
-    config = LogConfig(segment_bytes=1 << 30)
-    clock = lambda: 1_000_000  # noqa: E731
-    manager = ReplicaManager(LEADER, LogManager([tmp_path], config, clock_ms=clock), config, 2, clock_ms=clock,
-                             replica_lag_time_max_ms=30_000, fetch_purgatory_size=100, produce_purgatory_size=100,
-                             alter_isr=lambda partition, change: None)
-    replicas = [LEADER, *FOLLOWERS]
-    state = LeaderAndIsrPartitionState("t", 0, 1, LEADER, LEADER_EPOCH, replicas, 1, replicas)
-    await manager.become_leader_or_follower(
-        LeaderAndIsrRequest(9, 1, -1, [LeaderAndIsrTopicState("t", uuid.uuid4(), [state])], []))
-    leader = LeaderRounds(manager)
-    leader.open_sessions()
-    for _ in range(3):
-        leader.one_round()
-    return leader
-
-
-def count_calls(action, rounds: int) -> collections.Counter:
-    """Python calls per round by (module file's last two parts, function name)."""
-    counts: collections.Counter = collections.Counter()
-
-    def profile(frame, event, arg):
-        if event == "call":
-            code = frame.f_code
-            counts["/".join(code.co_filename.split("/")[-2:]), code.co_name] += 1
-
-    sys.setprofile(profile)
-    try:
-        for _ in range(rounds):
-            action()
-    finally:
-        sys.setprofile(None)
-    return collections.Counter({key: n / rounds for key, n in counts.items()})
+    return await leader_rounds(tmp_path)
 
 
 async def test_the_rounds_answer_every_fetcher_with_each_batch(rounds):
@@ -160,3 +53,49 @@ async def test_a_fetch_parks_on_its_read_s_checks_without_repeating_them(rounds)
     calls = count_calls(rounds.one_round, 20)
     assert calls["broker/partition.py", "diverging_epoch"] == 6 + 5
     assert calls["broker/delayed_fetch.py", "_parked"] == 5
+
+
+async def test_a_woken_fetch_reads_the_new_batch_where_the_append_left_it(rounds):
+    """The followers' fetches park at the LEO, where the append's batch then starts: their answers (and the
+    consumer's, once the HW moves) read the active segment at its last batch's cached place (LogSegment's
+    tail), with no search of the sorted segments, no index lookup and no header read
+    (docs/profiles/rf3-fetch-path.md, "Seventh pass")."""
+    calls = count_calls(rounds.one_round, 20)
+    assert calls["log/partition_log.py", "read"] == 6  # three fetches arriving, three answered when woken
+    assert calls["log/segment.py", "read"] == 3  # the three answers with the batch
+    assert calls["log/log_segments.py", "from_offset"] == 0
+    assert calls["log/index.py", "lookup"] == 0
+    assert calls["log/segment_files.py", "pread"] == 0
+
+
+async def test_a_parked_fetch_counts_bytes_from_its_positions_fields_and_asks_who_fetches_once(rounds):
+    calls = count_calls(rounds.one_round, 20)
+    assert calls["log/offset_metadata.py", "on_same_segment"] == 0
+    assert calls["log/offset_metadata.py", "position_diff"] == 0
+    assert calls["broker/fetch_params.py", "is_follower"] == calls["broker/replica_manager.py", "read_partition"]
+    # One per parked fetch (its checks), one per answer with data (its metrics); none per check.
+    assert calls["broker/fetch_params.py", "from_follower"] == 3 + 3
+
+
+async def test_the_woken_answers_stay_within_their_call_budget(rounds):
+    """Every Python call made inside DelayedFetch.on_complete in a round: the fresh reads, the session's
+    bookkeeping and the encoding of the two followers' answers and the consumer's (287 before the seventh
+    pass, 242 after)."""
+    inside = {"depth": 0, "calls": 0}
+
+    def profile(frame, event, arg):
+        is_on_complete = frame.f_code.co_name == "on_complete" and frame.f_code.co_filename.endswith(
+            "delayed_fetch.py")
+        if event == "call":
+            inside["calls"] += inside["depth"] > 0
+            inside["depth"] += is_on_complete
+        elif event == "return":
+            inside["depth"] -= is_on_complete
+
+    sys.setprofile(profile)
+    try:
+        for _ in range(20):
+            rounds.one_round()
+    finally:
+        sys.setprofile(None)
+    assert inside["calls"] / 20 <= 250

@@ -418,3 +418,87 @@ def test_a_read_at_the_high_watermark_below_the_leo_starts_at_its_known_position
     below = log.read(38, max_bytes=10_000, upper_bound=38)  # not the HW: looked up
     assert below.slice is None and below.fetch_offset_metadata == log.offset_metadata_of(38)
     assert lookups == [40, 38, 38]
+
+
+@pytest.fixture
+def segment_searches(monkeypatch):
+    """The offsets PartitionLog.read searched the sorted segments for."""
+    searched = []
+    search = LogSegments.from_offset
+    monkeypatch.setattr(LogSegments, "from_offset",
+                        lambda segments, offset: searched.append(offset) or search(segments, offset))
+    return searched
+
+
+def _the_batches_from(segment, offset):
+    """(position, length) of what the segment holding `offset` returns from it: the read a search would make."""
+    found = segment.read(offset, 10_000)
+    return None if found is None else (found.position, found.length)
+
+
+def test_a_read_in_the_active_segment_reads_it_without_a_search_from_any_offset_in_it(tmp_path, segment_searches):
+    # Not only the previous LEO (a woken follower's fetch): any offset, mid-batch too, finds what a search would.
+    log = _open(tmp_path)
+    _fill(log, 30, count=3)
+    active = log.active_segment
+    assert len(log.segments) > 5 and active.next_offset - active.base_offset >= 6
+    for offset in range(active.base_offset, log.log_end_offset):
+        result = log.read(offset, max_bytes=10_000, upper_bound=log.log_end_offset)
+        assert segment_searches == []
+        assert (result.slice.position, result.slice.length) == _the_batches_from(active, offset)
+        assert result.fetch_offset_metadata == log.offset_metadata_of(offset)  # a lookup: searches
+        segment_searches.clear()
+
+
+def test_a_read_below_the_active_segment_after_a_roll_searches_and_reads_the_sealed_segment_only(
+        tmp_path, segment_searches):
+    # A fetch parked at the LEO, then a roll and an append: its offset is now the new segment's base, read
+    # without a search; an offset of the sealed segment is read from that segment, to its end (one segment).
+    log = _open(tmp_path, config=LogConfig(segment_bytes=1 << 20))
+    _fill(log, 4)
+    parked_at = log.log_end_offset
+    log.roll()
+    _fill(log, 2)
+    woken = log.read(parked_at, max_bytes=10_000, upper_bound=log.log_end_offset)
+    assert _offsets(woken.slice) == [(8, 9), (10, 11)]
+    assert woken.fetch_offset_metadata == LogOffsetMetadata(8, 8, 0)
+    assert segment_searches == []
+    behind = log.read(5, max_bytes=10_000, upper_bound=log.log_end_offset)
+    assert _offsets(behind.slice) == [(4, 5), (6, 7)]
+    assert segment_searches == [5]
+
+
+def test_a_read_in_the_active_segment_still_checks_the_log_start_and_the_upper_bound(tmp_path):
+    log = _open(tmp_path, config=LogConfig(segment_bytes=1 << 20))
+    _fill(log, 5)  # (0, 1) ... (8, 9), one segment
+    log.update_high_watermark(6)
+    consumer = log.read(2, max_bytes=10_000, upper_bound=log.high_watermark)
+    assert _offsets(consumer.slice) == [(2, 3), (4, 5)]  # nothing at or past the HW
+    assert log.read(6, max_bytes=10_000, upper_bound=log.high_watermark).slice is None
+    log.maybe_increment_log_start_offset(4)  # DeleteRecords, inside the active segment
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(3, max_bytes=10_000, upper_bound=log.log_end_offset)
+    assert _offsets(log.read(4, max_bytes=10_000, upper_bound=log.high_watermark).slice) == [(4, 5)]
+
+
+def test_a_read_in_the_active_segment_after_a_truncation_and_refill_finds_the_new_batches(tmp_path):
+    log = _open(tmp_path, config=LogConfig(segment_bytes=1 << 20))
+    _fill(log, 5, count=2)
+    log.truncate_to(4)
+    _fill(log, 2, count=3)  # (4, 6), (7, 9): other batch boundaries where (4, 5) ... (8, 9) were
+    assert _offsets(log.read(8, max_bytes=10_000, upper_bound=log.log_end_offset).slice) == [(7, 9)]
+    assert _offsets(log.read(5, max_bytes=10_000, upper_bound=log.log_end_offset).slice) == [(4, 6), (7, 9)]
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(11, max_bytes=10_000, upper_bound=log.log_end_offset)
+
+
+def test_a_read_in_a_gap_of_the_active_segment_starts_at_the_next_batch(tmp_path, segment_searches):
+    # A follower's copy of a compacted log has offsets missing: a read there returns the batch after the gap.
+    log = _open(tmp_path, config=LogConfig(segment_bytes=1 << 20))
+    for base in (0, 5):
+        log.append_as_follower(memoryview(bytearray(
+            build_batch([(b"k", b"v", [], 1000), (b"k", b"w", [], 1001)], base_offset=base, partition_leader_epoch=0))))
+    result = log.read(3, max_bytes=10_000, upper_bound=log.log_end_offset)
+    assert _offsets(result.slice) == [(5, 6)]
+    assert result.fetch_offset_metadata.message_offset == 3
+    assert segment_searches == []

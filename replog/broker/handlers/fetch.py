@@ -171,8 +171,9 @@ def _respond(replicas: ReplicaManager, version: int, params: FetchParams, contex
     partitions = params.partitions
     if isinstance(context, Incremental):
         selected = context.session.select_changed(partitions, results)
-        partitions = [partitions[i] for i in selected]
-        results = [results[i] for i in selected]
+        if len(selected) < len(partitions):  # often all of them: a woken follower's fetch of the new batch
+            partitions = [partitions[i] for i in selected]
+            results = [results[i] for i in selected]
     for p, result in zip(partitions, results, strict=True):
         nbytes = part_length(result.records)
         if nbytes:
