@@ -1,6 +1,7 @@
 import pytest
 
-from replog.protocol.frames import FrameDecoder, FrameError, ReceiveBudget, size_prefix
+from replog.protocol import frames
+from replog.protocol.frames import FrameDecoder, FrameError, ReceiveBudget, size_prefix, unfilled_bytearray
 
 
 def framed(*payloads: bytes) -> bytes:
@@ -133,3 +134,36 @@ def test_closing_a_decoder_mid_frame_gives_its_share_of_the_budget_back():
     assert budget.reserved == 500_000
     decoder.close()
     assert budget.reserved == 0
+
+
+def test_an_unfilled_bytearray_is_an_ordinary_bytearray_of_the_size_asked():
+    buffer = unfilled_bytearray(1 << 20)
+    assert type(buffer) is bytearray and len(buffer) == 1 << 20
+    buffer[:3] = b"abc"
+    del buffer[3:]
+    assert buffer == b"abc"
+    assert unfilled_bytearray(0) == bytearray()
+
+
+@pytest.mark.parametrize("grow_large_frames", [False, True])
+def test_large_frames_are_allocated_unzeroed_and_come_out_exactly_as_sent(monkeypatch, grow_large_frames):
+    """A frame's buffer may hold anything when allocated (here 0xAA everywhere): the decoder must hand out
+    only bytes the socket wrote, whether the frame was allocated whole or grew with its bytes."""
+    allocated = []
+
+    def garbage_filled(size: int) -> bytearray:
+        allocated.append(bytearray(b"\xaa" * size))
+        return allocated[-1]
+
+    monkeypatch.setattr(frames, "unfilled_bytearray", garbage_filled)
+    decoder = FrameDecoder(1 << 20, staging_bytes=64, grow_large_frames=grow_large_frames)
+    payloads = [bytes(5000), bytes(range(256)) * 40, b"small", bytes(70)]
+    receive_in_reads(decoder, framed(*payloads), read_bytes=777)
+    out = []
+    while (frame := decoder.next_frame()) is not None:
+        out.append(frame)
+    assert [bytes(frame) for frame in out] == payloads
+    # Each large frame is one of the unzeroed buffers: allocated whole from its prefix, or its last growth.
+    large = [frame for frame in out if len(frame) > 64]
+    assert len(large) == 3 and all(any(frame is buffer for buffer in allocated) for frame in large)
+    assert len(allocated) == 3 if not grow_large_frames else len(allocated) > 3
