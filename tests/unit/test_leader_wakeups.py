@@ -134,7 +134,7 @@ async def test_the_hw_moves_with_the_last_follower_to_reach_it(leader):
     assert leader.partition.high_watermark == offset + 1 and produced.done()
 
 
-async def test_a_follower_not_caught_up_for_the_lag_time_stops_holding_the_hw_at_the_next_leo_move(leader):
+async def test_a_follower_out_of_sync_for_the_lag_time_holds_the_hw_until_its_shrink_commits(leader):
     # Follower 3 stops fetching; the ISR shrink is not committed, so it keeps counting (maximal ISR) until the
     # controller answers. Kafka's rule, kept: the HW moves on an event (a LEO that moved, an ISR change),
     # never on the clock alone.
