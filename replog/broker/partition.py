@@ -277,7 +277,9 @@ class Partition:
 
     def _maybe_expand_isr(self, follower: FollowerState) -> None:
         """Propose adding the follower that just fetched, if it may join; one change in flight at a time."""
-        if self.pending_isr is not None:
+        # Kafka's maybeExpandIsr asks canAddReplicaToIsr first (no change in flight, not in the ISR yet): for
+        # an ISR member, nearly every follower fetch, there is nothing more to judge.
+        if self.pending_isr is not None or follower.broker_id in self.state.isr:
             return
         change = rules.isr_expansion(follower, self.state.isr, high_watermark=self.log.high_watermark,
                                      leader_epoch_start_offset=self.leader_epoch_start_offset)

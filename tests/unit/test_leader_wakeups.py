@@ -28,7 +28,8 @@ LAG_MS = 30_000
 KEY = TopicPartition("t", 0)
 BATCH = bytes(build_batch([(None, b"x" * 100, [], 1000)]))
 COUNTED = {("broker/partition.py", "maybe_increment_high_watermark"): "hw checks",
-           ("broker/purgatory.py", "check_and_complete"): "purgatory checks"}
+           ("broker/purgatory.py", "check_and_complete"): "purgatory checks",
+           ("broker/replication_rules.py", "isr_expansion"): "isr expansion rules"}
 
 
 class Leader:
@@ -121,7 +122,24 @@ async def test_a_produce_round_checks_the_purgatories_for_the_append_and_the_hw_
 
 async def test_a_follower_fetching_where_it_was_checks_nothing(leader):
     offset = leader.partition.log.log_end_offset
-    assert count_calls(lambda: leader.fetch(FOLLOWERS[0], offset), 10) == {"hw checks": 0, "purgatory checks": 0}
+    assert count_calls(lambda: leader.fetch(FOLLOWERS[0], offset), 10) == {
+        "hw checks": 0, "purgatory checks": 0, "isr expansion rules": 0}  # an ISR member: nothing to expand
+
+
+async def test_a_follower_out_of_the_isr_joins_it_once_caught_up(leader):
+    leader.clock[0] += LAG_MS + 1
+    offset = leader.partition.log.log_end_offset
+    leader.produce()
+    leader.fetch(FOLLOWERS[0], offset + 1)
+    assert leader.manager.maybe_shrink_isr() == 1
+    (shrink,) = leader.isr_changes
+    leader.manager.complete_isr_change(leader.partition, shrink, ErrorCode.none, leader_epoch=LEADER_EPOCH,
+                                       isr=shrink.proposed_isr, partition_epoch=2)
+    leader.fetch(FOLLOWERS[1], offset)  # behind the HW: may not join
+    assert len(leader.isr_changes) == 1
+    leader.fetch(FOLLOWERS[1], offset + 1)
+    expand = leader.isr_changes[-1]
+    assert expand.kind.value == "expand" and expand.proposed_isr == (LEADER, FOLLOWERS[0], FOLLOWERS[1])
 
 
 async def test_the_hw_moves_with_the_last_follower_to_reach_it(leader):
