@@ -255,23 +255,31 @@ class Partition:
 
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, log_start_offset: int,
                                     leader_log_end_offset: int, fetch_position: LogOffsetMetadata | None = None) -> bool:
-        """A follower fetched at fetch_offset; returns whether the HW moved. May propose an ISR expansion."""
-        follower = self.followers.get(replica_id)
-        if follower is None:
+        """A follower fetched at fetch_offset; returns whether the HW moved. May propose an ISR expansion.
+
+        The HW is checked only when the follower's LEO moved (Kafka's Partition.updateFollowerFetchState):
+        otherwise this fetch can only add the follower to the replicas counted (caught up now), which never
+        raises the smallest LEO among them. Most follower fetches find nothing new (a fetch that brings data
+        reports its new LEO only with the next one), and checked the HW all the same.
+        """
+        previous = self.followers.get(replica_id)
+        if previous is None:
             raise PartitionError(ErrorCode.not_leader_or_follower,
                                  f"broker {replica_id} is not a replica of {self.topic}-{self.index}")
-        follower = follower.after_fetch(fetch_offset, log_start_offset, self._clock_ms(), leader_log_end_offset,
+        follower = previous.after_fetch(fetch_offset, log_start_offset, self._clock_ms(), leader_log_end_offset,
                                         fetch_position)
         self.followers[replica_id] = follower
         self._changed()
         self._maybe_expand_isr(follower)
-        return self.maybe_increment_high_watermark()
+        return fetch_offset != previous.log_end_offset and self.maybe_increment_high_watermark()
 
     # --------------------------------------------------------------------- ISR
 
     def _maybe_expand_isr(self, follower: FollowerState) -> None:
         """Propose adding the follower that just fetched, if it may join; one change in flight at a time."""
-        if self.pending_isr is not None:
+        # Kafka's maybeExpandIsr asks canAddReplicaToIsr first (no change in flight, not in the ISR yet): for
+        # an ISR member, nearly every follower fetch, there is nothing more to judge.
+        if self.pending_isr is not None or follower.broker_id in self.state.isr:
             return
         change = rules.isr_expansion(follower, self.state.isr, high_watermark=self.log.high_watermark,
                                      leader_epoch_start_offset=self.leader_epoch_start_offset)

@@ -344,9 +344,14 @@ class ReplicaManager:
             return  # deleted or recreated meanwhile
         isr_before = partition.state.isr
         self.fetch_sessions.partition_changed(partition.key)
-        if partition.complete_isr_change(change, error, **state):
+        hw_moved = partition.complete_isr_change(change, error, **state)
+        isr_changed = partition.state.isr != isr_before
+        if hw_moved:
             self._wake(partition.key, hw_moved=True)
-        if partition.state.isr != isr_before:
+        elif isr_changed:
+            # The low watermark counts the ISR's log starts: a follower leaving it may raise it.
+            self.delete_records_purgatory.check_and_complete(partition.key)
+        if isr_changed:
             self.metrics.record_isr_change(partition, isr_before, source="leader")
         if error == ErrorCode.none:
             log.info("%s-%d: ISR is now %s (partition epoch %d)", partition.topic, partition.index,
@@ -461,6 +466,7 @@ class ReplicaManager:
             self._report_disk_failure(partition.key, e)
             return PartitionReadResult(ErrorCode.kafka_storage_error)
         if from_follower and update_fetch_state:
+            follower = partition.followers.get(fetcher.replica_id)
             try:
                 hw_moved = partition.update_follower_fetch_state(fetcher.replica_id, fetch_offset,
                                                                  fetcher.log_start_offset, result.log_end_offset,
@@ -468,8 +474,13 @@ class ReplicaManager:
             except PartitionError as e:
                 return PartitionReadResult(e.error_code)
             if hw_moved:
-                self._wake(partition.key, hw_moved=True)
-            self.delete_records_purgatory.check_and_complete(partition.key)  # its log start may have moved
+                self._wake(partition.key, hw_moved=True)  # the DeleteRecords check with it
+            elif follower.log_start_offset != fetcher.log_start_offset:
+                # The low watermark is the smallest log start among the replicas: it can only have moved if this
+                # one's did (Kafka completes delayed requests after a fetch only when the HW or the low
+                # watermark moved: Partition.updateFollowerFetchState). Checked on every fetch, that was one
+                # purgatory check per partition per follower fetch.
+                self.delete_records_purgatory.check_and_complete(partition.key)
         if from_follower and result.slice is not None and self.leader_quota is not None:
             self.leader_quota.record_if_throttled(topic, index, result.slice.length)
         return PartitionReadResult(ErrorCode.none, result, partition.high_watermark, log_.log_start_offset)

@@ -13,7 +13,7 @@ import heapq
 from collections.abc import Mapping
 
 from replog.fetcher.fetch_state import FetchPhase, PartitionFetchState
-from replog.fetcher.leader_endpoint import FetchRequestPartition
+from replog.fetcher.leader_endpoint import FetchRequestPartition, FetchRequests
 from replog.log.partition_log import PartitionLog, TopicPartition
 
 FULL_REPLAN_MS = 1_000
@@ -52,11 +52,12 @@ class FetchPlan:
         self._full_replan_ms = full_replan_ms
         self._marked: set[TopicPartition] = set()
         self.states: dict[TopicPartition, PartitionFetchState] = {}
-        self.requests: dict[TopicPartition, FetchRequestPartition] = {}
+        self.requests = FetchRequests({}, set())
         self.truncating: set[TopicPartition] = set()
         self._delayed: list[tuple[int, TopicPartition]] = []  # a heap; an entry may be stale (re-planned since)
         self._next_full_ms: int | None = None
         self.partitions_planned = 0  # every partition each update looked at: the work that scales
+        self.updates = 0
         # Partitions whose `requests` entry was added, replaced or removed since take_moved (KIP-227: what
         # the next incremental fetch may have to send or forget; the others are as last sent).
         self._moved: set[TopicPartition] = set()
@@ -77,6 +78,16 @@ class FetchPlan:
         moved, self._moved = self._moved, set()
         return moved
 
+    def take_request(self) -> FetchRequests:
+        """The request entries of the round being sent, with the partitions moved since the last round's.
+
+        `requests` itself, as are `states` for the answer: not copies, for the plan changes only in update
+        and leave_out, which the fetcher calls between rounds, never while a round awaits its answer (a
+        copy of each per round was 2 us at 333 partitions a fetcher, 52 us at 3,333).
+        """
+        self.requests.moved = self.take_moved()
+        return self.requests
+
     @property
     def next_deadline_ms(self) -> int | None:
         """When the earliest back-off ends (or a stale entry says it might)."""
@@ -85,6 +96,7 @@ class FetchPlan:
     def update(self, now_ms: int, partitions: Mapping[TopicPartition, FollowedPartition]) -> None:
         """Re-plan the marked partitions, those whose back-off has ended, and all of `partitions` once per
         full re-plan interval."""
+        self.updates += 1
         while self._delayed and self._delayed[0][0] <= now_ms:
             self._marked.add(heapq.heappop(self._delayed)[1])
         if self._next_full_ms is None or now_ms >= self._next_full_ms:

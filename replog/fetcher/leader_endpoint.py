@@ -45,7 +45,8 @@ class LeaderEndpointError(Exception):
 
 class FetchRequests(dict[TopicPartition, FetchRequestPartition]):
     """A round's partitions to fetch, and `moved`: those whose entry was added, replaced or removed since the
-    previous round's (FetchPlan.take_moved), so a fetch session's next request compares only them."""
+    previous round's (FetchPlan.take_request), so a fetch session's next request compares only them. The
+    fetch plan's own dict: read it before the round's first await, as the request is encoded."""
 
     __slots__ = ("moved",)
 

@@ -28,7 +28,6 @@ from replog.fetcher.follower_append_steps import PARTITION_FAILURES, FollowerApp
 from replog.fetcher.leader_endpoint import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
-    FetchRequests,
     LeaderEndpoint,
     LeaderEndpointError,
 )
@@ -300,14 +299,16 @@ class ReplicaFetcher(FollowerAppendSteps):
                 plan.leave_out(tp)
         if not plan.requests:
             return False
-        # The states the request is built from, as sent (copied: a partition's state may change meanwhile).
-        sent = dict(plan.states)
+        # The states the request is built from, as sent: a partition's state may change meanwhile, but the
+        # plan's record of it only at the next update (FetchPlan.take_request).
+        sent, updates = plan.states, plan.updates
         try:
-            results = await self._endpoint.fetch(FetchRequests(plan.requests, plan.take_moved()))
+            results = await self._endpoint.fetch(plan.take_request())
         except LeaderEndpointError as exc:
             logger.warning("%r: fetch failed, backing off: %s", self, exc)
             self._back_off_all()
             return True
+        assert plan.updates == updates, "the plan changed while its fetch was in flight"
         out_of_range = []
         # Only the partitions answered: in a fetch session (KIP-227) one without news is left out, and its
         # state stays as it is (it is fetched again).

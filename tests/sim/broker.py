@@ -86,7 +86,9 @@ class SimLeaderEndpoint:
     """The LeaderEndpoint protocol over simulated messages (RemoteLeaderEndpoint speaks the wire instead)."""
 
     async def fetch(self, partitions: dict[TopicPartition, FetchRequestPartition]) -> dict:
-        return await Call("fetch", partitions)
+        # A copy, as the wire carries: the fetch plan's dict changes after the round, and a request the network
+        # delays past its timeout is served later.
+        return await Call("fetch", dict(partitions))
 
     async def offsets_for_leader_epoch(self, partitions: dict[TopicPartition, tuple[int, int]]) -> dict:
         return await Call("epochs", partitions)
