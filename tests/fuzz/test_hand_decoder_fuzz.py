@@ -12,7 +12,6 @@ Runs derandomized; REPLOG_FUZZ_EXAMPLES=20000 for a long run.
 """
 
 import os
-from datetime import timedelta
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -42,7 +41,9 @@ from replog.protocol.records import build_batch
 from tests.fuzz.corpus import HOSTILE_LENGTHS, MUTATION_KINDS, SAMPLE_BATCH, Mutation, apply_mutations
 
 EXAMPLES = int(os.environ.get("REPLOG_FUZZ_EXAMPLES", "300"))
-FUZZ_SETTINGS = settings(max_examples=EXAMPLES, deadline=timedelta(milliseconds=500), derandomize=True,
+# No deadline: each example decodes a frame twice in microseconds, and on the shared VM a descheduled example
+# once took 678 ms, a failure that said nothing about the decoders.
+FUZZ_SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 PRODUCE_VERSIONS = list(range(SUPPORTED_APIS[ApiKey.PRODUCE].min_version,
                               SUPPORTED_APIS[ApiKey.PRODUCE].max_version + 1))
