@@ -114,13 +114,14 @@ def _decode_flexible(view: memoryview, pos: int) -> ProduceRequestData:
 
 
 def _bounded_count(count: int, remaining: int) -> int:
-    """An array's element count; each element takes at least one byte, so no count exceeds the bytes left. A
-    null array (-1) reads as empty."""
-    if count < -1:
-        raise DecodeError(f"negative array length {count}")
+    """An array's element count; each element takes at least one byte, so no count exceeds the bytes left.
+    Neither of ProduceRequest's arrays (TopicData, PartitionData) is nullable: a null one (-1) is refused, as
+    Kafka's generated ProduceRequestData.read refuses it ("non-nullable field ... was serialized as null")."""
+    if count < 0:
+        raise DecodeError("null array, not nullable" if count == -1 else f"negative array length {count}")
     if count > remaining:
         raise DecodeError(f"array of {count} elements cannot fit in {remaining} bytes")
-    return max(0, count)
+    return count
 
 
 def _bytes_field(view: memoryview, pos: int, size: int, length: int) -> tuple[memoryview | None, int]:

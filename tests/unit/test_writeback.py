@@ -174,6 +174,42 @@ def test_the_background_thread_makes_each_call_on_a_duplicate_of_the_segments_fi
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+def test_a_segment_deleted_while_its_writeback_waits_is_written_back_unlinked_then_let_go(tmp_path):
+    """Retention or a replica deletion may unlink a segment whose range is still queued: the duplicate keeps
+    the deleted file's inode for the call alone, and the thread closes it after, so its space is freed."""
+    release = threading.Event()
+    links = []
+
+    def call(fd, start, length):
+        release.wait(10)
+        links.append(os.fstat(fd).st_nlink)
+
+    background = BackgroundWriteback(call, available=True)
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(b"x" * 8192)
+    before = _open_fds()
+    fd = os.open(path, os.O_RDONLY)
+    background.submit(fd, 0, 4096)
+    os.close(fd)
+    path.unlink()
+    release.set()
+    background.join()
+    assert links == [0]  # made on the deleted file, not on whatever reused the descriptor's number
+    assert _open_fds() == before
+
+
+def test_an_append_at_the_descriptor_limit_goes_on_when_the_duplicate_cannot_be_made(tmp_path):
+    """os.dup fails with EMFILE when the process is at its file limit (the file budget leaves half of it to
+    sockets): the append has succeeded all the same, and the next range is tried later."""
+    ops = RecordedWriteback(errno.EMFILE)
+    segment = _segment(tmp_path, PAGE, ops)
+    segment.append(0, _batch(0, 2 * PAGE), 0, 0)
+    segment.append(1, _batch(1, 2 * PAGE), 0, 0)
+    assert segment.next_offset == 2  # both appends stand
+    assert len(ops.ranges) == 2 and segment._writeback.supported
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
 def test_the_queue_is_bounded_and_a_call_over_it_is_dropped(tmp_path):
     release = threading.Event()
     background = BackgroundWriteback(lambda fd, start, length: release.wait(10), available=True)
