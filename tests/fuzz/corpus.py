@@ -14,6 +14,8 @@ import typing
 import uuid
 from dataclasses import dataclass, fields, is_dataclass
 
+from hypothesis import strategies as st
+
 from replog.broker.handlers import BROKER_APIS
 from replog.protocol import control
 from replog.protocol.apis import SUPPORTED_APIS, ApiKey
@@ -112,6 +114,17 @@ class Mutation:
 
 
 MUTATION_KINDS = ("flip", "truncate", "extend", "overwrite", "insert")
+
+
+def mutation_lists(*, max_position: int, max_data_size: int, max_count: int) -> st.SearchStrategy[list[Mutation]]:
+    """Hypothesis lists of 1..max_count mutations anywhere in the first max_position bytes of a frame."""
+    return st.lists(st.builds(
+        Mutation,
+        kind=st.sampled_from(MUTATION_KINDS),
+        position=st.integers(0, max_position),
+        value=st.integers(0, 7),
+        data=st.one_of(st.sampled_from(HOSTILE_LENGTHS), st.binary(min_size=1, max_size=max_data_size)),
+    ), min_size=1, max_size=max_count)
 
 
 def apply_mutations(frame: bytes, mutations: list[Mutation]) -> bytearray:

@@ -40,10 +40,10 @@ from replog.server.dispatch import CloseConnection, Dispatcher
 from tests.fuzz.corpus import (
     ADVERTISED_VERSIONS,
     HOSTILE_LENGTHS,
-    MUTATION_KINDS,
     SAMPLE_BATCHES,
     Mutation,
     apply_mutations,
+    mutation_lists,
     sample_frame,
 )
 
@@ -154,13 +154,7 @@ def no_native_over_reservation():
     assert vm_peak_kb() - before < VM_PEAK_GROWTH_LIMIT_KB
 
 
-mutations = st.lists(st.builds(
-    Mutation,
-    kind=st.sampled_from(MUTATION_KINDS),
-    position=st.integers(0, 4096),
-    value=st.integers(0, 7),
-    data=st.one_of(st.sampled_from(HOSTILE_LENGTHS), st.binary(min_size=1, max_size=32)),
-), min_size=1, max_size=5)
+mutations = mutation_lists(max_position=4096, max_data_size=32, max_count=5)
 
 
 def test_body_decoders_cover_every_advertised_api():

@@ -38,7 +38,13 @@ from replog.protocol.produce import (
     encode_produce_request,
 )
 from replog.protocol.records import build_batch
-from tests.fuzz.corpus import HOSTILE_LENGTHS, MUTATION_KINDS, SAMPLE_BATCH, Mutation, apply_mutations
+from tests.fuzz.corpus import (
+    HOSTILE_LENGTHS,
+    SAMPLE_BATCH,
+    Mutation,
+    apply_mutations,
+    mutation_lists,
+)
 
 EXAMPLES = int(os.environ.get("REPLOG_FUZZ_EXAMPLES", "300"))
 # No deadline: each example decodes a frame twice in microseconds, and on the shared VM a descheduled example
@@ -48,13 +54,7 @@ FUZZ_SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
 PRODUCE_VERSIONS = list(range(SUPPORTED_APIS[ApiKey.PRODUCE].min_version,
                               SUPPORTED_APIS[ApiKey.PRODUCE].max_version + 1))
 
-mutations = st.lists(st.builds(
-    Mutation,
-    kind=st.sampled_from(MUTATION_KINDS),
-    position=st.integers(0, 512),
-    value=st.integers(0, 7),
-    data=st.one_of(st.sampled_from(HOSTILE_LENGTHS), st.binary(min_size=1, max_size=16)),
-), min_size=1, max_size=4)
+mutations = mutation_lists(max_position=512, max_data_size=16, max_count=4)
 
 
 def _produce_body(version: int, request: ProduceRequestData) -> bytes:
