@@ -6,13 +6,12 @@ delayed requests only when the HW or the low watermark moved. Checked on every f
 (docs/profiles/partition-cost.md, session 14). Counts, never time.
 """
 
-import collections
-import sys
 import uuid
 
 import pytest
 from kio.schema.errors import ErrorCode
 
+from benchmarks.leader_fetch_rounds import count_calls as count_all_calls
 from replog.broker.delayed_delete_records import DelayedDeleteRecords, move_log_start
 from replog.broker.fetch_params import FollowerFetch
 from replog.broker.replica_manager import ReplicaManager
@@ -90,22 +89,8 @@ async def leader(tmp_path):
 
 def count_calls(action, rounds: int) -> dict[str, float]:
     """The COUNTED functions' calls per round."""
-    counts: collections.Counter = collections.Counter()
-
-    def profile(frame, event, arg):
-        if event == "call":
-            code = frame.f_code
-            name = COUNTED.get(("/".join(code.co_filename.split("/")[-2:]), code.co_name))
-            if name is not None:
-                counts[name] += 1
-
-    sys.setprofile(profile)
-    try:
-        for _ in range(rounds):
-            action()
-    finally:
-        sys.setprofile(None)
-    return {name: counts[name] / rounds for name in COUNTED.values()}
+    calls = count_all_calls(action, rounds)
+    return {name: calls[key] for key, name in COUNTED.items()}
 
 
 async def test_a_produce_round_checks_the_hw_once_per_leo_that_moved(leader):
